@@ -1,0 +1,637 @@
+use crate::attrs::attr_err;
+use crate::shape::broadcast_shapes;
+use crate::{Attrs, CatalogError, DType, TensorSpec};
+
+/// The catalog version this crate implements.
+pub const CATALOG_VERSION: u32 = 1;
+
+/// Every catalog kernel name starts with this.
+pub const KERNEL_PREFIX: &str = "vsdk.";
+
+/// The kernels of catalog v1. Each is versioned on its own (`name@1`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Op {
+    ResizePilBicubic,
+    ResizeBicubic,
+    Crop,
+    Cast,
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Conv2d,
+    Concat,
+    Reshape,
+    Permute,
+    Linear,
+    LayerNorm,
+    Softmax,
+    Sdpa,
+    Gelu,
+}
+
+pub const ALL_OPS: [Op; 17] = [
+    Op::ResizePilBicubic,
+    Op::ResizeBicubic,
+    Op::Crop,
+    Op::Cast,
+    Op::Add,
+    Op::Sub,
+    Op::Mul,
+    Op::Div,
+    Op::Conv2d,
+    Op::Concat,
+    Op::Reshape,
+    Op::Permute,
+    Op::Linear,
+    Op::LayerNorm,
+    Op::Softmax,
+    Op::Sdpa,
+    Op::Gelu,
+];
+
+impl Op {
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::ResizePilBicubic => "vsdk.resize_pil_bicubic",
+            Op::ResizeBicubic => "vsdk.resize_bicubic",
+            Op::Crop => "vsdk.crop",
+            Op::Cast => "vsdk.cast",
+            Op::Add => "vsdk.add",
+            Op::Sub => "vsdk.sub",
+            Op::Mul => "vsdk.mul",
+            Op::Div => "vsdk.div",
+            Op::Conv2d => "vsdk.conv2d",
+            Op::Concat => "vsdk.concat",
+            Op::Reshape => "vsdk.reshape",
+            Op::Permute => "vsdk.permute",
+            Op::Linear => "vsdk.linear",
+            Op::LayerNorm => "vsdk.layer_norm",
+            Op::Softmax => "vsdk.softmax",
+            Op::Sdpa => "vsdk.sdpa",
+            Op::Gelu => "vsdk.gelu",
+        }
+    }
+
+    pub fn version(self) -> u32 {
+        1
+    }
+
+    pub fn lookup(name: &str, version: u32) -> Result<Op, CatalogError> {
+        ALL_OPS
+            .into_iter()
+            .find(|op| op.name() == name && op.version() == version)
+            .ok_or_else(|| CatalogError::UnknownKernel {
+                name: name.to_string(),
+                version,
+                known: ALL_OPS
+                    .iter()
+                    .map(|op| format!("{}@{}", op.name(), op.version()))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
+    }
+
+    /// The dtypes this kernel is defined for (the dtype of its data tensors).
+    pub fn dtypes(self) -> &'static [DType] {
+        const FLOATS: &[DType] = &[DType::F16, DType::BF16, DType::F32, DType::F64];
+        match self {
+            Op::ResizePilBicubic => &[DType::U8],
+            Op::Crop | Op::Cast | Op::Concat | Op::Reshape | Op::Permute => &DType::ALL,
+            _ => FLOATS,
+        }
+    }
+
+    fn attr_names(self) -> &'static [&'static str] {
+        match self {
+            Op::ResizePilBicubic => &["size"],
+            Op::ResizeBicubic => &["size", "scale_factor", "antialias"],
+            Op::Crop => &["offsets", "sizes"],
+            Op::Cast => &["dtype"],
+            Op::Conv2d => &["strides", "pads", "dilations", "groups"],
+            Op::Concat | Op::Softmax => &["axis"],
+            Op::Reshape => &["shape"],
+            Op::Permute => &["perm"],
+            Op::LayerNorm => &["axis", "eps"],
+            Op::Sdpa => &["scale"],
+            Op::Add | Op::Sub | Op::Mul | Op::Div | Op::Linear | Op::Gelu => &[],
+        }
+    }
+}
+
+/// How `vsdk.resize_bicubic` maps output to source coordinates.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ResizeMode {
+    /// Output size given; scale = in / out.
+    Size,
+    /// Scale factor given; out = floor(in * s), scale = 1 / s.
+    ScaleFactor,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resize {
+    pub out_h: usize,
+    pub out_w: usize,
+    /// Source pixels per output pixel, per axis (the value used in coordinate maps).
+    pub scale_h: f64,
+    pub scale_w: f64,
+    pub mode: ResizeMode,
+    pub antialias: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Crop {
+    pub offsets: Vec<usize>,
+    pub sizes: Vec<usize>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Conv2d {
+    pub strides: [usize; 2],
+    /// top, left, bottom, right
+    pub pads: [usize; 4],
+    pub dilations: [usize; 2],
+    pub groups: usize,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sdpa {
+    pub scale: f64,
+}
+
+/// A kernel call checked against the catalog: the op, its attributes resolved
+/// (defaults applied, negative axes normalised) and its output specs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Node {
+    ResizePilBicubic { out_h: usize, out_w: usize },
+    ResizeBicubic(Resize),
+    Crop(Crop),
+    Cast(DType),
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Conv2d(Conv2d),
+    Concat { axis: usize },
+    Reshape,
+    Permute { perm: Vec<usize> },
+    Linear,
+    LayerNorm { axis: usize, eps: f64 },
+    Softmax { axis: usize },
+    Sdpa(Sdpa),
+    Gelu,
+}
+
+struct Check {
+    kernel: &'static str,
+}
+
+impl Check {
+    fn fail<T>(&self, reason: impl Into<String>) -> Result<T, CatalogError> {
+        Err(CatalogError::Tensors {
+            kernel: self.kernel,
+            reason: reason.into(),
+        })
+    }
+
+    fn attr<T>(&self, name: &str, reason: impl Into<String>) -> Result<T, CatalogError> {
+        Err(attr_err(self.kernel, name, reason.into()))
+    }
+
+    fn arity(&self, inputs: &[TensorSpec], min: usize, max: usize) -> Result<(), CatalogError> {
+        if inputs.len() < min || inputs.len() > max {
+            let want = if min == max {
+                format!("{min}")
+            } else if max == usize::MAX {
+                format!("at least {min}")
+            } else {
+                format!("{min} to {max}")
+            };
+            return self.fail(format!("takes {want} inputs, got {}", inputs.len()));
+        }
+        Ok(())
+    }
+
+    fn same_dtype(&self, inputs: &[TensorSpec]) -> Result<DType, CatalogError> {
+        let d = inputs[0].dtype;
+        if let Some((i, t)) = inputs.iter().enumerate().find(|(_, t)| t.dtype != d) {
+            return self.fail(format!(
+                "input {i} is {} but input 0 is {d}: inputs share one dtype",
+                t.dtype
+            ));
+        }
+        Ok(d)
+    }
+
+    fn rank(&self, what: &str, t: &TensorSpec, rank: usize) -> Result<(), CatalogError> {
+        if t.shape.len() != rank {
+            return self.fail(format!("{what} must have rank {rank}, got shape {:?}", t.shape));
+        }
+        Ok(())
+    }
+
+    fn axis(&self, name: &str, axis: i64, rank: usize) -> Result<usize, CatalogError> {
+        let r = rank as i64;
+        if axis < -r || axis >= r.max(1) {
+            return self.attr(name, format!("axis {axis} is out of range for rank {rank}"));
+        }
+        Ok(if axis < 0 { (axis + r) as usize } else { axis as usize })
+    }
+
+    fn pair(&self, attrs: &Attrs, name: &str, default: i64, min: i64) -> Result<[usize; 2], CatalogError> {
+        match attrs.ints(self.kernel, name)? {
+            None => Ok([default as usize; 2]),
+            Some(&[a, b]) if a >= min && b >= min => Ok([a as usize, b as usize]),
+            Some(v) => self.attr(name, format!("expected 2 values >= {min}, got {v:?}")),
+        }
+    }
+}
+
+fn positive_size(c: &Check, attrs: &Attrs) -> Result<Option<[usize; 2]>, CatalogError> {
+    match attrs.ints(c.kernel, "size")? {
+        None => Ok(None),
+        Some(&[h, w]) if h > 0 && w > 0 => Ok(Some([h as usize, w as usize])),
+        Some(v) => c.attr("size", format!("expected [out_h, out_w] > 0, got {v:?}")),
+    }
+}
+
+impl Node {
+    /// Checks a call against the catalog: attribute names and types, input
+    /// count, dtypes and shapes. Returns the resolved node and its outputs.
+    pub fn infer(
+        op: Op,
+        attrs: &Attrs,
+        inputs: &[TensorSpec],
+    ) -> Result<(Node, Vec<TensorSpec>), CatalogError> {
+        let c = Check { kernel: op.name() };
+        attrs.check_names(c.kernel, op.attr_names())?;
+        let (min, max) = match op {
+            Op::Add | Op::Sub | Op::Mul | Op::Div => (2, 2),
+            Op::Conv2d | Op::Linear => (2, 3),
+            Op::LayerNorm | Op::Sdpa => (3, 3),
+            Op::Concat => (1, usize::MAX),
+            _ => (1, 1),
+        };
+        c.arity(inputs, min, max)?;
+        let dtype = if op == Op::Cast {
+            inputs[0].dtype
+        } else {
+            c.same_dtype(inputs)?
+        };
+        if !op.dtypes().contains(&dtype) {
+            return c.fail(format!("not defined for {dtype}"));
+        }
+        let x = &inputs[0];
+        let out = |shape: Vec<usize>| vec![TensorSpec { dtype, shape }];
+        Ok(match op {
+            Op::ResizePilBicubic => {
+                c.rank("input [H, W, C]", x, 3)?;
+                let Some([out_h, out_w]) = positive_size(&c, attrs)? else {
+                    return c.attr("size", "is required");
+                };
+                if x.shape[0] == 0 || x.shape[1] == 0 {
+                    return c.fail(format!("input image {:?} is empty", x.shape));
+                }
+                (
+                    Node::ResizePilBicubic { out_h, out_w },
+                    out(vec![out_h, out_w, x.shape[2]]),
+                )
+            }
+            Op::ResizeBicubic => {
+                c.rank("input [N, C, H, W]", x, 4)?;
+                let (in_h, in_w) = (x.shape[2], x.shape[3]);
+                if in_h == 0 || in_w == 0 {
+                    return c.fail(format!("input {:?} has an empty spatial dimension", x.shape));
+                }
+                let size = positive_size(&c, attrs)?;
+                let factor = attrs.floats(c.kernel, "scale_factor")?;
+                let r = match (size, factor) {
+                    (Some([oh, ow]), None) => Resize {
+                        out_h: oh,
+                        out_w: ow,
+                        scale_h: in_h as f64 / oh as f64,
+                        scale_w: in_w as f64 / ow as f64,
+                        mode: ResizeMode::Size,
+                        antialias: false,
+                    },
+                    (None, Some(&[sh, sw])) if sh > 0.0 && sw > 0.0 && sh.is_finite() && sw.is_finite() => {
+                        let (oh, ow) = ((in_h as f64 * sh).floor(), (in_w as f64 * sw).floor());
+                        if oh < 1.0 || ow < 1.0 {
+                            return c.attr("scale_factor", format!("gives an empty output ({oh} x {ow})"));
+                        }
+                        Resize {
+                            out_h: oh as usize,
+                            out_w: ow as usize,
+                            scale_h: 1.0 / sh,
+                            scale_w: 1.0 / sw,
+                            mode: ResizeMode::ScaleFactor,
+                            antialias: false,
+                        }
+                    }
+                    (None, Some(v)) => {
+                        return c.attr("scale_factor", format!("expected [s_h, s_w], finite and > 0, got {v:?}"))
+                    }
+                    (Some(_), Some(_)) => return c.attr("size", "give `size` or `scale_factor`, not both"),
+                    (None, None) => return c.attr("size", "one of `size` or `scale_factor` is required"),
+                };
+                let antialias = match attrs.int(c.kernel, "antialias")? {
+                    None | Some(0) => false,
+                    Some(1) => true,
+                    Some(v) => return c.attr("antialias", format!("expected 0 or 1, got {v}")),
+                };
+                let shape = vec![x.shape[0], x.shape[1], r.out_h, r.out_w];
+                (Node::ResizeBicubic(Resize { antialias, ..r }), out(shape))
+            }
+            Op::Crop => {
+                let rank = x.shape.len();
+                let (Some(offsets), Some(sizes)) =
+                    (attrs.ints(c.kernel, "offsets")?, attrs.ints(c.kernel, "sizes")?)
+                else {
+                    return c.attr("offsets", "`offsets` and `sizes` are required");
+                };
+                if offsets.len() != rank || sizes.len() != rank {
+                    return c.attr("offsets", format!("`offsets` and `sizes` need {rank} values each (the input's rank)"));
+                }
+                for d in 0..rank {
+                    let (o, s) = (offsets[d], sizes[d]);
+                    if o < 0 || s < 0 || (o + s) as usize > x.shape[d] {
+                        return c.fail(format!(
+                            "axis {d}: window [{o}, {o}+{s}) is outside the input's extent {}",
+                            x.shape[d]
+                        ));
+                    }
+                }
+                let sizes: Vec<usize> = sizes.iter().map(|&s| s as usize).collect();
+                let crop = Crop {
+                    offsets: offsets.iter().map(|&o| o as usize).collect(),
+                    sizes: sizes.clone(),
+                };
+                (Node::Crop(crop), out(sizes))
+            }
+            Op::Cast => {
+                let Some(name) = attrs.string(c.kernel, "dtype")? else {
+                    return c.attr("dtype", "is required");
+                };
+                let Some(to) = DType::from_name(name) else {
+                    return c.attr("dtype", format!("unknown dtype `{name}`"));
+                };
+                (Node::Cast(to), vec![TensorSpec { dtype: to, shape: x.shape.clone() }])
+            }
+            Op::Add | Op::Sub | Op::Mul | Op::Div => {
+                let Some(shape) = broadcast_shapes(&x.shape, &inputs[1].shape) else {
+                    return c.fail(format!(
+                        "shapes {:?} and {:?} do not broadcast",
+                        x.shape, inputs[1].shape
+                    ));
+                };
+                let node = match op {
+                    Op::Add => Node::Add,
+                    Op::Sub => Node::Sub,
+                    Op::Mul => Node::Mul,
+                    _ => Node::Div,
+                };
+                (node, out(shape))
+            }
+            Op::Conv2d => {
+                c.rank("input [N, C, H, W]", x, 4)?;
+                let w = &inputs[1];
+                c.rank("weight [O, C/groups, kH, kW]", w, 4)?;
+                let strides = c.pair(attrs, "strides", 1, 1)?;
+                let dilations = c.pair(attrs, "dilations", 1, 1)?;
+                let pads = match attrs.ints(c.kernel, "pads")? {
+                    None => [0; 4],
+                    Some(&[t, l, b, r]) if t >= 0 && l >= 0 && b >= 0 && r >= 0 => {
+                        [t as usize, l as usize, b as usize, r as usize]
+                    }
+                    Some(v) => return c.attr("pads", format!("expected [top, left, bottom, right] >= 0, got {v:?}")),
+                };
+                let groups = match attrs.int(c.kernel, "groups")? {
+                    None => 1,
+                    Some(g) if g >= 1 => g as usize,
+                    Some(g) => return c.attr("groups", format!("expected >= 1, got {g}")),
+                };
+                let (cin, cout) = (x.shape[1], w.shape[0]);
+                if cin % groups != 0 || cout % groups != 0 || w.shape[1] * groups != cin {
+                    return c.fail(format!(
+                        "input channels {cin}, weight {:?} and groups {groups} do not agree",
+                        w.shape
+                    ));
+                }
+                if let Some(b) = inputs.get(2) {
+                    if b.shape != [cout] {
+                        return c.fail(format!("bias must have shape [{cout}], got {:?}", b.shape));
+                    }
+                }
+                let mut spatial = [0usize; 2];
+                for a in 0..2 {
+                    let padded = x.shape[2 + a] + pads[a] + pads[a + 2];
+                    let span = dilations[a] * (w.shape[2 + a].max(1) - 1) + 1;
+                    if w.shape[2 + a] == 0 || padded < span {
+                        return c.fail(format!(
+                            "kernel {:?} (dilated span {span}) does not fit the padded input {:?}",
+                            &w.shape[2..],
+                            &x.shape[2..]
+                        ));
+                    }
+                    spatial[a] = (padded - span) / strides[a] + 1;
+                }
+                let conv = Conv2d { strides, pads, dilations, groups };
+                (Node::Conv2d(conv), out(vec![x.shape[0], cout, spatial[0], spatial[1]]))
+            }
+            Op::Concat => {
+                let rank = x.shape.len();
+                if rank == 0 {
+                    return c.fail("cannot concatenate scalars");
+                }
+                let axis = c.axis("axis", attrs.int(c.kernel, "axis")?.unwrap_or(0), rank)?;
+                let mut shape = x.shape.clone();
+                for (i, t) in inputs.iter().enumerate().skip(1) {
+                    let agrees = t.shape.len() == rank
+                        && (0..rank).all(|d| d == axis || t.shape[d] == x.shape[d]);
+                    if !agrees {
+                        return c.fail(format!(
+                            "input {i} has shape {:?}, input 0 has {:?}: they must agree except on axis {axis}",
+                            t.shape, x.shape
+                        ));
+                    }
+                    shape[axis] += t.shape[axis];
+                }
+                (Node::Concat { axis }, out(shape))
+            }
+            Op::Reshape => {
+                let Some(target) = attrs.ints(c.kernel, "shape")? else {
+                    return c.attr("shape", "is required");
+                };
+                let shape = reshape_target(&c, target, x.numel())?;
+                (Node::Reshape, out(shape))
+            }
+            Op::Permute => {
+                let Some(perm) = attrs.ints(c.kernel, "perm")? else {
+                    return c.attr("perm", "is required");
+                };
+                let rank = x.shape.len();
+                let mut seen = vec![false; rank];
+                let valid = perm.len() == rank
+                    && perm.iter().all(|&p| {
+                        (0..rank as i64).contains(&p) && !std::mem::replace(&mut seen[p as usize], true)
+                    });
+                if !valid {
+                    return c.attr("perm", format!("{perm:?} is not a permutation of 0..{rank}"));
+                }
+                let perm: Vec<usize> = perm.iter().map(|&p| p as usize).collect();
+                let shape = perm.iter().map(|&p| x.shape[p]).collect();
+                (Node::Permute { perm }, out(shape))
+            }
+            Op::Linear => {
+                let w = &inputs[1];
+                c.rank("weight [N, K]", w, 2)?;
+                let Some(&k) = x.shape.last() else {
+                    return c.fail("input must have rank >= 1");
+                };
+                if w.shape[1] != k {
+                    return c.fail(format!(
+                        "input {:?} has K = {k} but weight is {:?} (expected [N, {k}])",
+                        x.shape, w.shape
+                    ));
+                }
+                if let Some(b) = inputs.get(2) {
+                    if b.shape != [w.shape[0]] {
+                        return c.fail(format!("bias must have shape [{}], got {:?}", w.shape[0], b.shape));
+                    }
+                }
+                let mut shape = x.shape.clone();
+                *shape.last_mut().expect("rank >= 1 checked") = w.shape[0];
+                (Node::Linear, out(shape))
+            }
+            Op::LayerNorm => {
+                let rank = x.shape.len();
+                if rank == 0 {
+                    return c.fail("input must have rank >= 1");
+                }
+                let axis = c.axis("axis", attrs.int(c.kernel, "axis")?.unwrap_or(-1), rank)?;
+                let eps = attrs.float(c.kernel, "eps")?.unwrap_or(1e-5);
+                if !(eps >= 0.0 && eps.is_finite()) {
+                    return c.attr("eps", format!("expected a finite value >= 0, got {eps}"));
+                }
+                let normalized = &x.shape[axis..];
+                for (i, name) in [(1, "weight"), (2, "bias")] {
+                    if inputs[i].shape != normalized {
+                        return c.fail(format!(
+                            "{name} must have the normalized shape {normalized:?}, got {:?}",
+                            inputs[i].shape
+                        ));
+                    }
+                }
+                (Node::LayerNorm { axis, eps }, out(x.shape.clone()))
+            }
+            Op::Softmax => {
+                let rank = x.shape.len();
+                if rank == 0 {
+                    return c.fail("input must have rank >= 1");
+                }
+                let axis = c.axis("axis", attrs.int(c.kernel, "axis")?.unwrap_or(-1), rank)?;
+                (Node::Softmax { axis }, out(x.shape.clone()))
+            }
+            Op::Sdpa => {
+                let (q, k, v) = (&inputs[0], &inputs[1], &inputs[2]);
+                let rank = q.shape.len();
+                if rank < 2 || k.shape.len() != rank || v.shape.len() != rank {
+                    return c.fail(format!(
+                        "q, k, v must share a rank >= 2, got {:?}, {:?}, {:?}",
+                        q.shape, k.shape, v.shape
+                    ));
+                }
+                let b = rank - 2;
+                let ok = q.shape[..b] == k.shape[..b]
+                    && k.shape[..b] == v.shape[..b]
+                    && q.shape[b + 1] == k.shape[b + 1]
+                    && k.shape[b] == v.shape[b]
+                    && k.shape[b] > 0;
+                if !ok {
+                    return c.fail(format!(
+                        "expected q [..., Lq, D], k [..., Lk, D], v [..., Lk, Dv] with Lk > 0, got {:?}, {:?}, {:?}",
+                        q.shape, k.shape, v.shape
+                    ));
+                }
+                let d = q.shape[b + 1];
+                let scale = attrs.float(c.kernel, "scale")?.unwrap_or(1.0 / (d.max(1) as f64).sqrt());
+                if !scale.is_finite() {
+                    return c.attr("scale", format!("must be finite, got {scale}"));
+                }
+                let mut shape = q.shape.clone();
+                shape[b + 1] = v.shape[b + 1];
+                (Node::Sdpa(Sdpa { scale }), out(shape))
+            }
+            Op::Gelu => (Node::Gelu, out(x.shape.clone())),
+        })
+    }
+}
+
+fn reshape_target(c: &Check, target: &[i64], numel: usize) -> Result<Vec<usize>, CatalogError> {
+    let inferred: Vec<usize> = (0..target.len()).filter(|&i| target[i] == -1).collect();
+    if inferred.len() > 1 || target.iter().any(|&d| d < -1) {
+        return c.attr("shape", format!("{target:?}: dimensions are >= 0, with at most one -1"));
+    }
+    let known: usize = target.iter().filter(|&&d| d >= 0).map(|&d| d as usize).product();
+    let mut shape: Vec<usize> = target.iter().map(|&d| d.max(0) as usize).collect();
+    if let Some(&i) = inferred.first() {
+        if known == 0 || numel % known != 0 {
+            return c.attr("shape", format!("{target:?} cannot hold {numel} elements"));
+        }
+        shape[i] = numel / known;
+    }
+    if shape.iter().product::<usize>() != numel {
+        return c.attr("shape", format!("{target:?} holds a different number of elements than the input ({numel})"));
+    }
+    Ok(shape)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::AttrValue;
+
+    fn f32s(shape: &[usize]) -> TensorSpec {
+        TensorSpec::new(DType::F32, shape)
+    }
+
+    #[test]
+    fn dinov2_position_embedding_resize_gives_16() {
+        let attrs = Attrs::new().with("scale_factor", AttrValue::Floats(vec![16.1 / 37.0; 2]));
+        let (node, out) = Node::infer(Op::ResizeBicubic, &attrs, &[f32s(&[1, 384, 37, 37])]).unwrap();
+        assert_eq!(out[0].shape, vec![1, 384, 16, 16]);
+        let Node::ResizeBicubic(r) = node else { panic!("wrong node") };
+        assert!((r.scale_h - 37.0 / 16.1).abs() < 1e-12);
+    }
+
+    #[test]
+    fn patch_embedding_conv_shape() {
+        let attrs = Attrs::new().with("strides", AttrValue::Ints(vec![14, 14]));
+        let inputs = [f32s(&[1, 3, 224, 224]), f32s(&[384, 3, 14, 14]), f32s(&[384])];
+        let (_, out) = Node::infer(Op::Conv2d, &attrs, &inputs).unwrap();
+        assert_eq!(out[0].shape, vec![1, 384, 16, 16]);
+    }
+
+    #[test]
+    fn errors_name_kernel_and_attribute() {
+        let attrs = Attrs::new().with("axes", AttrValue::Int(1));
+        let err = Node::infer(Op::Softmax, &attrs, &[f32s(&[2, 3])]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "vsdk.softmax: attribute `axes`: not an attribute of this kernel (it has: axis)"
+        );
+        let err = Node::infer(Op::Linear, &Attrs::new(), &[f32s(&[2, 3]), f32s(&[4, 5])]).unwrap_err();
+        assert!(err.to_string().contains("K = 3"), "{err}");
+        let err = Op::lookup("vsdk.gelu_tanh", 1).unwrap_err();
+        assert!(err.to_string().starts_with("unknown kernel `vsdk.gelu_tanh@1`"), "{err}");
+    }
+
+    #[test]
+    fn reshape_infers_one_dimension() {
+        let attrs = Attrs::new().with("shape", AttrValue::Ints(vec![-1, 384]));
+        let (_, out) = Node::infer(Op::Reshape, &attrs, &[f32s(&[1, 384, 16, 16])]).unwrap();
+        assert_eq!(out[0].shape, vec![256, 384]);
+        let bad = Attrs::new().with("shape", AttrValue::Ints(vec![-1, 5]));
+        assert!(Node::infer(Op::Reshape, &bad, &[f32s(&[4, 4])]).is_err());
+    }
+}
