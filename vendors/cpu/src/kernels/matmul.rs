@@ -1,0 +1,143 @@
+//! Matrix products on the `gemm` crate (runtime-dispatched SIMD, rayon threads).
+
+use super::Real;
+use ndarray::{ArrayViewD, ArrayViewMutD, Axis};
+use rayon::prelude::*;
+use vsdk_catalog::Conv2d;
+
+/// A strided matrix: base pointer, row stride, column stride (in elements).
+#[derive(Clone, Copy)]
+pub struct Mat<T> {
+    pub ptr: *const T,
+    pub rs: isize,
+    pub cs: isize,
+}
+
+/// `dst[m×n] = (accumulate ? dst : 0) + scale · a[m×k] · b[k×n]`.
+///
+/// # Safety
+/// Every matrix is valid for its extent; `dst` is writable and overlaps neither input.
+pub unsafe fn gemm<T: Real>(
+    (m, n, k): (usize, usize, usize),
+    dst: *mut T,
+    dst_rs: isize,
+    accumulate: bool,
+    a: Mat<T>,
+    b: Mat<T>,
+    scale: T,
+    parallel: bool,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        if !accumulate {
+            for i in 0..m {
+                for j in 0..n {
+                    // SAFETY: (i, j) is inside dst.
+                    unsafe { *dst.offset(i as isize * dst_rs + j as isize) = T::zero() };
+                }
+            }
+        }
+        return;
+    }
+    let parallelism = if parallel {
+        gemm::Parallelism::Rayon(rayon::current_num_threads())
+    } else {
+        gemm::Parallelism::None
+    };
+    // SAFETY: forwarded; gemm computes dst = alpha·dst + beta·a·b, reading dst
+    // only when `accumulate`.
+    unsafe {
+        gemm::gemm(
+            m, n, k, dst, 1, dst_rs, accumulate, a.ptr, a.cs, a.rs, b.ptr, b.cs, b.rs,
+            T::one(), scale, false, false, false, parallelism,
+        )
+    }
+}
+
+/// `out[..., N] = x[..., K] · w[N, K]ᵀ + b[N]`.
+pub fn linear<T: Real>(x: &ArrayViewD<T>, w: &ArrayViewD<T>, b: Option<&ArrayViewD<T>>, mut out: ArrayViewMutD<T>) {
+    let k = x.shape()[x.ndim() - 1];
+    let n = w.shape()[0];
+    let m = x.len() / k.max(1);
+    match b {
+        Some(b) => out.lanes_mut(Axis(out.ndim() - 1)).into_iter().for_each(|mut row| row.assign(b)),
+        None => out.fill(T::zero()),
+    }
+    let x = x.as_standard_layout();
+    let ws = w.strides();
+    // SAFETY: x is compact [m, k]; w is [n, k] with its own strides, read as
+    // its transpose; out is compact [m, n] and distinct from both.
+    unsafe {
+        gemm(
+            (m, n, k),
+            out.as_mut_ptr(),
+            n as isize,
+            true,
+            Mat { ptr: x.as_ptr(), rs: k as isize, cs: 1 },
+            Mat { ptr: w.as_ptr(), rs: ws[1], cs: ws[0] },
+            T::one(),
+            true,
+        )
+    }
+}
+
+/// NCHW convolution by im2col + GEMM per image and group.
+pub fn conv2d<T: Real>(
+    x: &ArrayViewD<T>,
+    w: &ArrayViewD<T>,
+    b: Option<&ArrayViewD<T>>,
+    c: &Conv2d,
+    mut out: ArrayViewMutD<T>,
+) {
+    let x = x.as_standard_layout();
+    let w = w.as_standard_layout();
+    let (batch, cin, h, wd) = (x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3]);
+    let (cout, kh, kw) = (w.shape()[0], w.shape()[2], w.shape()[3]);
+    let (oh, ow) = (out.shape()[2], out.shape()[3]);
+    let (cg, og) = (cin / c.groups, cout / c.groups);
+    let (kc, p) = (cg * kh * kw, oh * ow);
+    match b {
+        Some(b) => {
+            for (o, mut plane) in out.axis_iter_mut(Axis(1)).enumerate() {
+                plane.fill(b[[o]]);
+            }
+        }
+        None => out.fill(T::zero()),
+    }
+    let xs = x.as_slice().expect("standard layout");
+    let out_ptr = out.as_mut_ptr();
+    let mut cols = vec![T::zero(); kc * p];
+    for n in 0..batch {
+        for g in 0..c.groups {
+            cols.par_chunks_mut(p).enumerate().for_each(|(row, col)| {
+                let (ci, i, j) = (row / (kh * kw), (row / kw) % kh, row % kw);
+                let plane = &xs[((n * cin) + g * cg + ci) * h * wd..][..h * wd];
+                for oy in 0..oh {
+                    let y = (oy * c.strides[0] + i * c.dilations[0]) as isize - c.pads[0] as isize;
+                    for ox in 0..ow {
+                        let xx = (ox * c.strides[1] + j * c.dilations[1]) as isize - c.pads[1] as isize;
+                        let inside = (0..h as isize).contains(&y) && (0..wd as isize).contains(&xx);
+                        col[oy * ow + ox] = if inside { plane[y as usize * wd + xx as usize] } else { T::zero() };
+                    }
+                }
+            });
+            // SAFETY: weights of group g are a compact [og, kc] block; cols is
+            // [kc, p]; the output block [og, p] of image n, group g is inside
+            // the compact output and distinct from both.
+            unsafe {
+                gemm(
+                    (og, p, kc),
+                    out_ptr.add((n * cout + g * og) * p),
+                    p as isize,
+                    true,
+                    Mat { ptr: w.as_ptr().add(g * og * kc), rs: kc as isize, cs: 1 },
+                    Mat { ptr: cols.as_ptr(), rs: p as isize, cs: 1 },
+                    T::one(),
+                    true,
+                )
+            }
+        }
+    }
+}

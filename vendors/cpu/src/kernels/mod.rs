@@ -1,0 +1,160 @@
+//! The kernels, over ndarray views of the host's buffers. Float kernels are
+//! generic over [`Real`] (f32, f64); f16 and bf16 run through f32 and are
+//! rounded once, at the operator's output.
+
+mod attention;
+mod cast;
+mod elementwise;
+mod matmul;
+mod movement;
+mod norm;
+pub mod resize;
+
+pub use matmul::linear;
+
+use half::{bf16, f16};
+use ndarray::{ArrayD, ArrayViewD, ArrayViewMutD, IxDyn, ShapeBuilder, Zip};
+use vsdk_catalog::{DType, Node};
+use vsdk_provider_kit::{ProviderError, TensorArg};
+
+/// A float type the kernels compute in.
+pub trait Real:
+    num_traits::Float + Send + Sync + 'static + std::fmt::Debug + std::iter::Sum + Default
+{
+    fn lit(v: f64) -> Self;
+    fn wide(self) -> f64;
+    fn erf(self) -> Self;
+}
+
+impl Real for f32 {
+    fn lit(v: f64) -> Self {
+        v as f32
+    }
+    fn wide(self) -> f64 {
+        f64::from(self)
+    }
+    fn erf(self) -> Self {
+        libm::erff(self)
+    }
+}
+
+impl Real for f64 {
+    fn lit(v: f64) -> Self {
+        v
+    }
+    fn wide(self) -> f64 {
+        self
+    }
+    fn erf(self) -> Self {
+        libm::erf(self)
+    }
+}
+
+/// A 16-bit float stored in memory and computed in f32.
+trait Narrow: Copy + Send + Sync {
+    fn widen(self) -> f32;
+    fn narrow(v: f32) -> Self;
+}
+
+impl Narrow for f16 {
+    fn widen(self) -> f32 {
+        self.to_f32()
+    }
+    fn narrow(v: f32) -> Self {
+        f16::from_f32(v)
+    }
+}
+
+impl Narrow for bf16 {
+    fn widen(self) -> f32 {
+        self.to_f32()
+    }
+    fn narrow(v: f32) -> Self {
+        bf16::from_f32(v)
+    }
+}
+
+/// # Safety
+/// `t` describes live memory of its dtype (checked by the caller against the
+/// provider's allocations), which `T` matches in size and alignment, and which
+/// is not written while the view lives.
+unsafe fn view<'a, T>(t: &TensorArg) -> ArrayViewD<'a, T> {
+    let shape = IxDyn(&t.shape).strides(IxDyn(&t.strides));
+    // SAFETY: per the contract above.
+    unsafe { ArrayViewD::from_shape_ptr(shape, t.ptr.cast::<T>().cast_const()) }
+}
+
+/// # Safety
+/// As [`view`], and the tensor is compact and aliased by no other view.
+unsafe fn view_mut<'a, T>(t: &TensorArg) -> ArrayViewMutD<'a, T> {
+    let shape = IxDyn(&t.shape).strides(IxDyn(&t.strides));
+    // SAFETY: per the contract above.
+    unsafe { ArrayViewMutD::from_shape_ptr(shape, t.ptr.cast::<T>()) }
+}
+
+/// Runs a checked node. The caller has validated the call against the catalog
+/// (dtypes, shapes, compact outputs) and every tensor against live buffers;
+/// inputs and outputs never overlap (ABI rule).
+pub fn run(node: &Node, inputs: &[TensorArg], outputs: &[TensorArg]) -> Result<(), ProviderError> {
+    let out = &outputs[0];
+    // SAFETY (every view below): the caller's checks give the `view` contract;
+    // the output is compact and distinct from every input.
+    unsafe {
+        match node {
+            Node::Crop(_) | Node::Concat { .. } | Node::Reshape | Node::Permute { .. } => {
+                movement::run(node, inputs, out)
+            }
+            Node::Cast(_) => cast::run(&inputs[0], out),
+            Node::ResizePilBicubic { .. } => {
+                resize::pil_bicubic_u8(view::<u8>(&inputs[0]), view_mut::<u8>(out));
+                Ok(())
+            }
+            _ => match out.dtype {
+                DType::F32 => float_node::<f32>(node, &views(inputs), view_mut(out)),
+                DType::F64 => float_node::<f64>(node, &views(inputs), view_mut(out)),
+                DType::F16 => via_f32::<f16>(node, inputs, out),
+                DType::BF16 => via_f32::<bf16>(node, inputs, out),
+                d => Err(ProviderError::unsupported(format!("{node:?} on {d}"))),
+            },
+        }
+    }
+}
+
+/// # Safety
+/// As [`view`] for every tensor.
+unsafe fn views<'a, T>(ts: &[TensorArg]) -> Vec<ArrayViewD<'a, T>> {
+    // SAFETY: forwarded.
+    ts.iter().map(|t| unsafe { view(t) }).collect()
+}
+
+/// # Safety
+/// As [`run`].
+unsafe fn via_f32<N: Narrow>(node: &Node, inputs: &[TensorArg], out: &TensorArg) -> Result<(), ProviderError> {
+    // SAFETY: forwarded.
+    let wide: Vec<ArrayD<f32>> = inputs.iter().map(|t| unsafe { view::<N>(t) }.mapv(N::widen)).collect();
+    let wide_views: Vec<_> = wide.iter().map(|a| a.view()).collect();
+    let mut result = ArrayD::<f32>::zeros(out.shape.clone());
+    float_node(node, &wide_views, result.view_mut())?;
+    // SAFETY: forwarded.
+    let mut out = unsafe { view_mut::<N>(out) };
+    Zip::from(&mut out).and(&result).par_for_each(|o, &v| *o = N::narrow(v));
+    Ok(())
+}
+
+fn float_node<T: Real>(node: &Node, ins: &[ArrayViewD<T>], out: ArrayViewMutD<T>) -> Result<(), ProviderError> {
+    match node {
+        Node::Add => elementwise::binary(&ins[0], &ins[1], out, |a, b| a + b),
+        Node::Sub => elementwise::binary(&ins[0], &ins[1], out, |a, b| a - b),
+        Node::Mul => elementwise::binary(&ins[0], &ins[1], out, |a, b| a * b),
+        Node::Div => elementwise::binary(&ins[0], &ins[1], out, |a, b| a / b),
+        Node::Gelu => elementwise::gelu(&ins[0], out),
+        Node::Linear => matmul::linear(&ins[0], &ins[1], ins.get(2), out),
+        Node::Conv2d(c) => matmul::conv2d(&ins[0], &ins[1], ins.get(2), c, out),
+        Node::LayerNorm { axis, eps } => norm::layer_norm(&ins[0], &ins[1], &ins[2], *axis, *eps, out),
+        Node::Softmax { axis } => norm::softmax(&ins[0], *axis, out),
+        Node::Sdpa(s) => attention::sdpa(&ins[0], &ins[1], &ins[2], s.scale, out),
+        Node::ResizeBicubic(r) => resize::bicubic(&ins[0], r, out),
+        other => return Err(ProviderError::internal(format!("{other:?} reached the float path"))),
+    }
+    Ok(())
+}

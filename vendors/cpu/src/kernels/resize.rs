@@ -1,0 +1,153 @@
+//! Bicubic resizes. `pil_bicubic_u8` reproduces Pillow's `Image.resize(...,
+//! BICUBIC)` bit for bit (fixed-point, two passes with uint8 clipping);
+//! `bicubic` is PyTorch's `F.interpolate(mode="bicubic", align_corners=False)`
+//! with antialias off (A = -0.75, clamped borders) or on (A = -0.5 filter
+//! stretched by the scale, renormalised).
+
+use super::Real;
+use ndarray::{Array4, ArrayViewD, ArrayViewMutD, Ix3, Ix4, Zip};
+use vsdk_catalog::Resize;
+
+/// Pillow's and PyTorch-antialias's cubic filter, A = -0.5, support 2.
+fn cubic_a_half(x: f64) -> f64 {
+    const A: f64 = -0.5;
+    let x = x.abs();
+    if x < 1.0 {
+        ((A + 2.0) * x - (A + 3.0)) * x * x + 1.0
+    } else if x < 2.0 {
+        (((x - 5.0) * x + 8.0) * x - 4.0) * A
+    } else {
+        0.0
+    }
+}
+
+/// The taps of one output pixel: source indices and their weights.
+pub struct Taps {
+    pub first: Vec<usize>,
+    pub idx: Vec<[usize; 4]>,
+    pub weights: Vec<Vec<f64>>,
+}
+
+/// Pillow/PyTorch-antialias weights: a window of `2·support` source pixels
+/// around `center = scale·(i + 0.5)`, clipped to the image and renormalised.
+/// Returns, per output pixel, the first source index and the weights.
+pub fn antialias_weights(in_size: usize, out_size: usize, scale: f64) -> (Vec<usize>, Vec<Vec<f64>>) {
+    let filterscale = scale.max(1.0);
+    let support = 2.0 * filterscale;
+    let mut firsts = Vec::with_capacity(out_size);
+    let mut all = Vec::with_capacity(out_size);
+    for i in 0..out_size {
+        let center = (i as f64 + 0.5) * scale;
+        // `as` truncates toward zero, like the C casts this mirrors.
+        let xmin = ((center - support + 0.5) as i64).max(0) as usize;
+        let xmax = ((center + support + 0.5) as i64).min(in_size as i64) as usize;
+        let mut w: Vec<f64> = (xmin..xmax.max(xmin))
+            .map(|x| cubic_a_half((x as f64 - center + 0.5) / filterscale))
+            .collect();
+        let total: f64 = w.iter().sum();
+        if total != 0.0 {
+            w.iter_mut().for_each(|v| *v /= total);
+        }
+        firsts.push(xmin);
+        all.push(w);
+    }
+    (firsts, all)
+}
+
+/// PyTorch's non-antialiased bicubic taps (A = -0.75, borders clamped).
+fn cubic_taps(in_size: usize, out_size: usize, scale: f64) -> (Vec<[usize; 4]>, Vec<[f64; 4]>) {
+    const A: f64 = -0.75;
+    let near = |x: f64| ((A + 2.0) * x - (A + 3.0)) * x * x + 1.0;
+    let far = |x: f64| ((A * x - 5.0 * A) * x + 8.0 * A) * x - 4.0 * A;
+    let last = in_size as i64 - 1;
+    (0..out_size)
+        .map(|i| {
+            let real = scale * (i as f64 + 0.5) - 0.5;
+            let i0 = (real.floor() as i64).min(last);
+            let t = (real - i0 as f64).clamp(0.0, 1.0);
+            let idx = [0, 1, 2, 3].map(|j| (i0 - 1 + j).clamp(0, last) as usize);
+            (idx, [far(t + 1.0), near(t), near(1.0 - t), far(2.0 - t)])
+        })
+        .unzip()
+}
+
+/// One axis of a separable resize: (source index, weight) lists per output.
+fn axis_taps(in_size: usize, out_size: usize, scale: f64, antialias: bool) -> Vec<Vec<(usize, f64)>> {
+    if antialias {
+        let (firsts, weights) = antialias_weights(in_size, out_size, scale);
+        firsts
+            .into_iter()
+            .zip(weights)
+            .map(|(f, w)| w.into_iter().enumerate().map(|(j, w)| (f + j, w)).collect())
+            .collect()
+    } else {
+        let (idx, w) = cubic_taps(in_size, out_size, scale);
+        idx.into_iter().zip(w).map(|(i, w)| i.into_iter().zip(w).collect()).collect()
+    }
+}
+
+/// PyTorch-style bicubic resize of [N, C, H, W]: horizontal pass, then vertical.
+pub fn bicubic<T: Real>(x: &ArrayViewD<T>, r: &Resize, out: ArrayViewMutD<T>) {
+    let x = x.view().into_dimensionality::<Ix4>().expect("rank 4 checked by the catalog");
+    let mut out = out.into_dimensionality::<Ix4>().expect("rank 4 checked by the catalog");
+    let (n, c, h, _) = x.dim();
+    let to_t = |taps: Vec<Vec<(usize, f64)>>| -> Vec<Vec<(usize, T)>> {
+        taps.into_iter().map(|t| t.into_iter().map(|(i, w)| (i, T::lit(w))).collect()).collect()
+    };
+    let tx = to_t(axis_taps(x.dim().3, r.out_w, r.scale_w, r.antialias));
+    let ty = to_t(axis_taps(h, r.out_h, r.scale_h, r.antialias));
+    let mut tmp = Array4::<T>::zeros((n, c, h, r.out_w));
+    Zip::indexed(&mut tmp).par_for_each(|(a, b, y, ox), v| {
+        *v = tx[ox].iter().fold(T::zero(), |s, &(i, w)| s + w * x[[a, b, y, i]]);
+    });
+    Zip::indexed(&mut out).par_for_each(|(a, b, oy, ox), v| {
+        *v = ty[oy].iter().fold(T::zero(), |s, &(i, w)| s + w * tmp[[a, b, i, ox]]);
+    });
+}
+
+/// Pillow's fixed-point precision for 8-bit images.
+const PRECISION_BITS: u32 = 32 - 8 - 2;
+
+/// Pillow's coefficients for one axis, in fixed point (`normalize_coeffs_8bpc`).
+fn pil_coeffs(in_size: usize, out_size: usize) -> (Vec<usize>, Vec<Vec<i32>>) {
+    let (firsts, weights) = antialias_weights(in_size, out_size, in_size as f64 / out_size as f64);
+    let fixed = weights
+        .into_iter()
+        .map(|w| {
+            w.into_iter()
+                .map(|k| {
+                    let scaled = k * f64::from(1u32 << PRECISION_BITS);
+                    (if k < 0.0 { scaled - 0.5 } else { scaled + 0.5 }) as i32
+                })
+                .collect()
+        })
+        .collect();
+    (firsts, fixed)
+}
+
+fn clip8(acc: i64) -> u8 {
+    (acc >> PRECISION_BITS).clamp(0, 255) as u8
+}
+
+/// Pillow `Image.resize(size, Image.BICUBIC)` on [H, W, C] uint8: the
+/// horizontal pass first, rounded and clipped to uint8, then the vertical pass.
+pub fn pil_bicubic_u8(x: ArrayViewD<u8>, out: ArrayViewMutD<u8>) {
+    let x = x.into_dimensionality::<Ix3>().expect("rank 3 checked by the catalog");
+    let mut out = out.into_dimensionality::<Ix3>().expect("rank 3 checked by the catalog");
+    let (h, w, c) = x.dim();
+    let (oh, ow, _) = out.dim();
+    let round = 1i64 << (PRECISION_BITS - 1);
+    let pass = |first: &[usize], k: &[Vec<i32>], at: &dyn Fn(usize) -> u8, o: usize| -> u8 {
+        let acc = k[o]
+            .iter()
+            .enumerate()
+            .fold(round, |s, (j, &kk)| s + i64::from(at(first[o] + j)) * i64::from(kk));
+        clip8(acc)
+    };
+    // Pillow skips a pass whose size does not change; its taps would be the identity anyway.
+    let (fx, kx) = pil_coeffs(w, ow);
+    let mut tmp = ndarray::Array3::<u8>::zeros((h, ow, c));
+    Zip::indexed(&mut tmp).par_for_each(|(y, ox, ch), v| *v = pass(&fx, &kx, &|i| x[[y, i, ch]], ox));
+    let (fy, ky) = pil_coeffs(h, oh);
+    Zip::indexed(&mut out).par_for_each(|(oy, ox, ch), v| *v = pass(&fy, &ky, &|i| tmp[[i, ox, ch]], oy));
+}
