@@ -1,0 +1,66 @@
+use std::path::PathBuf;
+
+/// Everything that can go wrong between the SDK and a provider. Each message
+/// names the provider library and the cause.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot load provider library {}: {reason}", library.display())]
+    Open { library: PathBuf, reason: String },
+
+    #[error("{} is not a VIPS provider: it does not export the entry symbol `vsdk_get_provider_api`", library.display())]
+    NotAProvider { library: PathBuf },
+
+    #[error("{}: ABI version mismatch: this host speaks provider ABI v{host}, the provider answered v{provider}", library.display())]
+    AbiMismatch {
+        library: PathBuf,
+        host: u32,
+        provider: u32,
+    },
+
+    #[error("{}: invalid function table: {reason}", library.display())]
+    BadTable { library: PathBuf, reason: String },
+
+    #[error("{}: required slot `{slot}` of the function table is NULL", library.display())]
+    NullRequiredSlot { library: PathBuf, slot: &'static str },
+
+    #[error("{}: {call} failed: {} ({code}): {message}", library.display(), status_code_name(*code))]
+    Provider {
+        library: PathBuf,
+        call: String,
+        code: i32,
+        message: String,
+    },
+
+    #[error("{}: {message}", library.display())]
+    Misuse { library: PathBuf, message: String },
+
+    #[error("{}: {source}", library.display())]
+    Catalog {
+        library: PathBuf,
+        #[source]
+        source: vsdk_catalog::CatalogError,
+    },
+
+    #[error("no provider named `{name}` (looked for {file} in: {})", searched.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))]
+    NotFound {
+        name: String,
+        file: String,
+        searched: Vec<PathBuf>,
+    },
+
+    #[error("{0}")]
+    Tensor(String),
+}
+
+/// The symbolic name of a `VSDK_STATUS_*` code.
+pub fn status_code_name(code: i32) -> &'static str {
+    match code {
+        vsdk_ffi::VSDK_STATUS_OK => "OK",
+        vsdk_ffi::VSDK_STATUS_INVALID_ARGUMENT => "INVALID_ARGUMENT",
+        vsdk_ffi::VSDK_STATUS_UNSUPPORTED => "UNSUPPORTED",
+        vsdk_ffi::VSDK_STATUS_OUT_OF_MEMORY => "OUT_OF_MEMORY",
+        vsdk_ffi::VSDK_STATUS_DEVICE_ERROR => "DEVICE_ERROR",
+        vsdk_ffi::VSDK_STATUS_INTERNAL => "INTERNAL",
+        _ => "UNKNOWN_STATUS",
+    }
+}

@@ -1,0 +1,417 @@
+//! The provider loader: a [`Provider`] owns one loaded library and one
+//! provider instance; [`Device`] and [`DeviceTensor`] keep it alive, so a
+//! library is never unloaded while anything from it lives.
+
+mod call;
+mod library;
+pub mod search;
+
+use crate::{Error, HostTensor};
+use library::Library;
+use std::ffi::{c_char, CStr, CString};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use vsdk_catalog::{Attrs, DType, Node, Op, TensorSpec};
+use vsdk_ffi::*;
+
+/// What a provider says about itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderInfo {
+    pub name: String,
+    pub vendor: String,
+    pub version: String,
+    pub description: String,
+    pub abi_version: u32,
+    pub library: PathBuf,
+}
+
+/// What a provider says about one of its devices.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceInfo {
+    pub index: u32,
+    pub device_type: i32,
+    pub name: String,
+    pub driver_version: String,
+    pub stable_id: String,
+    pub memory_bytes: u64,
+}
+
+/// A kernel a provider implements: catalog name and version.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct KernelId {
+    pub name: String,
+    pub version: u32,
+}
+
+/// The loaded library plus its instance. Field order matters: the instance is
+/// destroyed (in `Drop`) before `lib` unloads the code.
+struct Loaded {
+    instance: *mut vsdk_provider_t,
+    /// Held around every call when the provider declares itself SERIAL.
+    serial: Option<Mutex<()>>,
+    info: ProviderInfo,
+    lib: Library,
+}
+
+// SAFETY: the instance pointer is only used through the provider's table; a
+// SERIAL provider is only entered under `serial`, a THREAD_SAFE one promises
+// that any call may come from any thread concurrently.
+unsafe impl Send for Loaded {}
+// SAFETY: as above.
+unsafe impl Sync for Loaded {}
+
+impl Drop for Loaded {
+    fn drop(&mut self) {
+        let _guard = self.enter();
+        if let Some(destroy) = self.lib.api.destroy {
+            // SAFETY: the instance came from `create`; every Device and buffer
+            // holds an Arc to us, so none is alive now.
+            unsafe { destroy(self.instance) };
+        }
+    }
+}
+
+fn c_string(p: *const c_char) -> String {
+    if p.is_null() {
+        return String::new();
+    }
+    // SAFETY: provider strings are NUL-terminated and owned by the live instance.
+    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+}
+
+impl Loaded {
+    fn enter(&self) -> Option<MutexGuard<'_, ()>> {
+        self.serial.as_ref().map(|m| m.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    fn library(&self) -> PathBuf {
+        self.lib.path.clone()
+    }
+
+    /// Turns a status into a Result, freeing the status.
+    fn check(&self, call: impl FnOnce() -> String, status: *mut vsdk_status_t) -> Result<(), Error> {
+        if status.is_null() {
+            return Ok(());
+        }
+        let api = &self.lib.api;
+        // SAFETY: a non-NULL status from this provider, read then destroyed once
+        // with its own table; slots validated non-NULL at load.
+        let (code, message) = unsafe {
+            let code = api.status_code.map_or(VSDK_STATUS_INTERNAL, |f| f(status));
+            let message = c_string(api.status_message.map_or(std::ptr::null(), |f| f(status)));
+            if let Some(destroy) = api.status_destroy {
+                destroy(status);
+            }
+            (code, message)
+        };
+        Err(Error::Provider {
+            library: self.library(),
+            call: call(),
+            code,
+            message,
+        })
+    }
+}
+
+/// Calls a required slot (validated non-NULL at load) under the provider's
+/// concurrency rule and checks its status.
+macro_rules! call {
+    ($loaded:expr, $slot:ident, $what:expr $(, $arg:expr)* $(,)?) => {{
+        let loaded: &Loaded = &$loaded;
+        let _guard = loaded.enter();
+        let f = loaded.lib.api.$slot.expect(concat!("required slot ", stringify!($slot), " validated at load"));
+        // SAFETY: a validated slot of a live instance; the arguments follow provider.h.
+        let status = unsafe { f(loaded.instance $(, $arg)*) };
+        loaded.check(|| $what, status)
+    }};
+}
+
+/// A loaded provider library with one instance.
+#[derive(Clone)]
+pub struct Provider {
+    inner: Arc<Loaded>,
+}
+
+impl std::fmt::Debug for Provider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Provider").field("info", &self.inner.info).finish()
+    }
+}
+
+impl Provider {
+    /// Loads the provider library at `path`, negotiates, validates its table
+    /// and creates an instance.
+    pub fn open(path: impl AsRef<Path>) -> Result<Provider, Error> {
+        let lib = Library::open(path.as_ref())?;
+        let options = vsdk_create_options_t {
+            struct_size: std::mem::size_of::<vsdk_create_options_t>(),
+            host_abi_version: lib.abi_version,
+            reserved: 0,
+        };
+        let mut instance = std::ptr::null_mut();
+        let create = lib.api.create.expect("required slot create validated at load");
+        // SAFETY: validated slot; options and out pointer valid for the call.
+        let status = unsafe { create(&options, &mut instance) };
+        let mut loaded = Loaded {
+            instance,
+            serial: (lib.api.concurrency != VSDK_CONCURRENCY_THREAD_SAFE).then(|| Mutex::new(())),
+            info: ProviderInfo {
+                name: String::new(),
+                vendor: String::new(),
+                version: String::new(),
+                description: String::new(),
+                abi_version: lib.abi_version,
+                library: lib.path.clone(),
+            },
+            lib,
+        };
+        if let Err(e) = loaded.check(|| "create".into(), status) {
+            loaded.instance = std::ptr::null_mut(); // destroy(NULL) is a no-op
+            return Err(e);
+        }
+        if loaded.instance.is_null() {
+            return Err(Error::Misuse {
+                library: loaded.library(),
+                message: "create succeeded but returned a NULL instance".into(),
+            });
+        }
+        let mut raw = vsdk_provider_info_t {
+            struct_size: std::mem::size_of::<vsdk_provider_info_t>(),
+            ..Default::default()
+        };
+        call!(loaded, get_info, "get_info".into(), &mut raw)?;
+        loaded.info.name = c_string(raw.name);
+        loaded.info.vendor = c_string(raw.vendor);
+        loaded.info.version = c_string(raw.version);
+        loaded.info.description = c_string(raw.description);
+        Ok(Provider { inner: Arc::new(loaded) })
+    }
+
+    /// Loads a provider by name from the search path (see [`search::search_path`]),
+    /// or by path when `name` contains a path separator.
+    pub fn open_by_name(name: &str) -> Result<Provider, Error> {
+        if name.contains(std::path::MAIN_SEPARATOR) || name.contains('/') {
+            return Provider::open(name);
+        }
+        match search::find(name) {
+            Ok(path) => Provider::open(path),
+            Err((file, searched)) => Err(Error::NotFound {
+                name: name.to_string(),
+                file,
+                searched,
+            }),
+        }
+    }
+
+    pub fn info(&self) -> &ProviderInfo {
+        &self.inner.info
+    }
+
+    pub fn device_count(&self) -> Result<u32, Error> {
+        let mut n = 0u32;
+        call!(self.inner, device_count, "device_count".into(), &mut n)?;
+        Ok(n)
+    }
+
+    pub fn device_info(&self, index: u32) -> Result<DeviceInfo, Error> {
+        let mut raw = vsdk_device_info_t {
+            struct_size: std::mem::size_of::<vsdk_device_info_t>(),
+            ..Default::default()
+        };
+        call!(self.inner, device_info, format!("device_info({index})"), index, &mut raw)?;
+        Ok(DeviceInfo {
+            index,
+            device_type: raw.device.device_type,
+            name: c_string(raw.name),
+            driver_version: c_string(raw.driver_version),
+            stable_id: c_string(raw.stable_id),
+            memory_bytes: raw.memory_bytes,
+        })
+    }
+
+    pub fn devices(&self) -> Result<Vec<DeviceInfo>, Error> {
+        (0..self.device_count()?).map(|i| self.device_info(i)).collect()
+    }
+
+    /// The kernels the provider lists, sorted.
+    pub fn kernels(&self) -> Result<Vec<KernelId>, Error> {
+        let mut n = 0u64;
+        call!(self.inner, kernel_count, "kernel_count".into(), &mut n)?;
+        let mut out = (0..n)
+            .map(|i| {
+                let mut raw = vsdk_kernel_info_t {
+                    struct_size: std::mem::size_of::<vsdk_kernel_info_t>(),
+                    ..Default::default()
+                };
+                call!(self.inner, kernel_info, format!("kernel_info({i})"), i, &mut raw)?;
+                Ok(KernelId {
+                    name: c_string(raw.name),
+                    version: raw.version,
+                })
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        out.sort();
+        Ok(out)
+    }
+
+    /// A handle on device `index`, checked to exist.
+    pub fn device(&self, index: u32) -> Result<Device, Error> {
+        let count = self.device_count()?;
+        if index >= count {
+            return Err(Error::Misuse {
+                library: self.inner.library(),
+                message: format!("device {index} does not exist (the provider has {count})"),
+            });
+        }
+        let info = self.device_info(index)?;
+        Ok(Device {
+            inner: self.inner.clone(),
+            index,
+            device: vsdk_device_t {
+                device_type: info.device_type,
+                device_id: index as i32,
+            },
+        })
+    }
+}
+
+/// One device of a provider.
+#[derive(Clone)]
+pub struct Device {
+    inner: Arc<Loaded>,
+    index: u32,
+    device: vsdk_device_t,
+}
+
+/// A tensor in a buffer on a device; frees the buffer when dropped.
+pub struct DeviceTensor {
+    inner: Arc<Loaded>,
+    device_index: u32,
+    ptr: *mut std::ffi::c_void,
+    pub spec: TensorSpec,
+}
+
+// SAFETY: the pointer is a device address only passed back to its provider,
+// which is entered under its concurrency rule (see `Loaded`).
+unsafe impl Send for DeviceTensor {}
+// SAFETY: as above; &DeviceTensor gives no access to the memory.
+unsafe impl Sync for DeviceTensor {}
+
+impl Drop for DeviceTensor {
+    fn drop(&mut self) {
+        let _guard = self.inner.enter();
+        if let Some(free) = self.inner.lib.api.free {
+            // SAFETY: the pointer came from this provider's `alloc` on this device
+            // and is freed once.
+            unsafe { free(self.inner.instance, self.device_index, self.ptr) };
+        }
+    }
+}
+
+impl Device {
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+
+    pub fn provider_info(&self) -> &ProviderInfo {
+        &self.inner.info
+    }
+
+    fn misuse(&self, message: String) -> Error {
+        Error::Misuse {
+            library: self.inner.library(),
+            message,
+        }
+    }
+
+    /// Allocates an uninitialised tensor.
+    pub fn alloc(&self, spec: TensorSpec) -> Result<DeviceTensor, Error> {
+        let mut ptr = std::ptr::null_mut();
+        let bytes = spec.size_bytes() as u64;
+        let what = || format!("alloc({bytes} bytes on device {})", self.index);
+        call!(self.inner, alloc, what(), self.index, bytes, 64, &mut ptr)?;
+        if ptr.is_null() {
+            return Err(self.misuse(format!("{} succeeded but returned NULL", what())));
+        }
+        Ok(DeviceTensor {
+            inner: self.inner.clone(),
+            device_index: self.index,
+            ptr,
+            spec,
+        })
+    }
+
+    pub fn upload(&self, host: &HostTensor) -> Result<DeviceTensor, Error> {
+        let t = self.alloc(host.spec.clone())?;
+        let n = host.bytes.len() as u64;
+        call!(self.inner, copy_to_device, format!("copy_to_device({n} bytes)"),
+            self.index, t.ptr, 0, host.bytes.as_ptr().cast(), n)?;
+        Ok(t)
+    }
+
+    pub fn download(&self, t: &DeviceTensor) -> Result<HostTensor, Error> {
+        self.own(t)?;
+        let mut bytes = vec![0u8; t.spec.size_bytes()];
+        let n = bytes.len() as u64;
+        call!(self.inner, copy_to_host, format!("copy_to_host({n} bytes)"),
+            self.index, bytes.as_mut_ptr().cast(), t.ptr, 0, n)?;
+        HostTensor::from_bytes(t.spec.clone(), bytes)
+    }
+
+    pub fn synchronize(&self) -> Result<(), Error> {
+        call!(self.inner, synchronize, "synchronize".into(), self.index)
+    }
+
+    /// Whether the provider runs `kernel`@`version` on this device for `dtype`.
+    pub fn supports(&self, kernel: &str, version: u32, dtype: DType) -> Result<bool, Error> {
+        let name = CString::new(kernel).map_err(|_| self.misuse(format!("kernel name {kernel:?} contains NUL")))?;
+        let (code, bits) = dtype.dlpack();
+        let mut out = 0i32;
+        call!(self.inner, kernel_supports, format!("kernel_supports({kernel}@{version}, {dtype})"),
+            self.index, name.as_ptr(), version, vsdk_dtype_t { code, bits, lanes: 1 }, &mut out)?;
+        Ok(out != 0)
+    }
+
+    fn own(&self, t: &DeviceTensor) -> Result<(), Error> {
+        if Arc::ptr_eq(&t.inner, &self.inner) && t.device_index == self.index {
+            Ok(())
+        } else {
+            Err(self.misuse("tensor belongs to another provider or device".into()))
+        }
+    }
+
+    /// Runs one catalog kernel: checks the call against the catalog and the
+    /// provider's support query, allocates the outputs, executes.
+    pub fn execute(
+        &self,
+        kernel: &str,
+        version: u32,
+        attrs: &Attrs,
+        inputs: &[&DeviceTensor],
+    ) -> Result<Vec<DeviceTensor>, Error> {
+        let catalog = |source| Error::Catalog {
+            library: self.inner.library(),
+            source,
+        };
+        let op = Op::lookup(kernel, version).map_err(catalog)?;
+        for t in inputs {
+            self.own(t)?;
+        }
+        let specs: Vec<TensorSpec> = inputs.iter().map(|t| t.spec.clone()).collect();
+        let (_, out_specs) = Node::infer(op, attrs, &specs).map_err(catalog)?;
+        let dtype = specs[0].dtype;
+        if !self.supports(kernel, version, dtype)? {
+            return Err(Error::Provider {
+                library: self.inner.library(),
+                call: format!("{kernel}@{version}"),
+                code: VSDK_STATUS_UNSUPPORTED,
+                message: format!("the provider does not support this kernel for {dtype} on device {}", self.index),
+            });
+        }
+        let outputs = out_specs.into_iter().map(|s| self.alloc(s)).collect::<Result<Vec<_>, _>>()?;
+        let marshalled = call::Marshalled::new(self.device, attrs, inputs, &outputs)?;
+        let raw = marshalled.call(kernel, version, self.index)?;
+        call!(self.inner, execute, format!("execute({kernel}@{version})"), &raw.raw)?;
+        Ok(outputs)
+    }
+}

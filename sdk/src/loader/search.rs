@@ -1,0 +1,78 @@
+//! Finding providers by name: `VSDK_PROVIDER_PATH`, then beside the running
+//! program, then the system directories.
+
+use std::path::{Path, PathBuf};
+
+/// Colon-separated directories searched first (`;` on Windows).
+pub const PROVIDER_PATH_ENV: &str = "VSDK_PROVIDER_PATH";
+
+const PREFIX: &str = if cfg!(windows) { "vsdk_provider_" } else { "libvsdk_provider_" };
+
+/// The file a provider called `name` lives in: `libvsdk_provider_<name>.so`.
+pub fn library_file_name(name: &str) -> String {
+    format!("{PREFIX}{name}{}", std::env::consts::DLL_SUFFIX)
+}
+
+/// The directories searched, in order.
+pub fn search_path() -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::env::var_os(PROVIDER_PATH_ENV)
+        .map(|v| std::env::split_paths(&v).filter(|p| !p.as_os_str().is_empty()).collect())
+        .unwrap_or_default();
+    if let Some(exe_dir) = std::env::current_exe().ok().and_then(|e| e.parent().map(Path::to_path_buf)) {
+        dirs.push(exe_dir.join("../lib/vips-sdk/providers"));
+        // Beside the program, and its parent: cargo puts test programs in
+        // target/<profile>/deps and libraries in target/<profile>.
+        if let Some(parent) = exe_dir.parent() {
+            dirs.push(exe_dir.clone());
+            dirs.push(parent.to_path_buf());
+        } else {
+            dirs.push(exe_dir);
+        }
+    }
+    dirs.push(PathBuf::from("/usr/local/lib/vips-sdk/providers"));
+    dirs.push(PathBuf::from("/usr/lib/vips-sdk/providers"));
+    dirs
+}
+
+/// The first file for `name` on the search path, or every place looked.
+pub fn find(name: &str) -> Result<PathBuf, (String, Vec<PathBuf>)> {
+    let file = library_file_name(name);
+    let dirs = search_path();
+    dirs.iter()
+        .map(|d| d.join(&file))
+        .find(|p| p.is_file())
+        .ok_or((file, dirs))
+}
+
+/// A provider library found on the search path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Discovered {
+    pub name: String,
+    pub path: PathBuf,
+}
+
+/// Every provider library on the search path; a name found twice keeps its
+/// first place (the same precedence as [`find`]).
+pub fn discover() -> Vec<Discovered> {
+    let mut found: Vec<Discovered> = Vec::new();
+    for dir in search_path() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        let mut names: Vec<_> = entries.flatten().map(|e| e.file_name()).collect();
+        names.sort();
+        for file in names {
+            let file = file.to_string_lossy();
+            let name = file
+                .strip_prefix(PREFIX)
+                .and_then(|rest| rest.strip_suffix(std::env::consts::DLL_SUFFIX));
+            if let Some(name) = name {
+                if !found.iter().any(|d| d.name == name) {
+                    found.push(Discovered {
+                        name: name.to_string(),
+                        path: dir.join(&*file),
+                    });
+                }
+            }
+        }
+    }
+    found
+}
