@@ -1,0 +1,17 @@
+//! Paths of the deliberately broken provider libraries built from
+//! `c/fixture.c`, one per failure the loader must report clearly.
+
+/// A working minimal provider (vsdk.gelu on float32), the control case.
+pub const WORKING: &str = env!("VSDK_FIXTURE_WORKING");
+/// Exports no `vsdk_get_provider_api`.
+pub const NO_ENTRY: &str = env!("VSDK_FIXTURE_NO_ENTRY");
+/// Answers ABI version 99 and refuses.
+pub const WRONG_ABI: &str = env!("VSDK_FIXTURE_WRONG_ABI");
+/// Leaves the required `execute` slot NULL.
+pub const NULL_EXECUTE: &str = env!("VSDK_FIXTURE_NULL_EXECUTE");
+/// Declares a table that ends before the `alloc` slot.
+pub const SHORT_TABLE: &str = env!("VSDK_FIXTURE_SHORT_TABLE");
+/// `execute` fails with DEVICE_ERROR "fixture: the device lost its queue".
+pub const KERNEL_FAILS: &str = env!("VSDK_FIXTURE_KERNEL_FAILS");
+/// `create` fails with OUT_OF_MEMORY.
+pub const CREATE_FAILS: &str = env!("VSDK_FIXTURE_CREATE_FAILS");

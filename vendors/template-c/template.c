@@ -1,0 +1,1056 @@
+/*
+ * template.c: a complete VIPS SDK provider in plain C99.
+ *
+ * Copy this file to start your own driver. It implements every kernel of
+ * operator catalog v1 (docs/operators.md) for float32 (and uint8 where the
+ * catalog says so) on "device memory" that is ordinary host memory. Replace
+ * the memory functions with your allocator and the kernels with calls into
+ * your hardware; keep the checks.
+ *
+ * How the host uses this library (include/vips_sdk/provider.h has the rules):
+ *   1. dlopen, then dlsym("vsdk_get_provider_api"): our only exported symbol.
+ *   2. It passes the highest ABI version it speaks; we answer with ours and
+ *      return our function table, or NULL to refuse.
+ *   3. It validates the table (struct_size, no NULL required slot), calls
+ *      `create`, then queries devices and kernels.
+ *   4. For each kernel call it allocates the outputs with our `alloc`, with the
+ *      shapes the catalog's rules give, and calls `execute`.
+ *   5. Every failure goes back as a status object from `make_status`: a code
+ *      and a message that names the kernel and what was wrong. Say enough for
+ *      the person reading the conformance report to find the bug.
+ *
+ * Conventions of this file: every kernel first copies its inputs into compact
+ * row-major buffers (`compact_copy`), so the arithmetic is plain loops over
+ * flat arrays; outputs are always compact (the host guarantees it, we check).
+ */
+#define _POSIX_C_SOURCE 200112L /* posix_memalign */
+
+#include <vips_sdk/provider.h>
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------- */
+/* Status objects                                                            */
+/* ------------------------------------------------------------------------- */
+
+/* The opaque `vsdk_status_t` is ours to define. The host only touches it
+ * through status_code / status_message / status_destroy below. */
+struct vsdk_status {
+  vsdk_status_code_t code;
+  int is_static; /* the out-of-memory fallback is never freed */
+  char message[512];
+};
+
+static struct vsdk_status g_oom_status = {VSDK_STATUS_OUT_OF_MEMORY, 1,
+                                          "out of memory while reporting an error"};
+
+static vsdk_status_t* make_status(vsdk_status_code_t code, const char* fmt, ...) {
+  vsdk_status_t* s = (vsdk_status_t*)malloc(sizeof *s);
+  va_list args;
+  if (s == NULL) return &g_oom_status;
+  s->code = code;
+  s->is_static = 0;
+  va_start(args, fmt);
+  vsnprintf(s->message, sizeof s->message, fmt, args);
+  va_end(args);
+  return s;
+}
+
+static vsdk_status_code_t status_code(const vsdk_status_t* s) { return s ? s->code : VSDK_STATUS_OK; }
+static const char* status_message(const vsdk_status_t* s) { return s ? s->message : ""; }
+static void status_destroy(vsdk_status_t* s) {
+  if (s != NULL && !s->is_static) free(s);
+}
+
+#define INVALID(...) make_status(VSDK_STATUS_INVALID_ARGUMENT, __VA_ARGS__)
+#define UNSUPPORTED(...) make_status(VSDK_STATUS_UNSUPPORTED, __VA_ARGS__)
+#define OOM(...) make_status(VSDK_STATUS_OUT_OF_MEMORY, __VA_ARGS__)
+/* Propagates a non-NULL status to the caller. */
+#define TRY(expr)                        \
+  do {                                   \
+    vsdk_status_t* try_status_ = (expr); \
+    if (try_status_ != NULL) return try_status_; \
+  } while (0)
+
+/* ------------------------------------------------------------------------- */
+/* The provider instance, its device and its memory                          */
+/* ------------------------------------------------------------------------- */
+
+struct vsdk_provider {
+  int unused; /* a real driver keeps its device handles, queues, ... here */
+};
+
+static const char* const KERNELS[] = {
+    "vsdk.resize_pil_bicubic", "vsdk.resize_bicubic", "vsdk.crop", "vsdk.cast",
+    "vsdk.add", "vsdk.sub", "vsdk.mul", "vsdk.div", "vsdk.conv2d", "vsdk.concat",
+    "vsdk.reshape", "vsdk.permute", "vsdk.linear", "vsdk.layer_norm", "vsdk.softmax",
+    "vsdk.sdpa", "vsdk.gelu",
+};
+#define NUM_KERNELS (sizeof KERNELS / sizeof KERNELS[0])
+
+static vsdk_status_t* create(const vsdk_create_options_t* options, vsdk_provider_t** out) {
+  vsdk_provider_t* p;
+  if (options == NULL || out == NULL) return INVALID("create: NULL argument");
+  p = (vsdk_provider_t*)calloc(1, sizeof *p);
+  if (p == NULL) return OOM("create: cannot allocate the instance");
+  *out = p; /* outputs are written only on success */
+  return NULL;
+}
+
+static void destroy(vsdk_provider_t* p) { free(p); }
+
+/* Out-structs: the host sets struct_size to the size it knows. Write a field
+ * only if it fits, so an older host with a shorter struct is not overrun. */
+#define FITS(out, type, field) (offsetof(type, field) + sizeof(((type*)0)->field) <= (out)->struct_size)
+
+static vsdk_status_t* get_info(vsdk_provider_t* p, vsdk_provider_info_t* out) {
+  if (p == NULL || out == NULL) return INVALID("get_info: NULL argument");
+  if (FITS(out, vsdk_provider_info_t, name)) out->name = "template-c";
+  if (FITS(out, vsdk_provider_info_t, vendor)) out->vendor = "VIPS SDK template";
+  if (FITS(out, vsdk_provider_info_t, version)) out->version = "0.1.0";
+  if (FITS(out, vsdk_provider_info_t, description)) out->description = "plain-C vendor template (float32, uint8)";
+  return NULL;
+}
+
+static vsdk_status_t* device_count(vsdk_provider_t* p, uint32_t* out) {
+  if (p == NULL || out == NULL) return INVALID("device_count: NULL argument");
+  *out = 1;
+  return NULL;
+}
+
+static vsdk_status_t* device_info(vsdk_provider_t* p, uint32_t index, vsdk_device_info_t* out) {
+  if (p == NULL || out == NULL) return INVALID("device_info: NULL argument");
+  if (index != 0) return INVALID("device_info: device %u does not exist (1 device)", index);
+  if (FITS(out, vsdk_device_info_t, device)) {
+    out->device.device_type = VSDK_DEVICE_CPU;
+    out->device.device_id = 0;
+  }
+  if (FITS(out, vsdk_device_info_t, name)) out->name = "template-c host device";
+  if (FITS(out, vsdk_device_info_t, driver_version)) out->driver_version = "template-c 0.1.0";
+  if (FITS(out, vsdk_device_info_t, stable_id)) out->stable_id = "template-c:0";
+  if (FITS(out, vsdk_device_info_t, memory_bytes)) out->memory_bytes = 0; /* unknown */
+  return NULL;
+}
+
+static vsdk_status_t* kernel_count(vsdk_provider_t* p, uint64_t* out) {
+  if (p == NULL || out == NULL) return INVALID("kernel_count: NULL argument");
+  *out = NUM_KERNELS;
+  return NULL;
+}
+
+static vsdk_status_t* kernel_info(vsdk_provider_t* p, uint64_t index, vsdk_kernel_info_t* out) {
+  if (p == NULL || out == NULL) return INVALID("kernel_info: NULL argument");
+  if (index >= NUM_KERNELS) return INVALID("kernel_info: index %llu out of range", (unsigned long long)index);
+  if (FITS(out, vsdk_kernel_info_t, name)) out->name = KERNELS[index];
+  if (FITS(out, vsdk_kernel_info_t, version)) out->version = 1;
+  return NULL;
+}
+
+static int is_dtype(vsdk_dtype_t d, uint8_t code, uint8_t bits) {
+  return d.code == code && d.bits == bits && d.lanes == 1;
+}
+static int is_f32(vsdk_dtype_t d) { return is_dtype(d, VSDK_DTYPE_FLOAT, 32); }
+static int is_u8(vsdk_dtype_t d) { return is_dtype(d, VSDK_DTYPE_UINT, 8); }
+
+/* Which (kernel, dtype) pairs this template runs. The host asks before every
+ * dispatch and reports a stage NOT SUPPORTED rather than calling us. */
+static vsdk_status_t* kernel_supports(vsdk_provider_t* p, uint32_t device, const char* kernel,
+                                      uint32_t version, vsdk_dtype_t dtype, int32_t* out) {
+  size_t i;
+  int known = 0;
+  if (p == NULL || kernel == NULL || out == NULL) return INVALID("kernel_supports: NULL argument");
+  if (device != 0) return INVALID("kernel_supports: device %u does not exist", device);
+  for (i = 0; i < NUM_KERNELS; i++) known |= strcmp(kernel, KERNELS[i]) == 0;
+  if (!known || version != 1) {
+    *out = 0;
+  } else if (strcmp(kernel, "vsdk.resize_pil_bicubic") == 0) {
+    *out = is_u8(dtype);
+  } else if (!strcmp(kernel, "vsdk.crop") || !strcmp(kernel, "vsdk.cast") || !strcmp(kernel, "vsdk.concat") ||
+             !strcmp(kernel, "vsdk.reshape") || !strcmp(kernel, "vsdk.permute")) {
+    *out = is_u8(dtype) || is_f32(dtype);
+  } else {
+    *out = is_f32(dtype);
+  }
+  return NULL;
+}
+
+/* "Device" memory. A real driver allocates on its device here and returns a
+ * device address; the host never dereferences it. */
+static vsdk_status_t* mem_alloc(vsdk_provider_t* p, uint32_t device, uint64_t size, uint64_t alignment, void** out) {
+  void* ptr = NULL;
+  if (p == NULL || out == NULL) return INVALID("alloc: NULL argument");
+  if (device != 0) return INVALID("alloc: device %u does not exist", device);
+  if (alignment < sizeof(void*)) alignment = sizeof(void*);
+  if ((alignment & (alignment - 1)) != 0) return INVALID("alloc: alignment %llu is not a power of two", (unsigned long long)alignment);
+  if (posix_memalign(&ptr, (size_t)alignment, size ? (size_t)size : 1) != 0)
+    return OOM("alloc: cannot allocate %llu bytes", (unsigned long long)size);
+  *out = ptr;
+  return NULL;
+}
+
+static void mem_free(vsdk_provider_t* p, uint32_t device, void* ptr) {
+  (void)p;
+  (void)device;
+  free(ptr);
+}
+
+static vsdk_status_t* copy_to_device(vsdk_provider_t* p, uint32_t device, void* dst, uint64_t dst_offset,
+                                     const void* src, uint64_t size) {
+  if (p == NULL || dst == NULL || src == NULL) return INVALID("copy_to_device: NULL argument");
+  if (device != 0) return INVALID("copy_to_device: device %u does not exist", device);
+  memcpy((char*)dst + dst_offset, src, (size_t)size);
+  return NULL;
+}
+
+static vsdk_status_t* copy_to_host(vsdk_provider_t* p, uint32_t device, void* dst, const void* src,
+                                   uint64_t src_offset, uint64_t size) {
+  if (p == NULL || dst == NULL || src == NULL) return INVALID("copy_to_host: NULL argument");
+  if (device != 0) return INVALID("copy_to_host: device %u does not exist", device);
+  memcpy(dst, (const char*)src + src_offset, (size_t)size);
+  return NULL;
+}
+
+/* Our kernels run synchronously, so there is never anything to wait for. A
+ * driver with queues waits for them here and reports deferred errors. */
+static vsdk_status_t* synchronize(vsdk_provider_t* p, uint32_t device) {
+  if (p == NULL) return INVALID("synchronize: NULL provider");
+  if (device != 0) return INVALID("synchronize: device %u does not exist", device);
+  return NULL;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Helpers for kernels: attributes and tensors                               */
+/* ------------------------------------------------------------------------- */
+
+#define MAX_RANK 8
+
+static const vsdk_attr_t* find_attr(const vsdk_kernel_call_t* c, const char* name) {
+  uint64_t i;
+  for (i = 0; i < c->num_attrs; i++)
+    if (c->attrs[i].name != NULL && strcmp(c->attrs[i].name, name) == 0) return &c->attrs[i];
+  return NULL;
+}
+
+/* Reads an int attribute, or `fallback` when absent. */
+static vsdk_status_t* attr_int(const vsdk_kernel_call_t* c, const char* name, int64_t fallback, int64_t* out) {
+  const vsdk_attr_t* a = find_attr(c, name);
+  *out = fallback;
+  if (a == NULL) return NULL;
+  if (a->kind != VSDK_ATTR_INT) return INVALID("%s: attribute `%s` must be an int", c->kernel, name);
+  *out = a->value.i;
+  return NULL;
+}
+
+/* Reads a float attribute (an int is accepted), or `fallback` when absent. */
+static vsdk_status_t* attr_float(const vsdk_kernel_call_t* c, const char* name, double fallback, double* out) {
+  const vsdk_attr_t* a = find_attr(c, name);
+  *out = fallback;
+  if (a == NULL) return NULL;
+  if (a->kind == VSDK_ATTR_FLOAT) *out = a->value.f;
+  else if (a->kind == VSDK_ATTR_INT) *out = (double)a->value.i;
+  else return INVALID("%s: attribute `%s` must be a float", c->kernel, name);
+  return NULL;
+}
+
+/* Reads an int-list attribute of exactly `len` values; `*found` says whether it was given. */
+static vsdk_status_t* attr_ints(const vsdk_kernel_call_t* c, const char* name, uint64_t len, int64_t* out, int* found) {
+  const vsdk_attr_t* a = find_attr(c, name);
+  *found = a != NULL;
+  if (a == NULL) return NULL;
+  if (a->kind != VSDK_ATTR_INTS || a->value.ints.len != len)
+    return INVALID("%s: attribute `%s` must be a list of %llu ints", c->kernel, name, (unsigned long long)len);
+  memcpy(out, a->value.ints.data, (size_t)len * sizeof(int64_t));
+  return NULL;
+}
+
+static size_t numel(const vsdk_tensor_t* t) {
+  size_t n = 1;
+  int32_t i;
+  for (i = 0; i < t->ndim; i++) n *= (size_t)t->shape[i];
+  return n;
+}
+
+static size_t elem_size(const vsdk_tensor_t* t) { return t->dtype.bits / 8u; }
+
+/* Copies a (possibly strided) tensor into a new compact row-major buffer.
+ * The caller frees it. Works for any element size. */
+static vsdk_status_t* compact_copy(const vsdk_kernel_call_t* c, const vsdk_tensor_t* t, void** out) {
+  size_t n = numel(t), es = elem_size(t), i;
+  int64_t idx[MAX_RANK] = {0};
+  const char* base = (const char*)t->data + t->byte_offset;
+  char* dst;
+  int32_t d;
+  if (t->ndim < 0 || t->ndim > MAX_RANK) return UNSUPPORTED("%s: rank %d exceeds this template's %d", c->kernel, t->ndim, MAX_RANK);
+  dst = (char*)malloc(n ? n * es : 1);
+  if (dst == NULL) return OOM("%s: cannot allocate a %zu-byte scratch buffer", c->kernel, n * es);
+  for (i = 0; i < n; i++) {
+    int64_t off = 0;
+    for (d = 0; d < t->ndim; d++) off += idx[d] * t->strides[d];
+    memcpy(dst + i * es, base + (size_t)off * es, es);
+    /* advance the multi-index, last axis fastest */
+    for (d = t->ndim - 1; d >= 0; d--) {
+      if (++idx[d] < t->shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+  *out = dst;
+  return NULL;
+}
+
+/* Checks the output the host allocated: dtype, rank, shape, compactness. */
+static vsdk_status_t* check_output(const vsdk_kernel_call_t* c, vsdk_dtype_t dtype, int32_t ndim, const int64_t* shape) {
+  const vsdk_tensor_t* o;
+  int64_t expected_stride = 1;
+  int32_t d;
+  if (c->num_outputs != 1) return INVALID("%s: expected 1 output, got %llu", c->kernel, (unsigned long long)c->num_outputs);
+  o = &c->outputs[0];
+  if (!is_dtype(o->dtype, dtype.code, dtype.bits) || o->ndim != ndim)
+    return INVALID("%s: output has the wrong dtype or rank", c->kernel);
+  for (d = ndim - 1; d >= 0; d--) {
+    if (o->shape[d] != shape[d])
+      return INVALID("%s: output dimension %d is %lld, expected %lld", c->kernel, d, (long long)o->shape[d], (long long)shape[d]);
+    if (o->shape[d] != 1 && o->strides[d] != expected_stride) return INVALID("%s: output is not compact", c->kernel);
+    expected_stride *= o->shape[d];
+  }
+  return NULL;
+}
+
+static void* out_data(const vsdk_kernel_call_t* c) { return (char*)c->outputs[0].data + c->outputs[0].byte_offset; }
+
+static vsdk_status_t* need_inputs(const vsdk_kernel_call_t* c, uint64_t lo, uint64_t hi) {
+  uint64_t i;
+  if (c->num_inputs < lo || c->num_inputs > hi)
+    return INVALID("%s: takes %llu to %llu inputs, got %llu", c->kernel, (unsigned long long)lo,
+                   (unsigned long long)hi, (unsigned long long)c->num_inputs);
+  for (i = 0; i < c->num_inputs; i++)
+    if (c->inputs[i].ndim > MAX_RANK) return UNSUPPORTED("%s: rank above %d", c->kernel, MAX_RANK);
+  return NULL;
+}
+
+static vsdk_status_t* need_f32(const vsdk_kernel_call_t* c) {
+  uint64_t i;
+  for (i = 0; i < c->num_inputs; i++)
+    if (!is_f32(c->inputs[i].dtype)) return UNSUPPORTED("%s: input %llu is not float32", c->kernel, (unsigned long long)i);
+  return NULL;
+}
+
+/* Loads inputs[i] as a compact float array (caller frees). */
+static vsdk_status_t* load_f32(const vsdk_kernel_call_t* c, uint64_t i, float** out) {
+  return compact_copy(c, &c->inputs[i], (void**)out);
+}
+
+static const vsdk_dtype_t F32 = {VSDK_DTYPE_FLOAT, 32, 1};
+
+/* ------------------------------------------------------------------------- */
+/* Kernels                                                                   */
+/* ------------------------------------------------------------------------- */
+
+/* vsdk.gelu: x/2 * (1 + erf(x / sqrt(2))). Not the tanh approximation. */
+static vsdk_status_t* k_gelu(const vsdk_kernel_call_t* c) {
+  float* x;
+  float* y = (float*)out_data(c);
+  size_t i, n;
+  TRY(need_inputs(c, 1, 1));
+  TRY(need_f32(c));
+  TRY(check_output(c, F32, c->inputs[0].ndim, c->inputs[0].shape));
+  TRY(load_f32(c, 0, &x));
+  n = numel(&c->inputs[0]);
+  for (i = 0; i < n; i++) y[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
+  free(x);
+  return NULL;
+}
+
+/* vsdk.add / sub / mul / div with NumPy broadcasting. */
+static vsdk_status_t* k_binary(const vsdk_kernel_call_t* c, char op) {
+  const vsdk_tensor_t *a = &c->inputs[0], *b = &c->inputs[1];
+  int64_t shape[MAX_RANK], sa[MAX_RANK], sb[MAX_RANK], idx[MAX_RANK] = {0};
+  int32_t r, d;
+  float *x, *y, *out = (float*)out_data(c);
+  size_t i, n = 1;
+  TRY(need_inputs(c, 2, 2));
+  TRY(need_f32(c));
+  r = a->ndim > b->ndim ? a->ndim : b->ndim;
+  /* Align shapes at the right; a dimension of 1 is stretched (stride 0). */
+  for (d = 0; d < r; d++) {
+    int32_t da = d - (r - a->ndim), db = d - (r - b->ndim);
+    int64_t na = da >= 0 ? a->shape[da] : 1, nb = db >= 0 ? b->shape[db] : 1;
+    if (na != nb && na != 1 && nb != 1) return INVALID("%s: shapes do not broadcast at axis %d", c->kernel, d);
+    shape[d] = na > nb ? na : nb;
+    if (na == 0 || nb == 0) shape[d] = 0;
+    n *= (size_t)shape[d];
+  }
+  /* element strides of the compact inputs, 0 on a stretched axis */
+  {
+    int64_t ea = 1, eb = 1;
+    for (d = r - 1; d >= 0; d--) {
+      int32_t da = d - (r - a->ndim), db = d - (r - b->ndim);
+      int64_t na = da >= 0 ? a->shape[da] : 1, nb = db >= 0 ? b->shape[db] : 1;
+      sa[d] = na == 1 ? 0 : ea;
+      sb[d] = nb == 1 ? 0 : eb;
+      ea *= na;
+      eb *= nb;
+    }
+  }
+  TRY(check_output(c, F32, r, shape));
+  TRY(load_f32(c, 0, &x));
+  if (load_f32(c, 1, &y) != NULL) {
+    free(x);
+    return OOM("%s: scratch", c->kernel);
+  }
+  for (i = 0; i < n; i++) {
+    int64_t oa = 0, ob = 0;
+    float u, v;
+    for (d = 0; d < r; d++) {
+      oa += idx[d] * sa[d];
+      ob += idx[d] * sb[d];
+    }
+    u = x[oa];
+    v = y[ob];
+    out[i] = op == '+' ? u + v : op == '-' ? u - v : op == '*' ? u * v : u / v;
+    for (d = r - 1; d >= 0; d--) {
+      if (++idx[d] < shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+  free(x);
+  free(y);
+  return NULL;
+}
+
+/* vsdk.linear: y[..., n] = sum_k x[..., k] * w[n, k] + b[n]. */
+static vsdk_status_t* k_linear(const vsdk_kernel_call_t* c) {
+  const vsdk_tensor_t* xt = &c->inputs[0];
+  float *x, *w, *b = NULL, *y = (float*)out_data(c);
+  int64_t shape[MAX_RANK];
+  size_t m, n, k, i, j, kk;
+  TRY(need_inputs(c, 2, 3));
+  TRY(need_f32(c));
+  if (xt->ndim < 1 || c->inputs[1].ndim != 2 || c->inputs[1].shape[1] != xt->shape[xt->ndim - 1])
+    return INVALID("%s: expected x [..., K] and weight [N, K]", c->kernel);
+  k = (size_t)xt->shape[xt->ndim - 1];
+  n = (size_t)c->inputs[1].shape[0];
+  m = k ? numel(xt) / k : 0;
+  memcpy(shape, xt->shape, (size_t)xt->ndim * sizeof(int64_t));
+  shape[xt->ndim - 1] = (int64_t)n;
+  if (c->num_inputs == 3 && (c->inputs[2].ndim != 1 || (size_t)c->inputs[2].shape[0] != n))
+    return INVALID("%s: bias must have shape [N]", c->kernel);
+  TRY(check_output(c, F32, xt->ndim, shape));
+  if (k == 0) m = numel(&c->outputs[0]) / (n ? n : 1);
+  TRY(load_f32(c, 0, &x));
+  TRY(load_f32(c, 1, &w));
+  if (c->num_inputs == 3) TRY(load_f32(c, 2, &b));
+  for (i = 0; i < m; i++)
+    for (j = 0; j < n; j++) {
+      double acc = b ? b[j] : 0.0;
+      for (kk = 0; kk < k; kk++) acc += (double)x[i * k + kk] * w[j * k + kk];
+      y[i * n + j] = (float)acc;
+    }
+  free(x);
+  free(w);
+  free(b);
+  return NULL;
+}
+
+/* vsdk.conv2d: NCHW, weight [O, C/groups, kH, kW], optional bias [O]. */
+static vsdk_status_t* k_conv2d(const vsdk_kernel_call_t* c) {
+  int64_t strides[2] = {1, 1}, dil[2] = {1, 1}, pads[4] = {0, 0, 0, 0}, groups, shape[4];
+  int found;
+  float *x, *w, *b = NULL, *y = (float*)out_data(c);
+  int64_t N, C, H, W, O, kh, kw, OH, OW, cg, og, n, o, oy, ox, ci, i, j;
+  TRY(need_inputs(c, 2, 3));
+  TRY(need_f32(c));
+  TRY(attr_ints(c, "strides", 2, strides, &found));
+  TRY(attr_ints(c, "dilations", 2, dil, &found));
+  TRY(attr_ints(c, "pads", 4, pads, &found));
+  TRY(attr_int(c, "groups", 1, &groups));
+  if (c->inputs[0].ndim != 4 || c->inputs[1].ndim != 4 || groups < 1) return INVALID("%s: expected 4-d input and weight", c->kernel);
+  N = c->inputs[0].shape[0]; C = c->inputs[0].shape[1]; H = c->inputs[0].shape[2]; W = c->inputs[0].shape[3];
+  O = c->inputs[1].shape[0]; kh = c->inputs[1].shape[2]; kw = c->inputs[1].shape[3];
+  cg = C / groups;
+  og = O / groups;
+  if (C % groups || O % groups || c->inputs[1].shape[1] != cg) return INVALID("%s: channels and groups disagree", c->kernel);
+  OH = (H + pads[0] + pads[2] - dil[0] * (kh - 1) - 1) / strides[0] + 1;
+  OW = (W + pads[1] + pads[3] - dil[1] * (kw - 1) - 1) / strides[1] + 1;
+  shape[0] = N; shape[1] = O; shape[2] = OH; shape[3] = OW;
+  TRY(check_output(c, F32, 4, shape));
+  TRY(load_f32(c, 0, &x));
+  TRY(load_f32(c, 1, &w));
+  if (c->num_inputs == 3) TRY(load_f32(c, 2, &b));
+  for (n = 0; n < N; n++)
+    for (o = 0; o < O; o++) {
+      int64_t g = o / og;
+      for (oy = 0; oy < OH; oy++)
+        for (ox = 0; ox < OW; ox++) {
+          double acc = b ? b[o] : 0.0;
+          for (ci = 0; ci < cg; ci++)
+            for (i = 0; i < kh; i++)
+              for (j = 0; j < kw; j++) {
+                int64_t yy = oy * strides[0] + i * dil[0] - pads[0];
+                int64_t xx = ox * strides[1] + j * dil[1] - pads[1];
+                if (yy < 0 || yy >= H || xx < 0 || xx >= W) continue; /* zero padding */
+                acc += (double)x[((n * C + g * cg + ci) * H + yy) * W + xx] * w[((o * cg + ci) * kh + i) * kw + j];
+              }
+          y[((n * O + o) * OH + oy) * OW + ox] = (float)acc;
+        }
+    }
+  free(x);
+  free(w);
+  free(b);
+  return NULL;
+}
+
+/* Splits a shape around `axis` into outer x len x inner, for row-wise kernels. */
+static void split_axis(const vsdk_tensor_t* t, int32_t axis, size_t* outer, size_t* len, size_t* inner) {
+  int32_t d;
+  *outer = *inner = 1;
+  for (d = 0; d < axis; d++) *outer *= (size_t)t->shape[d];
+  *len = (size_t)t->shape[axis];
+  for (d = axis + 1; d < t->ndim; d++) *inner *= (size_t)t->shape[d];
+}
+
+static vsdk_status_t* norm_axis(const vsdk_kernel_call_t* c, int64_t fallback, int32_t* axis) {
+  int64_t a;
+  int32_t r = c->inputs[0].ndim;
+  TRY(attr_int(c, "axis", fallback, &a));
+  if (a < 0) a += r;
+  if (r < 1 || a < 0 || a >= r) return INVALID("%s: axis out of range for rank %d", c->kernel, r);
+  *axis = (int32_t)a;
+  return NULL;
+}
+
+/* vsdk.softmax along `axis`: exp(x - max) / sum. */
+static vsdk_status_t* k_softmax(const vsdk_kernel_call_t* c) {
+  int32_t axis;
+  size_t outer, len, inner, o, i, k;
+  float *x, *y = (float*)out_data(c);
+  TRY(need_inputs(c, 1, 1));
+  TRY(need_f32(c));
+  TRY(norm_axis(c, -1, &axis));
+  TRY(check_output(c, F32, c->inputs[0].ndim, c->inputs[0].shape));
+  TRY(load_f32(c, 0, &x));
+  split_axis(&c->inputs[0], axis, &outer, &len, &inner);
+  for (o = 0; o < outer; o++)
+    for (i = 0; i < inner; i++) {
+      const float* row = x + o * len * inner + i;
+      float* out = y + o * len * inner + i;
+      float mx = -INFINITY;
+      double sum = 0.0;
+      for (k = 0; k < len; k++) mx = row[k * inner] > mx ? row[k * inner] : mx;
+      for (k = 0; k < len; k++) sum += out[k * inner] = expf(row[k * inner] - mx);
+      for (k = 0; k < len; k++) out[k * inner] = (float)(out[k * inner] / sum);
+    }
+  free(x);
+  return NULL;
+}
+
+/* vsdk.layer_norm over axes axis..end, biased variance, then * weight + bias. */
+static vsdk_status_t* k_layer_norm(const vsdk_kernel_call_t* c) {
+  int32_t axis, d;
+  double eps;
+  size_t rows, dsz = 1, r, i;
+  float *x, *g, *b, *y = (float*)out_data(c);
+  TRY(need_inputs(c, 3, 3));
+  TRY(need_f32(c));
+  TRY(norm_axis(c, -1, &axis));
+  TRY(attr_float(c, "eps", 1e-5, &eps));
+  for (d = axis; d < c->inputs[0].ndim; d++) dsz *= (size_t)c->inputs[0].shape[d];
+  if (numel(&c->inputs[1]) != dsz || numel(&c->inputs[2]) != dsz)
+    return INVALID("%s: weight and bias must have the normalized shape", c->kernel);
+  TRY(check_output(c, F32, c->inputs[0].ndim, c->inputs[0].shape));
+  rows = dsz ? numel(&c->inputs[0]) / dsz : 0;
+  TRY(load_f32(c, 0, &x));
+  TRY(load_f32(c, 1, &g));
+  TRY(load_f32(c, 2, &b));
+  for (r = 0; r < rows; r++) {
+    const float* row = x + r * dsz;
+    double mean = 0.0, var = 0.0, rstd;
+    for (i = 0; i < dsz; i++) mean += row[i];
+    mean /= (double)dsz;
+    for (i = 0; i < dsz; i++) var += (row[i] - mean) * (row[i] - mean);
+    var /= (double)dsz;
+    rstd = 1.0 / sqrt(var + eps);
+    for (i = 0; i < dsz; i++) y[r * dsz + i] = (float)((row[i] - mean) * rstd * g[i] + b[i]);
+  }
+  free(x);
+  free(g);
+  free(b);
+  return NULL;
+}
+
+/* vsdk.sdpa: softmax(scale * q k^T) v over the last two axes. */
+static vsdk_status_t* k_sdpa(const vsdk_kernel_call_t* c) {
+  const vsdk_tensor_t *qt = &c->inputs[0], *kt = &c->inputs[1], *vt = &c->inputs[2];
+  int32_t r = qt->ndim, d;
+  size_t batch = 1, lq, lk, dk, dv, bi, i, j, e;
+  int64_t shape[MAX_RANK];
+  double scale;
+  float *q, *k, *v, *y = (float*)out_data(c), *s;
+  TRY(need_inputs(c, 3, 3));
+  TRY(need_f32(c));
+  if (r < 2 || kt->ndim != r || vt->ndim != r) return INVALID("%s: q, k, v need one rank >= 2", c->kernel);
+  for (d = 0; d < r - 2; d++) {
+    if (kt->shape[d] != qt->shape[d] || vt->shape[d] != qt->shape[d]) return INVALID("%s: batch dimensions differ", c->kernel);
+    batch *= (size_t)qt->shape[d];
+  }
+  lq = (size_t)qt->shape[r - 2];
+  dk = (size_t)qt->shape[r - 1];
+  lk = (size_t)kt->shape[r - 2];
+  dv = (size_t)vt->shape[r - 1];
+  if ((size_t)kt->shape[r - 1] != dk || (size_t)vt->shape[r - 2] != lk || lk == 0)
+    return INVALID("%s: expected q [..., Lq, D], k [..., Lk, D], v [..., Lk, Dv]", c->kernel);
+  TRY(attr_float(c, "scale", 1.0 / sqrt((double)(dk ? dk : 1)), &scale));
+  memcpy(shape, qt->shape, (size_t)r * sizeof(int64_t));
+  shape[r - 1] = (int64_t)dv;
+  TRY(check_output(c, F32, r, shape));
+  s = (float*)malloc(lk * sizeof(float));
+  if (s == NULL) return OOM("%s: scratch", c->kernel);
+  TRY(load_f32(c, 0, &q));
+  TRY(load_f32(c, 1, &k));
+  TRY(load_f32(c, 2, &v));
+  for (bi = 0; bi < batch; bi++)
+    for (i = 0; i < lq; i++) {
+      const float* qi = q + (bi * lq + i) * dk;
+      float mx = -INFINITY;
+      double sum = 0.0;
+      for (j = 0; j < lk; j++) {
+        double dot = 0.0;
+        for (e = 0; e < dk; e++) dot += (double)qi[e] * k[(bi * lk + j) * dk + e];
+        s[j] = (float)(dot * scale);
+        mx = s[j] > mx ? s[j] : mx;
+      }
+      for (j = 0; j < lk; j++) sum += s[j] = expf(s[j] - mx);
+      for (e = 0; e < dv; e++) {
+        double acc = 0.0;
+        for (j = 0; j < lk; j++) acc += (double)s[j] * v[(bi * lk + j) * dv + e];
+        y[(bi * lq + i) * dv + e] = (float)(acc / sum);
+      }
+    }
+  free(s);
+  free(q);
+  free(k);
+  free(v);
+  return NULL;
+}
+
+/* --- resizes --------------------------------------------------------------- */
+
+/* The cubic filter of Pillow and of PyTorch's antialiased bicubic, a = -0.5. */
+static double cubic_half(double x) {
+  const double a = -0.5;
+  if (x < 0) x = -x;
+  if (x < 1) return ((a + 2) * x - (a + 3)) * x * x + 1;
+  if (x < 2) return (((x - 5) * x + 8) * x - 4) * a;
+  return 0;
+}
+
+/* Antialiased taps of one axis (Pillow's precompute_coeffs): for output i,
+ * weights w[i*ksize + j] of source pixels first[i] + j, j < count[i]. */
+static vsdk_status_t* aa_taps(const vsdk_kernel_call_t* c, int64_t in, int64_t out, double scale,
+                              int64_t** first, int64_t** count, double** w, int64_t* ksize) {
+  double filterscale = scale < 1.0 ? 1.0 : scale, support = 2.0 * filterscale;
+  int64_t i, j;
+  *ksize = (int64_t)ceil(support) * 2 + 1;
+  *first = (int64_t*)malloc((size_t)out * sizeof(int64_t));
+  *count = (int64_t*)malloc((size_t)out * sizeof(int64_t));
+  *w = (double*)calloc((size_t)(out * *ksize), sizeof(double));
+  if (!*first || !*count || !*w) return OOM("%s: scratch", c->kernel);
+  for (i = 0; i < out; i++) {
+    double center = (i + 0.5) * scale, total = 0.0;
+    int64_t lo = (int64_t)(center - support + 0.5), hi = (int64_t)(center + support + 0.5);
+    if (lo < 0) lo = 0;
+    if (hi > in) hi = in;
+    (*first)[i] = lo;
+    (*count)[i] = hi - lo;
+    for (j = 0; j < hi - lo; j++) total += (*w)[i * *ksize + j] = cubic_half((j + lo - center + 0.5) / filterscale);
+    if (total != 0.0)
+      for (j = 0; j < hi - lo; j++) (*w)[i * *ksize + j] /= total;
+  }
+  return NULL;
+}
+
+/* vsdk.resize_pil_bicubic: Pillow's Image.resize(size, BICUBIC) on uint8 HWC.
+ * Fixed point with 22 fractional bits; horizontal pass first, clipped to uint8. */
+#define PIL_BITS 22
+static unsigned char clip8(int64_t acc) {
+  acc >>= PIL_BITS;
+  return (unsigned char)(acc < 0 ? 0 : acc > 255 ? 255 : acc);
+}
+
+static vsdk_status_t* pil_fixed(const vsdk_kernel_call_t* c, int64_t in, int64_t out, int64_t** first, int64_t** count,
+                                int32_t** k, int64_t* ksize) {
+  double* w;
+  int64_t i;
+  TRY(aa_taps(c, in, out, (double)in / (double)out, first, count, &w, ksize));
+  *k = (int32_t*)malloc((size_t)(out * *ksize) * sizeof(int32_t));
+  if (*k == NULL) return OOM("%s: scratch", c->kernel);
+  for (i = 0; i < out * *ksize; i++) {
+    double v = w[i] * (1 << PIL_BITS);
+    (*k)[i] = (int32_t)(w[i] < 0 ? v - 0.5 : v + 0.5);
+  }
+  free(w);
+  return NULL;
+}
+
+static vsdk_status_t* k_resize_pil(const vsdk_kernel_call_t* c) {
+  int64_t size[2], shape[3], H, W, C, OH, OW, y, x, ch, j, kx_size, ky_size;
+  int64_t *fx, *nx, *fy, *ny;
+  int32_t *kx, *ky;
+  int found;
+  unsigned char *src, *tmp, *dst = (unsigned char*)out_data(c);
+  TRY(need_inputs(c, 1, 1));
+  if (!is_u8(c->inputs[0].dtype) || c->inputs[0].ndim != 3) return UNSUPPORTED("%s: input must be uint8 [H, W, C]", c->kernel);
+  TRY(attr_ints(c, "size", 2, size, &found));
+  if (!found || size[0] < 1 || size[1] < 1) return INVALID("%s: attribute `size` [out_h, out_w] is required", c->kernel);
+  H = c->inputs[0].shape[0]; W = c->inputs[0].shape[1]; C = c->inputs[0].shape[2];
+  OH = shape[0] = size[0];
+  OW = shape[1] = size[1];
+  shape[2] = C;
+  {
+    vsdk_dtype_t u8 = {VSDK_DTYPE_UINT, 8, 1};
+    TRY(check_output(c, u8, 3, shape));
+  }
+  TRY(pil_fixed(c, W, OW, &fx, &nx, &kx, &kx_size));
+  TRY(pil_fixed(c, H, OH, &fy, &ny, &ky, &ky_size));
+  TRY(compact_copy(c, &c->inputs[0], (void**)&src));
+  tmp = (unsigned char*)malloc((size_t)(H * OW * C) + 1);
+  if (tmp == NULL) return OOM("%s: scratch", c->kernel);
+  for (y = 0; y < H; y++)
+    for (x = 0; x < OW; x++)
+      for (ch = 0; ch < C; ch++) {
+        int64_t acc = (int64_t)1 << (PIL_BITS - 1);
+        for (j = 0; j < nx[x]; j++) acc += (int64_t)src[(y * W + fx[x] + j) * C + ch] * kx[x * kx_size + j];
+        tmp[(y * OW + x) * C + ch] = clip8(acc);
+      }
+  for (y = 0; y < OH; y++)
+    for (x = 0; x < OW; x++)
+      for (ch = 0; ch < C; ch++) {
+        int64_t acc = (int64_t)1 << (PIL_BITS - 1);
+        for (j = 0; j < ny[y]; j++) acc += (int64_t)tmp[((fy[y] + j) * OW + x) * C + ch] * ky[y * ky_size + j];
+        dst[(y * OW + x) * C + ch] = clip8(acc);
+      }
+  free(fx); free(nx); free(kx); free(fy); free(ny); free(ky); free(src); free(tmp);
+  return NULL;
+}
+
+/* Non-antialiased PyTorch bicubic taps: 4 clamped neighbours, a = -0.75. */
+static void cubic_taps(int64_t in, int64_t i, double scale, int64_t idx[4], double w[4]) {
+  const double A = -0.75;
+  double real = scale * (i + 0.5) - 0.5, t;
+  int64_t i0 = (int64_t)floor(real), j;
+  if (i0 > in - 1) i0 = in - 1;
+  t = real - (double)i0;
+  t = t < 0 ? 0 : t > 1 ? 1 : t;
+  w[0] = ((A * (t + 1) - 5 * A) * (t + 1) + 8 * A) * (t + 1) - 4 * A;
+  w[1] = ((A + 2) * t - (A + 3)) * t * t + 1;
+  w[2] = ((A + 2) * (1 - t) - (A + 3)) * (1 - t) * (1 - t) + 1;
+  w[3] = ((A * (2 - t) - 5 * A) * (2 - t) + 8 * A) * (2 - t) - 4 * A;
+  for (j = 0; j < 4; j++) {
+    int64_t k = i0 - 1 + j;
+    idx[j] = k < 0 ? 0 : k > in - 1 ? in - 1 : k;
+  }
+}
+
+/* Taps of one axis in the general (first, count, weights) form. */
+static vsdk_status_t* axis_taps(const vsdk_kernel_call_t* c, int64_t in, int64_t out, double scale, int antialias,
+                                int64_t** first, int64_t** count, double** w, int64_t** idx, int64_t* ksize) {
+  int64_t i, j;
+  if (antialias) {
+    TRY(aa_taps(c, in, out, scale, first, count, w, ksize));
+    *idx = (int64_t*)malloc((size_t)(out * *ksize) * sizeof(int64_t));
+    if (*idx == NULL) return OOM("%s: scratch", c->kernel);
+    for (i = 0; i < out; i++)
+      for (j = 0; j < *ksize; j++) (*idx)[i * *ksize + j] = (*first)[i] + j;
+    return NULL;
+  }
+  *ksize = 4;
+  *first = (int64_t*)malloc((size_t)out * sizeof(int64_t));
+  *count = (int64_t*)malloc((size_t)out * sizeof(int64_t));
+  *w = (double*)malloc((size_t)out * 4 * sizeof(double));
+  *idx = (int64_t*)malloc((size_t)out * 4 * sizeof(int64_t));
+  if (!*first || !*count || !*w || !*idx) return OOM("%s: scratch", c->kernel);
+  for (i = 0; i < out; i++) {
+    (*count)[i] = 4;
+    cubic_taps(in, i, scale, *idx + i * 4, *w + i * 4);
+  }
+  return NULL;
+}
+
+/* vsdk.resize_bicubic: PyTorch F.interpolate(mode="bicubic", align_corners=False)
+ * on NCHW float32, `size` or `scale_factor`, antialias 0 or 1. */
+static vsdk_status_t* k_resize_bicubic(const vsdk_kernel_call_t* c) {
+  int64_t size[2], shape[4], N, C, H, W, OH, OW, aa, p, y, x, j;
+  double sf[2], sh, sw;
+  int has_size;
+  const vsdk_attr_t* sfa = find_attr(c, "scale_factor");
+  int64_t *fx, *nx, *ix, *fy, *ny, *iy, ksx, ksy;
+  double *wx, *wy;
+  float *src, *tmp, *dst = (float*)out_data(c);
+  TRY(need_inputs(c, 1, 1));
+  TRY(need_f32(c));
+  if (c->inputs[0].ndim != 4) return INVALID("%s: input must be [N, C, H, W]", c->kernel);
+  N = c->inputs[0].shape[0]; C = c->inputs[0].shape[1]; H = c->inputs[0].shape[2]; W = c->inputs[0].shape[3];
+  TRY(attr_ints(c, "size", 2, size, &has_size));
+  TRY(attr_int(c, "antialias", 0, &aa));
+  if (has_size == (sfa != NULL)) return INVALID("%s: give exactly one of `size` and `scale_factor`", c->kernel);
+  if (has_size) {
+    OH = size[0];
+    OW = size[1];
+    sh = (double)H / (double)OH;
+    sw = (double)W / (double)OW;
+  } else {
+    if (sfa->kind != VSDK_ATTR_FLOATS || sfa->value.floats.len != 2) return INVALID("%s: `scale_factor` is 2 floats", c->kernel);
+    sf[0] = sfa->value.floats.data[0];
+    sf[1] = sfa->value.floats.data[1];
+    OH = (int64_t)floor((double)H * sf[0]); /* PyTorch: floor(in * s), coordinates use 1/s */
+    OW = (int64_t)floor((double)W * sf[1]);
+    sh = 1.0 / sf[0];
+    sw = 1.0 / sf[1];
+  }
+  shape[0] = N; shape[1] = C; shape[2] = OH; shape[3] = OW;
+  TRY(check_output(c, F32, 4, shape));
+  TRY(axis_taps(c, W, OW, sw, (int)aa, &fx, &nx, &wx, &ix, &ksx));
+  TRY(axis_taps(c, H, OH, sh, (int)aa, &fy, &ny, &wy, &iy, &ksy));
+  TRY(load_f32(c, 0, &src));
+  tmp = (float*)malloc((size_t)(N * C * H * OW) * sizeof(float) + 1);
+  if (tmp == NULL) return OOM("%s: scratch", c->kernel);
+  for (p = 0; p < N * C; p++) {
+    for (y = 0; y < H; y++)
+      for (x = 0; x < OW; x++) {
+        double acc = 0;
+        for (j = 0; j < nx[x]; j++) acc += wx[x * ksx + j] * src[(p * H + y) * W + ix[x * ksx + j]];
+        tmp[(p * H + y) * OW + x] = (float)acc;
+      }
+    for (y = 0; y < OH; y++)
+      for (x = 0; x < OW; x++) {
+        double acc = 0;
+        for (j = 0; j < ny[y]; j++) acc += wy[y * ksy + j] * tmp[(p * H + iy[y * ksy + j]) * OW + x];
+        dst[(p * OH + y) * OW + x] = (float)acc;
+      }
+  }
+  free(fx); free(nx); free(ix); free(wx); free(fy); free(ny); free(iy); free(wy); free(src); free(tmp);
+  return NULL;
+}
+
+/* --- data movement: any element size ------------------------------------- */
+
+static vsdk_status_t* same_dtype_out(const vsdk_kernel_call_t* c, int32_t ndim, const int64_t* shape) {
+  return check_output(c, c->inputs[0].dtype, ndim, shape);
+}
+
+/* vsdk.crop: out = x[offsets[d] : offsets[d] + sizes[d]] on every axis. */
+static vsdk_status_t* k_crop(const vsdk_kernel_call_t* c) {
+  const vsdk_tensor_t* t = &c->inputs[0];
+  int64_t off[MAX_RANK], sz[MAX_RANK], idx[MAX_RANK] = {0};
+  int found, found2;
+  int32_t d;
+  size_t es = elem_size(t), i, n = 1;
+  char *src, *dst = (char*)out_data(c);
+  TRY(need_inputs(c, 1, 1));
+  TRY(attr_ints(c, "offsets", (uint64_t)t->ndim, off, &found));
+  TRY(attr_ints(c, "sizes", (uint64_t)t->ndim, sz, &found2));
+  if (!found || !found2) return INVALID("%s: `offsets` and `sizes` are required", c->kernel);
+  for (d = 0; d < t->ndim; d++) {
+    if (off[d] < 0 || sz[d] < 0 || off[d] + sz[d] > t->shape[d]) return INVALID("%s: window outside axis %d", c->kernel, d);
+    n *= (size_t)sz[d];
+  }
+  TRY(same_dtype_out(c, t->ndim, sz));
+  TRY(compact_copy(c, t, (void**)&src));
+  for (i = 0; i < n; i++) {
+    int64_t flat = 0;
+    for (d = 0; d < t->ndim; d++) flat = flat * t->shape[d] + off[d] + idx[d];
+    memcpy(dst + i * es, src + (size_t)flat * es, es);
+    for (d = t->ndim - 1; d >= 0; d--) {
+      if (++idx[d] < sz[d]) break;
+      idx[d] = 0;
+    }
+  }
+  free(src);
+  return NULL;
+}
+
+/* vsdk.concat along `axis` (default 0). */
+static vsdk_status_t* k_concat(const vsdk_kernel_call_t* c) {
+  const vsdk_tensor_t* t0 = &c->inputs[0];
+  int32_t axis, d;
+  int64_t shape[MAX_RANK];
+  uint64_t in;
+  size_t outer, len, inner, es = elem_size(t0), o, placed = 0, total;
+  char* dst = (char*)out_data(c);
+  TRY(need_inputs(c, 1, (uint64_t)-1));
+  TRY(norm_axis(c, 0, &axis));
+  memcpy(shape, t0->shape, (size_t)t0->ndim * sizeof(int64_t));
+  shape[axis] = 0;
+  for (in = 0; in < c->num_inputs; in++) {
+    const vsdk_tensor_t* t = &c->inputs[in];
+    if (t->ndim != t0->ndim || !is_dtype(t->dtype, t0->dtype.code, t0->dtype.bits)) return INVALID("%s: inputs disagree", c->kernel);
+    for (d = 0; d < t->ndim; d++)
+      if (d != axis && t->shape[d] != t0->shape[d]) return INVALID("%s: input %llu differs off the axis", c->kernel, (unsigned long long)in);
+    shape[axis] += t->shape[axis];
+  }
+  TRY(same_dtype_out(c, t0->ndim, shape));
+  total = (size_t)shape[axis];
+  for (in = 0; in < c->num_inputs; in++) {
+    char* src;
+    split_axis(&c->inputs[in], axis, &outer, &len, &inner);
+    TRY(compact_copy(c, &c->inputs[in], (void**)&src));
+    for (o = 0; o < outer; o++) memcpy(dst + ((o * total + placed) * inner) * es, src + o * len * inner * es, len * inner * es);
+    placed += len;
+    free(src);
+  }
+  return NULL;
+}
+
+/* vsdk.reshape: same elements in row-major order; `shape` may hold one -1. */
+static vsdk_status_t* k_reshape(const vsdk_kernel_call_t* c) {
+  const vsdk_attr_t* a = find_attr(c, "shape");
+  int64_t shape[MAX_RANK], known = 1, infer = -1;
+  uint64_t d;
+  char* src;
+  TRY(need_inputs(c, 1, 1));
+  if (a == NULL || a->kind != VSDK_ATTR_INTS || a->value.ints.len > MAX_RANK) return INVALID("%s: `shape` is required", c->kernel);
+  for (d = 0; d < a->value.ints.len; d++) {
+    shape[d] = a->value.ints.data[d];
+    if (shape[d] == -1) infer = (int64_t)d;
+    else known *= shape[d];
+  }
+  if (infer >= 0) shape[infer] = known ? (int64_t)numel(&c->inputs[0]) / known : 0;
+  TRY(same_dtype_out(c, (int32_t)a->value.ints.len, shape));
+  if (numel(&c->outputs[0]) != numel(&c->inputs[0])) return INVALID("%s: element counts differ", c->kernel);
+  TRY(compact_copy(c, &c->inputs[0], (void**)&src));
+  memcpy(out_data(c), src, numel(&c->inputs[0]) * elem_size(&c->inputs[0]));
+  free(src);
+  return NULL;
+}
+
+/* vsdk.permute: out axis d is input axis perm[d]. */
+static vsdk_status_t* k_permute(const vsdk_kernel_call_t* c) {
+  const vsdk_tensor_t* t = &c->inputs[0];
+  int64_t perm[MAX_RANK], shape[MAX_RANK], in_strides[MAX_RANK], idx[MAX_RANK] = {0}, s = 1;
+  int found;
+  int32_t d;
+  size_t es = elem_size(t), i, n = numel(t);
+  char *src, *dst = (char*)out_data(c);
+  TRY(need_inputs(c, 1, 1));
+  TRY(attr_ints(c, "perm", (uint64_t)t->ndim, perm, &found));
+  if (!found) return INVALID("%s: `perm` is required", c->kernel);
+  for (d = t->ndim - 1; d >= 0; d--) {
+    in_strides[d] = s;
+    s *= t->shape[d];
+  }
+  for (d = 0; d < t->ndim; d++) {
+    if (perm[d] < 0 || perm[d] >= t->ndim) return INVALID("%s: bad permutation", c->kernel);
+    shape[d] = t->shape[perm[d]];
+  }
+  TRY(same_dtype_out(c, t->ndim, shape));
+  TRY(compact_copy(c, t, (void**)&src));
+  for (i = 0; i < n; i++) {
+    int64_t off = 0;
+    for (d = 0; d < t->ndim; d++) off += idx[d] * in_strides[perm[d]];
+    memcpy(dst + i * es, src + (size_t)off * es, es);
+    for (d = t->ndim - 1; d >= 0; d--) {
+      if (++idx[d] < shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+  free(src);
+  return NULL;
+}
+
+/* vsdk.cast between float32 and uint8 (float -> uint8 rounds half to even and
+ * saturates; NaN becomes 0). */
+static vsdk_status_t* k_cast(const vsdk_kernel_call_t* c) {
+  const vsdk_attr_t* a = find_attr(c, "dtype");
+  const vsdk_tensor_t* t = &c->inputs[0];
+  vsdk_dtype_t to;
+  size_t i, n = numel(t);
+  void* src;
+  TRY(need_inputs(c, 1, 1));
+  if (a == NULL || a->kind != VSDK_ATTR_STRING) return INVALID("%s: attribute `dtype` (string) is required", c->kernel);
+  if (strcmp(a->value.s, "float32") == 0) to = F32;
+  else if (strcmp(a->value.s, "uint8") == 0) { to.code = VSDK_DTYPE_UINT; to.bits = 8; to.lanes = 1; }
+  else return UNSUPPORTED("%s: this template casts only between float32 and uint8, not to %s", c->kernel, a->value.s);
+  if (!is_f32(t->dtype) && !is_u8(t->dtype)) return UNSUPPORTED("%s: input must be float32 or uint8", c->kernel);
+  TRY(check_output(c, to, t->ndim, t->shape));
+  TRY(compact_copy(c, t, &src));
+  for (i = 0; i < n; i++) {
+    double v = is_f32(t->dtype) ? ((float*)src)[i] : ((unsigned char*)src)[i];
+    if (is_f32(to)) {
+      ((float*)out_data(c))[i] = (float)v;
+    } else {
+      double r = v != v ? 0.0 : nearbyint(v); /* default rounding mode: half to even */
+      ((unsigned char*)out_data(c))[i] = (unsigned char)(r < 0 ? 0 : r > 255 ? 255 : r);
+    }
+  }
+  free(src);
+  return NULL;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Dispatch                                                                  */
+/* ------------------------------------------------------------------------- */
+
+static vsdk_status_t* execute(vsdk_provider_t* p, const vsdk_kernel_call_t* c) {
+  const char* k;
+  if (p == NULL || c == NULL || c->kernel == NULL) return INVALID("execute: NULL argument");
+  if (c->struct_size < sizeof(vsdk_kernel_call_t)) return INVALID("execute: call struct from an unknown older ABI");
+  if (c->device_index != 0) return INVALID("%s: device %u does not exist", c->kernel, c->device_index);
+  if (c->version != 1) return UNSUPPORTED("%s@%u: this template implements version 1", c->kernel, c->version);
+  if (c->num_inputs == 0) return INVALID("%s: no inputs", c->kernel);
+  k = c->kernel;
+  if (!strcmp(k, "vsdk.gelu")) return k_gelu(c);
+  if (!strcmp(k, "vsdk.add")) return k_binary(c, '+');
+  if (!strcmp(k, "vsdk.sub")) return k_binary(c, '-');
+  if (!strcmp(k, "vsdk.mul")) return k_binary(c, '*');
+  if (!strcmp(k, "vsdk.div")) return k_binary(c, '/');
+  if (!strcmp(k, "vsdk.linear")) return k_linear(c);
+  if (!strcmp(k, "vsdk.conv2d")) return k_conv2d(c);
+  if (!strcmp(k, "vsdk.softmax")) return k_softmax(c);
+  if (!strcmp(k, "vsdk.layer_norm")) return k_layer_norm(c);
+  if (!strcmp(k, "vsdk.sdpa")) return k_sdpa(c);
+  if (!strcmp(k, "vsdk.resize_pil_bicubic")) return k_resize_pil(c);
+  if (!strcmp(k, "vsdk.resize_bicubic")) return k_resize_bicubic(c);
+  if (!strcmp(k, "vsdk.crop")) return k_crop(c);
+  if (!strcmp(k, "vsdk.concat")) return k_concat(c);
+  if (!strcmp(k, "vsdk.reshape")) return k_reshape(c);
+  if (!strcmp(k, "vsdk.permute")) return k_permute(c);
+  if (!strcmp(k, "vsdk.cast")) return k_cast(c);
+  return UNSUPPORTED("%s: unknown kernel", k);
+}
+
+/* ------------------------------------------------------------------------- */
+/* The table and the entry point                                             */
+/* ------------------------------------------------------------------------- */
+
+static const vsdk_provider_api_t TABLE = {
+    sizeof(vsdk_provider_api_t), /* struct_size: the host reads no further */
+    VSDK_ABI_VERSION,
+    VSDK_CONCURRENCY_SERIAL, /* we keep no locks: the host serialises our calls */
+    status_code,
+    status_message,
+    status_destroy,
+    create,
+    destroy,
+    get_info,
+    device_count,
+    device_info,
+    kernel_count,
+    kernel_info,
+    kernel_supports,
+    mem_alloc,
+    mem_free,
+    copy_to_device,
+    copy_to_host,
+    synchronize,
+    execute,
+    NULL, /* copy_on_device is optional: the host goes through host memory */
+};
+
+VSDK_EXPORT const vsdk_provider_api_t* vsdk_get_provider_api(uint32_t host_abi_version, uint32_t* provider_abi_version) {
+  if (provider_abi_version != NULL) *provider_abi_version = VSDK_ABI_VERSION;
+  /* A host older than our ABI cannot read our table: refuse. */
+  return host_abi_version >= VSDK_ABI_VERSION ? &TABLE : NULL;
+}
