@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Records known outputs of Pillow's and PyTorch's resizes as test data.
+
+The SDK's resize kernels are specified to match these libraries exactly
+(Pillow: bit for bit on uint8; PyTorch: within float32 rounding). This script
+writes sdk/tests/data/{pillow_bicubic,torch_bicubic}.json; the tests in
+sdk/tests/known_values.rs compare both providers against them.
+
+    pip install numpy pillow torch && python3 tools/make_reference_data.py
+"""
+import json
+import pathlib
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from PIL import Image
+
+OUT = pathlib.Path(__file__).resolve().parent.parent / "sdk" / "tests" / "data"
+
+
+def structured_image(h, w, rng):
+    """Gradients, a hard edge and noise: every tap of the filter matters."""
+    y, x = np.mgrid[0:h, 0:w]
+    r = (x * 255.0 / max(w - 1, 1))
+    g = (y * 255.0 / max(h - 1, 1))
+    b = np.where((x // 5 + y // 4) % 2 == 0, 230.0, 20.0)
+    img = np.stack([r, g, b], axis=-1) + rng.normal(0, 12, (h, w, 3))
+    return np.clip(np.round(img), 0, 255).astype(np.uint8)
+
+
+def pillow_cases(rng):
+    cases = []
+    for (h, w), (oh, ow) in [((29, 37), (12, 16)), ((29, 37), (41, 50)), ((20, 31), (20, 9)), ((64, 48), (37, 11))]:
+        img = structured_image(h, w, rng)
+        out = np.asarray(Image.fromarray(img, "RGB").resize((ow, oh), Image.BICUBIC))
+        cases.append({"input_shape": [h, w, 3], "input": img.ravel().tolist(),
+                      "size": [oh, ow], "output_shape": list(out.shape), "output": out.ravel().tolist()})
+    return cases
+
+
+def torch_cases(rng):
+    cases = []
+    specs = [
+        # DINOv2's position-embedding resize at 224: scale_factor = 16.1/37.
+        ((1, 3, 37, 37), {"scale_factor": (16.1 / 37, 16.1 / 37)}, False),
+        # timm's form of the same resize.
+        ((1, 3, 37, 37), {"size": (16, 16)}, True),
+        ((1, 2, 5, 7), {"size": (9, 11)}, False),
+        ((1, 2, 5, 7), {"size": (9, 11)}, True),
+        ((2, 1, 13, 6), {"scale_factor": (0.6, 2.5)}, False),
+        ((2, 1, 13, 6), {"size": (4, 15)}, True),
+    ]
+    for shape, kw, aa in specs:
+        x = torch.from_numpy(rng.normal(0, 1, shape).astype(np.float32))
+        y = F.interpolate(x, mode="bicubic", align_corners=False, antialias=aa, **kw)
+        case = {"input_shape": list(shape), "input": x.numpy().ravel().astype(float).tolist(),
+                "antialias": int(aa), "output_shape": list(y.shape),
+                "output": y.numpy().ravel().astype(float).tolist()}
+        if "size" in kw:
+            case["size"] = list(kw["size"])
+        else:
+            case["scale_factor"] = list(kw["scale_factor"])
+        cases.append(case)
+    return cases
+
+
+def main():
+    rng = np.random.default_rng(20261121)
+    OUT.mkdir(parents=True, exist_ok=True)
+    meta = {"pillow": Image.__version__, "torch": torch.__version__}
+    (OUT / "pillow_bicubic.json").write_text(json.dumps({"versions": meta, "cases": pillow_cases(rng)}) + "\n")
+    (OUT / "torch_bicubic.json").write_text(json.dumps({"versions": meta, "cases": torch_cases(rng)}) + "\n")
+
+
+if __name__ == "__main__":
+    main()
