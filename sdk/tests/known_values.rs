@@ -51,7 +51,7 @@ fn resize_bicubic_matches_torch_interpolate() {
             let what = format!("{}: torch case {i}", dev.provider_info().name);
             // PyTorch computes source coordinates and taps in float32, the
             // catalog in exact arithmetic: about 4e-6 apart on these inputs. The
-            // wrong form (size=16 instead of the scale factor) is ~1e-1 apart.
+            // wrong form (size=16 instead of the scale factor) is ~1 apart.
             assert_close(&what, &out.to_f64_vec(), &floats(&c["output"]), 1e-5, 2e-5);
         }
     }
