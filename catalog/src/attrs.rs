@@ -53,7 +53,10 @@ impl Attrs {
                 return Err(attr_err(
                     kernel,
                     name,
-                    format!("not an attribute of this kernel (it has: {})", allowed.join(", ")),
+                    format!(
+                        "not an attribute of this kernel (it has: {})",
+                        allowed.join(", ")
+                    ),
                 ));
             }
             if self.0[..i].iter().any(|(n, _)| n == name) {
@@ -78,7 +81,11 @@ impl Attrs {
         }
     }
 
-    pub(crate) fn int(&self, kernel: &'static str, name: &str) -> Result<Option<i64>, CatalogError> {
+    pub(crate) fn int(
+        &self,
+        kernel: &'static str,
+        name: &str,
+    ) -> Result<Option<i64>, CatalogError> {
         self.typed(kernel, name, "int", |v| match v {
             AttrValue::Int(i) => Some(*i),
             _ => None,

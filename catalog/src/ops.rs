@@ -225,7 +225,10 @@ impl Check {
 
     fn rank(&self, what: &str, t: &TensorSpec, rank: usize) -> Result<(), CatalogError> {
         if t.shape.len() != rank {
-            return self.fail(format!("{what} must have rank {rank}, got shape {:?}", t.shape));
+            return self.fail(format!(
+                "{what} must have rank {rank}, got shape {:?}",
+                t.shape
+            ));
         }
         Ok(())
     }
@@ -235,10 +238,20 @@ impl Check {
         if axis < -r || axis >= r.max(1) {
             return self.attr(name, format!("axis {axis} is out of range for rank {rank}"));
         }
-        Ok(if axis < 0 { (axis + r) as usize } else { axis as usize })
+        Ok(if axis < 0 {
+            (axis + r) as usize
+        } else {
+            axis as usize
+        })
     }
 
-    fn pair(&self, attrs: &Attrs, name: &str, default: i64, min: i64) -> Result<[usize; 2], CatalogError> {
+    fn pair(
+        &self,
+        attrs: &Attrs,
+        name: &str,
+        default: i64,
+        min: i64,
+    ) -> Result<[usize; 2], CatalogError> {
         match attrs.ints(self.kernel, name)? {
             None => Ok([default as usize; 2]),
             Some(&[a, b]) if a >= min && b >= min => Ok([a as usize, b as usize]),
@@ -301,7 +314,10 @@ impl Node {
                 c.rank("input [N, C, H, W]", x, 4)?;
                 let (in_h, in_w) = (x.shape[2], x.shape[3]);
                 if in_h == 0 || in_w == 0 {
-                    return c.fail(format!("input {:?} has an empty spatial dimension", x.shape));
+                    return c.fail(format!(
+                        "input {:?} has an empty spatial dimension",
+                        x.shape
+                    ));
                 }
                 let size = positive_size(&c, attrs)?;
                 let factor = attrs.floats(c.kernel, "scale_factor")?;
@@ -314,10 +330,15 @@ impl Node {
                         mode: ResizeMode::Size,
                         antialias: false,
                     },
-                    (None, Some(&[sh, sw])) if sh > 0.0 && sw > 0.0 && sh.is_finite() && sw.is_finite() => {
+                    (None, Some(&[sh, sw]))
+                        if sh > 0.0 && sw > 0.0 && sh.is_finite() && sw.is_finite() =>
+                    {
                         let (oh, ow) = ((in_h as f64 * sh).floor(), (in_w as f64 * sw).floor());
                         if oh < 1.0 || ow < 1.0 {
-                            return c.attr("scale_factor", format!("gives an empty output ({oh} x {ow})"));
+                            return c.attr(
+                                "scale_factor",
+                                format!("gives an empty output ({oh} x {ow})"),
+                            );
                         }
                         Resize {
                             out_h: oh as usize,
@@ -329,10 +350,17 @@ impl Node {
                         }
                     }
                     (None, Some(v)) => {
-                        return c.attr("scale_factor", format!("expected [s_h, s_w], finite and > 0, got {v:?}"))
+                        return c.attr(
+                            "scale_factor",
+                            format!("expected [s_h, s_w], finite and > 0, got {v:?}"),
+                        )
                     }
-                    (Some(_), Some(_)) => return c.attr("size", "give `size` or `scale_factor`, not both"),
-                    (None, None) => return c.attr("size", "one of `size` or `scale_factor` is required"),
+                    (Some(_), Some(_)) => {
+                        return c.attr("size", "give `size` or `scale_factor`, not both")
+                    }
+                    (None, None) => {
+                        return c.attr("size", "one of `size` or `scale_factor` is required")
+                    }
                 };
                 let antialias = match attrs.int(c.kernel, "antialias")? {
                     None | Some(0) => false,
@@ -344,13 +372,17 @@ impl Node {
             }
             Op::Crop => {
                 let rank = x.shape.len();
-                let (Some(offsets), Some(sizes)) =
-                    (attrs.ints(c.kernel, "offsets")?, attrs.ints(c.kernel, "sizes")?)
-                else {
+                let (Some(offsets), Some(sizes)) = (
+                    attrs.ints(c.kernel, "offsets")?,
+                    attrs.ints(c.kernel, "sizes")?,
+                ) else {
                     return c.attr("offsets", "`offsets` and `sizes` are required");
                 };
                 if offsets.len() != rank || sizes.len() != rank {
-                    return c.attr("offsets", format!("`offsets` and `sizes` need {rank} values each (the input's rank)"));
+                    return c.attr(
+                        "offsets",
+                        format!("`offsets` and `sizes` need {rank} values each (the input's rank)"),
+                    );
                 }
                 for d in 0..rank {
                     let (o, s) = (offsets[d], sizes[d]);
@@ -375,7 +407,13 @@ impl Node {
                 let Some(to) = DType::from_name(name) else {
                     return c.attr("dtype", format!("unknown dtype `{name}`"));
                 };
-                (Node::Cast(to), vec![TensorSpec { dtype: to, shape: x.shape.clone() }])
+                (
+                    Node::Cast(to),
+                    vec![TensorSpec {
+                        dtype: to,
+                        shape: x.shape.clone(),
+                    }],
+                )
             }
             Op::Add | Op::Sub | Op::Mul | Op::Div => {
                 let Some(shape) = broadcast_shapes(&x.shape, &inputs[1].shape) else {
@@ -403,7 +441,12 @@ impl Node {
                     Some(&[t, l, b, r]) if t >= 0 && l >= 0 && b >= 0 && r >= 0 => {
                         [t as usize, l as usize, b as usize, r as usize]
                     }
-                    Some(v) => return c.attr("pads", format!("expected [top, left, bottom, right] >= 0, got {v:?}")),
+                    Some(v) => {
+                        return c.attr(
+                            "pads",
+                            format!("expected [top, left, bottom, right] >= 0, got {v:?}"),
+                        )
+                    }
                 };
                 let groups = match attrs.int(c.kernel, "groups")? {
                     None => 1,
@@ -411,7 +454,10 @@ impl Node {
                     Some(g) => return c.attr("groups", format!("expected >= 1, got {g}")),
                 };
                 let (cin, cout) = (x.shape[1], w.shape[0]);
-                if cin % groups != 0 || cout % groups != 0 || w.shape[1] * groups != cin {
+                if !cin.is_multiple_of(groups)
+                    || !cout.is_multiple_of(groups)
+                    || w.shape[1] * groups != cin
+                {
                     return c.fail(format!(
                         "input channels {cin}, weight {:?} and groups {groups} do not agree",
                         w.shape
@@ -435,8 +481,16 @@ impl Node {
                     }
                     spatial[a] = (padded - span) / strides[a] + 1;
                 }
-                let conv = Conv2d { strides, pads, dilations, groups };
-                (Node::Conv2d(conv), out(vec![x.shape[0], cout, spatial[0], spatial[1]]))
+                let conv = Conv2d {
+                    strides,
+                    pads,
+                    dilations,
+                    groups,
+                };
+                (
+                    Node::Conv2d(conv),
+                    out(vec![x.shape[0], cout, spatial[0], spatial[1]]),
+                )
             }
             Op::Concat => {
                 let rank = x.shape.len();
@@ -473,10 +527,14 @@ impl Node {
                 let mut seen = vec![false; rank];
                 let valid = perm.len() == rank
                     && perm.iter().all(|&p| {
-                        (0..rank as i64).contains(&p) && !std::mem::replace(&mut seen[p as usize], true)
+                        (0..rank as i64).contains(&p)
+                            && !std::mem::replace(&mut seen[p as usize], true)
                     });
                 if !valid {
-                    return c.attr("perm", format!("{perm:?} is not a permutation of 0..{rank}"));
+                    return c.attr(
+                        "perm",
+                        format!("{perm:?} is not a permutation of 0..{rank}"),
+                    );
                 }
                 let perm: Vec<usize> = perm.iter().map(|&p| p as usize).collect();
                 let shape = perm.iter().map(|&p| x.shape[p]).collect();
@@ -496,7 +554,10 @@ impl Node {
                 }
                 if let Some(b) = inputs.get(2) {
                     if b.shape != [w.shape[0]] {
-                        return c.fail(format!("bias must have shape [{}], got {:?}", w.shape[0], b.shape));
+                        return c.fail(format!(
+                            "bias must have shape [{}], got {:?}",
+                            w.shape[0], b.shape
+                        ));
                     }
                 }
                 let mut shape = x.shape.clone();
@@ -554,7 +615,9 @@ impl Node {
                     ));
                 }
                 let d = q.shape[b + 1];
-                let scale = attrs.float(c.kernel, "scale")?.unwrap_or(1.0 / (d.max(1) as f64).sqrt());
+                let scale = attrs
+                    .float(c.kernel, "scale")?
+                    .unwrap_or(1.0 / (d.max(1) as f64).sqrt());
                 if !scale.is_finite() {
                     return c.attr("scale", format!("must be finite, got {scale}"));
                 }
@@ -570,18 +633,28 @@ impl Node {
 fn reshape_target(c: &Check, target: &[i64], numel: usize) -> Result<Vec<usize>, CatalogError> {
     let inferred: Vec<usize> = (0..target.len()).filter(|&i| target[i] == -1).collect();
     if inferred.len() > 1 || target.iter().any(|&d| d < -1) {
-        return c.attr("shape", format!("{target:?}: dimensions are >= 0, with at most one -1"));
+        return c.attr(
+            "shape",
+            format!("{target:?}: dimensions are >= 0, with at most one -1"),
+        );
     }
-    let known: usize = target.iter().filter(|&&d| d >= 0).map(|&d| d as usize).product();
+    let known: usize = target
+        .iter()
+        .filter(|&&d| d >= 0)
+        .map(|&d| d as usize)
+        .product();
     let mut shape: Vec<usize> = target.iter().map(|&d| d.max(0) as usize).collect();
     if let Some(&i) = inferred.first() {
-        if known == 0 || numel % known != 0 {
+        if known == 0 || !numel.is_multiple_of(known) {
             return c.attr("shape", format!("{target:?} cannot hold {numel} elements"));
         }
         shape[i] = numel / known;
     }
     if shape.iter().product::<usize>() != numel {
-        return c.attr("shape", format!("{target:?} holds a different number of elements than the input ({numel})"));
+        return c.attr(
+            "shape",
+            format!("{target:?} holds a different number of elements than the input ({numel})"),
+        );
     }
     Ok(shape)
 }
@@ -598,16 +671,23 @@ mod tests {
     #[test]
     fn dinov2_position_embedding_resize_gives_16() {
         let attrs = Attrs::new().with("scale_factor", AttrValue::Floats(vec![16.1 / 37.0; 2]));
-        let (node, out) = Node::infer(Op::ResizeBicubic, &attrs, &[f32s(&[1, 384, 37, 37])]).unwrap();
+        let (node, out) =
+            Node::infer(Op::ResizeBicubic, &attrs, &[f32s(&[1, 384, 37, 37])]).unwrap();
         assert_eq!(out[0].shape, vec![1, 384, 16, 16]);
-        let Node::ResizeBicubic(r) = node else { panic!("wrong node") };
+        let Node::ResizeBicubic(r) = node else {
+            panic!("wrong node")
+        };
         assert!((r.scale_h - 37.0 / 16.1).abs() < 1e-12);
     }
 
     #[test]
     fn patch_embedding_conv_shape() {
         let attrs = Attrs::new().with("strides", AttrValue::Ints(vec![14, 14]));
-        let inputs = [f32s(&[1, 3, 224, 224]), f32s(&[384, 3, 14, 14]), f32s(&[384])];
+        let inputs = [
+            f32s(&[1, 3, 224, 224]),
+            f32s(&[384, 3, 14, 14]),
+            f32s(&[384]),
+        ];
         let (_, out) = Node::infer(Op::Conv2d, &attrs, &inputs).unwrap();
         assert_eq!(out[0].shape, vec![1, 384, 16, 16]);
     }
@@ -620,10 +700,15 @@ mod tests {
             err.to_string(),
             "vsdk.softmax: attribute `axes`: not an attribute of this kernel (it has: axis)"
         );
-        let err = Node::infer(Op::Linear, &Attrs::new(), &[f32s(&[2, 3]), f32s(&[4, 5])]).unwrap_err();
+        let err =
+            Node::infer(Op::Linear, &Attrs::new(), &[f32s(&[2, 3]), f32s(&[4, 5])]).unwrap_err();
         assert!(err.to_string().contains("K = 3"), "{err}");
         let err = Op::lookup("vsdk.gelu_tanh", 1).unwrap_err();
-        assert!(err.to_string().starts_with("unknown kernel `vsdk.gelu_tanh@1`"), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("unknown kernel `vsdk.gelu_tanh@1`"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -28,11 +28,7 @@ impl TensorSpec {
 /// dimensions must be equal or one of them 1.
 pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
     let n = a.len().max(b.len());
-    let dim = |s: &[usize], i: usize| {
-        (i + s.len())
-            .checked_sub(n)
-            .map_or(1, |j| s[j])
-    };
+    let dim = |s: &[usize], i: usize| (i + s.len()).checked_sub(n).map_or(1, |j| s[j]);
     (0..n)
         .map(|i| match (dim(a, i), dim(b, i)) {
             (x, y) if x == y => Some(x),
@@ -49,7 +45,10 @@ mod tests {
 
     #[test]
     fn broadcasting_follows_numpy() {
-        assert_eq!(broadcast_shapes(&[3, 1, 1], &[1, 3, 4, 5]), Some(vec![1, 3, 4, 5]));
+        assert_eq!(
+            broadcast_shapes(&[3, 1, 1], &[1, 3, 4, 5]),
+            Some(vec![1, 3, 4, 5])
+        );
         assert_eq!(broadcast_shapes(&[], &[2, 2]), Some(vec![2, 2]));
         assert_eq!(broadcast_shapes(&[384], &[257, 384]), Some(vec![257, 384]));
         assert_eq!(broadcast_shapes(&[2, 3], &[3, 2]), None);

@@ -7,6 +7,7 @@
 #![allow(non_camel_case_types, non_upper_case_globals, non_snake_case)]
 #![allow(clippy::all)]
 
+#[rustfmt::skip]
 mod bindings;
 pub use bindings::*;
 
@@ -14,5 +15,7 @@ pub use bindings::*;
 pub const ENTRY_SYMBOL: &[u8] = b"vsdk_get_provider_api\0";
 
 /// Path of the header this crate was generated from.
-pub const HEADER_PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../include/vips_sdk/provider.h");
-
+pub const HEADER_PATH: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../include/vips_sdk/provider.h"
+);

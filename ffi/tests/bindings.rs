@@ -61,7 +61,10 @@ fn committed_bindings_match_the_header() {
             .lines()
             .zip(fresh.lines())
             .position(|(a, b)| a != b)
-            .map_or_else(|| "at the end".to_string(), |i| format!("at line {}", i + 1));
+            .map_or_else(
+                || "at the end".to_string(),
+                |i| format!("at line {}", i + 1),
+            );
         panic!(
             "ffi/src/bindings.rs is out of date with include/vips_sdk/provider.h (first difference {line}); \
              rerun with VSDK_BLESS=1 and review the diff"

@@ -86,6 +86,14 @@ fn compiles_as_c99_with_the_same_layout() {
 
 #[test]
 fn compiles_as_cpp_with_the_same_layout() {
-    let flags = ["-x", "c++", "-std=c++11", "-Wall", "-Wextra", "-pedantic", "-Werror"];
+    let flags = [
+        "-x",
+        "c++",
+        "-std=c++11",
+        "-Wall",
+        "-Wextra",
+        "-pedantic",
+        "-Werror",
+    ];
     assert_eq!(build_and_run("c++", "cpp", &flags, PROBE), rust_view());
 }

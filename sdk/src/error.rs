@@ -21,7 +21,10 @@ pub enum Error {
     BadTable { library: PathBuf, reason: String },
 
     #[error("{}: required slot `{slot}` of the function table is NULL", library.display())]
-    NullRequiredSlot { library: PathBuf, slot: &'static str },
+    NullRequiredSlot {
+        library: PathBuf,
+        slot: &'static str,
+    },
 
     #[error("{}: {call} failed: {} ({code}): {message}", library.display(), status_code_name(*code))]
     Provider {

@@ -78,13 +78,19 @@ impl HostTensor {
                 T::DTYPE
             )));
         }
-        Ok(self.bytes.chunks_exact(T::DTYPE.size_bytes()).map(T::from_le).collect())
+        Ok(self
+            .bytes
+            .chunks_exact(T::DTYPE.size_bytes())
+            .map(T::from_le)
+            .collect())
     }
 
     /// Every element as f64, whatever the dtype.
     pub fn to_f64_vec(&self) -> Vec<f64> {
         fn all<T: Element>(b: &[u8]) -> Vec<f64> {
-            b.chunks_exact(T::DTYPE.size_bytes()).map(|c| T::from_le(c).to_f64()).collect()
+            b.chunks_exact(T::DTYPE.size_bytes())
+                .map(|c| T::from_le(c).to_f64())
+                .collect()
         }
         match self.spec.dtype {
             DType::F16 => all::<f16>(&self.bytes),

@@ -31,7 +31,13 @@ fn float_kernels_match_f64_references_in_every_float_dtype() {
             let expected = (case.reference)(&seen);
             assert_eq!(out.spec.shape, expected.shape, "{} {dtype}", case.name);
             let (rtol, atol) = tolerance(dtype);
-            assert_close(&format!("{} {dtype} (seed {seed})", case.name), &out.to_f64_vec(), &expected.data, rtol, atol);
+            assert_close(
+                &format!("{} {dtype} (seed {seed})", case.name),
+                &out.to_f64_vec(),
+                &expected.data,
+                rtol,
+                atol,
+            );
         }
     }
 }
@@ -47,7 +53,12 @@ fn movement_kernels_are_exact_on_every_dtype() {
             let out = run(&dev, case.kernel, &case.attrs, &host);
             let expected = (case.reference)(&seen);
             assert_eq!(out.spec.shape, expected.shape);
-            assert_eq!(out.to_f64_vec(), expected.data, "{} {dtype} (seed {seed})", case.name);
+            assert_eq!(
+                out.to_f64_vec(),
+                expected.data,
+                "{} {dtype} (seed {seed})",
+                case.name
+            );
         }
     }
 }
@@ -64,7 +75,11 @@ fn cast_rounds_half_to_even_and_saturates() {
     let want: Vec<f64> = x32.data.iter().map(|&v| f32_to_u8(v)).collect();
     assert_eq!(u8s, want, "float32 -> uint8 (seed {seed})");
     let i32s = run(&dev, "vsdk.cast", &cast("int32"), &[x.host(DType::F32)]).to_f64_vec();
-    let want: Vec<f64> = x32.data.iter().map(|&v| if v.is_nan() { 0.0 } else { v.round_ties_even() }).collect();
+    let want: Vec<f64> = x32
+        .data
+        .iter()
+        .map(|&v| if v.is_nan() { 0.0 } else { v.round_ties_even() })
+        .collect();
     assert_eq!(i32s, want, "float32 -> int32 (seed {seed})");
     // Widening is exact; narrowing rounds to nearest.
     let img = random_image(&mut r, 4, 5);
@@ -72,8 +87,17 @@ fn cast_rounds_half_to_even_and_saturates() {
     assert_eq!(f, img.data);
     let y = T::random(&mut r, &[33], -100.0, 100.0);
     let h = run(&dev, "vsdk.cast", &cast("float16"), &[y.host(DType::F64)]).to_f64_vec();
-    assert_eq!(h, y.rounded(DType::F16).data, "float64 -> float16 (seed {seed})");
+    assert_eq!(
+        h,
+        y.rounded(DType::F16).data,
+        "float64 -> float16 (seed {seed})"
+    );
     let b = run(&dev, "vsdk.cast", &cast("bfloat16"), &[y.host(DType::F32)]).to_f64_vec();
-    let want: Vec<f64> = y.rounded(DType::F32).data.iter().map(|&v| half::bf16::from_f32(v as f32).to_f64()).collect();
+    let want: Vec<f64> = y
+        .rounded(DType::F32)
+        .data
+        .iter()
+        .map(|&v| half::bf16::from_f32(v as f32).to_f64())
+        .collect();
     assert_eq!(b, want, "float32 -> bfloat16 (seed {seed})");
 }

@@ -14,11 +14,19 @@ fn cases(file: &str) -> Vec<Value> {
 }
 
 fn usizes(v: &Value) -> Vec<usize> {
-    v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as usize).collect()
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as usize)
+        .collect()
 }
 
 fn floats(v: &Value) -> Vec<f64> {
-    v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect()
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect()
 }
 
 #[test]
@@ -31,7 +39,12 @@ fn pil_bicubic_matches_pillow_bit_for_bit() {
             let attrs = Attrs::new().with("size", AttrValue::Ints(size));
             let out = run(&dev, "vsdk.resize_pil_bicubic", &attrs, &[x]);
             assert_eq!(out.spec.shape, usizes(&c["output_shape"]));
-            assert_eq!(out.to_f64_vec(), floats(&c["output"]), "{}: Pillow case {i}", dev.provider_info().name);
+            assert_eq!(
+                out.to_f64_vec(),
+                floats(&c["output"]),
+                "{}: Pillow case {i}",
+                dev.provider_info().name
+            );
         }
     }
 }
@@ -41,10 +54,19 @@ fn resize_bicubic_matches_torch_interpolate() {
     for dev in [cpu(), template_c()] {
         for (i, c) in cases("torch_bicubic.json").iter().enumerate() {
             let x = T::new(&usizes(&c["input_shape"]), floats(&c["input"]));
-            let mut attrs = Attrs::new().with("antialias", AttrValue::Int(c["antialias"].as_i64().unwrap()));
+            let mut attrs = Attrs::new().with(
+                "antialias",
+                AttrValue::Int(c["antialias"].as_i64().unwrap()),
+            );
             attrs = match c.get("size") {
-                Some(s) => attrs.with("size", AttrValue::Ints(usizes(s).into_iter().map(|v| v as i64).collect())),
-                None => attrs.with("scale_factor", AttrValue::Floats(floats(&c["scale_factor"]))),
+                Some(s) => attrs.with(
+                    "size",
+                    AttrValue::Ints(usizes(s).into_iter().map(|v| v as i64).collect()),
+                ),
+                None => attrs.with(
+                    "scale_factor",
+                    AttrValue::Floats(floats(&c["scale_factor"])),
+                ),
             };
             let out = run(&dev, "vsdk.resize_bicubic", &attrs, &[x.host(DType::F32)]);
             assert_eq!(out.spec.shape, usizes(&c["output_shape"]), "case {i}");

@@ -16,7 +16,9 @@ fn the_working_fixture_loads_and_runs() {
     let p = Provider::open(fixtures::WORKING).unwrap();
     assert_eq!(p.info().name, "fixture");
     let dev = p.device(0).unwrap();
-    let x = dev.upload(&HostTensor::from_vec(&[3], vec![-1.0f32, 0.5, 2.0]).unwrap()).unwrap();
+    let x = dev
+        .upload(&HostTensor::from_vec(&[3], vec![-1.0f32, 0.5, 2.0]).unwrap())
+        .unwrap();
     let y = dev.execute("vsdk.gelu", 1, &Attrs::new(), &[&x]).unwrap();
     let got: Vec<f32> = dev.download(&y[0]).unwrap().to_vec().unwrap();
     assert!((got[2] - 1.9544997).abs() < 1e-6, "{got:?}");
@@ -27,7 +29,10 @@ fn a_missing_file_names_the_path() {
     let e = open_err("/nonexistent/libvsdk_provider_ghost.so");
     assert!(matches!(e, Error::Open { .. }), "{e:?}");
     let msg = e.to_string();
-    assert!(msg.starts_with("cannot load provider library /nonexistent/libvsdk_provider_ghost.so: "), "{msg}");
+    assert!(
+        msg.starts_with("cannot load provider library /nonexistent/libvsdk_provider_ghost.so: "),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -56,7 +61,10 @@ fn a_null_required_slot_is_named() {
     let e = open_err(fixtures::NULL_EXECUTE);
     assert_eq!(
         e.to_string(),
-        format!("{}: required slot `execute` of the function table is NULL", fixtures::NULL_EXECUTE)
+        format!(
+            "{}: required slot `execute` of the function table is NULL",
+            fixtures::NULL_EXECUTE
+        )
     );
 }
 
@@ -88,8 +96,13 @@ fn a_failing_create_reports_code_and_message() {
 fn a_kernel_error_reports_code_and_the_providers_message() {
     let p = Provider::open(fixtures::KERNEL_FAILS).unwrap();
     let dev = p.device(0).unwrap();
-    let x = dev.upload(&HostTensor::from_vec(&[2], vec![1.0f32, 2.0]).unwrap()).unwrap();
-    let e = dev.execute("vsdk.gelu", 1, &Attrs::new(), &[&x]).err().expect("the kernel fails");
+    let x = dev
+        .upload(&HostTensor::from_vec(&[2], vec![1.0f32, 2.0]).unwrap())
+        .unwrap();
+    let e = dev
+        .execute("vsdk.gelu", 1, &Attrs::new(), &[&x])
+        .err()
+        .expect("the kernel fails");
     assert_eq!(
         e.to_string(),
         format!(
@@ -103,13 +116,32 @@ fn a_kernel_error_reports_code_and_the_providers_message() {
 fn unsupported_and_unknown_kernels_are_refused_before_dispatch() {
     let p = Provider::open(fixtures::WORKING).unwrap();
     let dev = p.device(0).unwrap();
-    let x = dev.upload(&HostTensor::from_vec(&[2], vec![1.0f64, 2.0]).unwrap()).unwrap();
-    let e = dev.execute("vsdk.gelu", 1, &Attrs::new(), &[&x]).err().unwrap();
-    assert!(e.to_string().ends_with("the provider does not support this kernel for float64 on device 0"), "{e}");
-    let e = dev.execute("vsdk.gelu_tanh", 1, &Attrs::new(), &[&x]).err().unwrap();
-    assert!(e.to_string().contains("unknown kernel `vsdk.gelu_tanh@1`"), "{e}");
+    let x = dev
+        .upload(&HostTensor::from_vec(&[2], vec![1.0f64, 2.0]).unwrap())
+        .unwrap();
+    let e = dev
+        .execute("vsdk.gelu", 1, &Attrs::new(), &[&x])
+        .err()
+        .unwrap();
+    assert!(
+        e.to_string()
+            .ends_with("the provider does not support this kernel for float64 on device 0"),
+        "{e}"
+    );
+    let e = dev
+        .execute("vsdk.gelu_tanh", 1, &Attrs::new(), &[&x])
+        .err()
+        .unwrap();
+    assert!(
+        e.to_string().contains("unknown kernel `vsdk.gelu_tanh@1`"),
+        "{e}"
+    );
     let e = p.device(3).err().unwrap();
-    assert!(e.to_string().ends_with("device 3 does not exist (the provider has 1)"), "{e}");
+    assert!(
+        e.to_string()
+            .ends_with("device 3 does not exist (the provider has 1)"),
+        "{e}"
+    );
     assert!(!dev.supports("vsdk.gelu", 1, DType::F16).unwrap());
 }
 
@@ -128,7 +160,8 @@ fn tensors_keep_their_library_loaded() {
     let t = {
         let p = Provider::open(fixtures::WORKING).unwrap();
         let dev = p.device(0).unwrap();
-        dev.upload(&HostTensor::from_vec(&[4], vec![1.0f32; 4]).unwrap()).unwrap()
+        dev.upload(&HostTensor::from_vec(&[4], vec![1.0f32; 4]).unwrap())
+            .unwrap()
     };
     assert_eq!(t.spec.shape, vec![4]);
     drop(t); // calls the provider's `free`: would crash had it been unloaded

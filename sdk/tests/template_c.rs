@@ -16,7 +16,13 @@ fn every_float_kernel_agrees_with_the_cpu_provider() {
         let a = run(&tmpl, case.kernel, &case.attrs, &host);
         let b = run(&cpu, case.kernel, &case.attrs, &host);
         assert_eq!(a.spec, b.spec, "{}", case.name);
-        assert_close(&format!("{} (seed {seed})", case.name), &a.to_f64_vec(), &b.to_f64_vec(), 1e-5, 1e-5);
+        assert_close(
+            &format!("{} (seed {seed})", case.name),
+            &a.to_f64_vec(),
+            &b.to_f64_vec(),
+            1e-5,
+            1e-5,
+        );
     }
 }
 
@@ -28,7 +34,12 @@ fn movement_kernels_agree_exactly() {
         for dtype in [DType::F32, DType::U8] {
             let host: Vec<HostTensor> = case.inputs.iter().map(|t| t.host(dtype)).collect();
             let a = run(&tmpl, case.kernel, &case.attrs, &host);
-            assert_eq!(a, run(&cpu, case.kernel, &case.attrs, &host), "{} {dtype} (seed {seed})", case.name);
+            assert_eq!(
+                a,
+                run(&cpu, case.kernel, &case.attrs, &host),
+                "{} {dtype} (seed {seed})",
+                case.name
+            );
         }
     }
 }
@@ -41,10 +52,17 @@ fn cast_agrees_exactly() {
     x.data[1] = f64::NAN;
     let to_u8 = Attrs::new().with("dtype", AttrValue::Str("uint8".into()));
     let a = run(&tmpl, "vsdk.cast", &to_u8, &[x.host(DType::F32)]);
-    assert_eq!(a, run(&cpu, "vsdk.cast", &to_u8, &[x.host(DType::F32)]), "seed {seed}");
+    assert_eq!(
+        a,
+        run(&cpu, "vsdk.cast", &to_u8, &[x.host(DType::F32)]),
+        "seed {seed}"
+    );
     let img = random_image(&mut r, 3, 7).host(DType::U8);
     let to_f32 = Attrs::new().with("dtype", AttrValue::Str("float32".into()));
-    assert_eq!(run(&tmpl, "vsdk.cast", &to_f32, &[img.clone()]), run(&cpu, "vsdk.cast", &to_f32, &[img]));
+    assert_eq!(
+        run(&tmpl, "vsdk.cast", &to_f32, std::slice::from_ref(&img)),
+        run(&cpu, "vsdk.cast", &to_f32, &[img])
+    );
 }
 
 #[test]
@@ -54,8 +72,17 @@ fn pil_resize_agrees_bit_for_bit() {
     for (h, w, oh, ow) in [(31, 45, 13, 20), (17, 9, 40, 23), (30, 30, 30, 11)] {
         let img = random_image(&mut r, h, w).host(DType::U8);
         let size = Attrs::new().with("size", AttrValue::Ints(vec![oh, ow]));
-        let a = run(&tmpl, "vsdk.resize_pil_bicubic", &size, &[img.clone()]);
-        assert_eq!(a, run(&cpu, "vsdk.resize_pil_bicubic", &size, &[img]), "{h}x{w} -> {oh}x{ow} (seed {seed})");
+        let a = run(
+            &tmpl,
+            "vsdk.resize_pil_bicubic",
+            &size,
+            std::slice::from_ref(&img),
+        );
+        assert_eq!(
+            a,
+            run(&cpu, "vsdk.resize_pil_bicubic", &size, &[img]),
+            "{h}x{w} -> {oh}x{ow} (seed {seed})"
+        );
     }
 }
 
@@ -64,9 +91,17 @@ fn template_declares_what_it_supports() {
     let tmpl = template_c();
     assert!(tmpl.supports("vsdk.linear", 1, DType::F32).unwrap());
     assert!(!tmpl.supports("vsdk.linear", 1, DType::F16).unwrap());
-    assert!(tmpl.supports("vsdk.resize_pil_bicubic", 1, DType::U8).unwrap());
+    assert!(tmpl
+        .supports("vsdk.resize_pil_bicubic", 1, DType::U8)
+        .unwrap());
     assert!(!tmpl.supports("vsdk.linear", 2, DType::F32).unwrap());
-    let err = try_run(&tmpl, "vsdk.gelu", &Attrs::new(), &[T::new(&[2], vec![0.5, 1.0]).host(DType::F64)]).unwrap_err();
+    let err = try_run(
+        &tmpl,
+        "vsdk.gelu",
+        &Attrs::new(),
+        &[T::new(&[2], vec![0.5, 1.0]).host(DType::F64)],
+    )
+    .unwrap_err();
     assert!(err.to_string().contains("UNSUPPORTED"), "{err}");
     let info = tmpl.provider_info();
     assert_eq!((info.name.as_str(), info.abi_version), ("template-c", 1));

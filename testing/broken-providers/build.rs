@@ -17,9 +17,22 @@ fn main() {
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     let compiler = cc::Build::new().cargo_metadata(false).get_compiler();
     for (name, define) in FIXTURES {
-        let lib = out_dir.join(format!("libvsdk_fixture_{name}{}", std::env::consts::DLL_SUFFIX));
+        let lib = out_dir.join(format!(
+            "libvsdk_fixture_{name}{}",
+            std::env::consts::DLL_SUFFIX
+        ));
         let mut cmd = Command::new(compiler.path());
-        cmd.args(["-std=c99", "-O1", "-fPIC", "-shared", "-fvisibility=hidden", "-Wall", "-Wextra", "-Werror", "-Wno-unused-function"]);
+        cmd.args([
+            "-std=c99",
+            "-O1",
+            "-fPIC",
+            "-shared",
+            "-fvisibility=hidden",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-Wno-unused-function",
+        ]);
         if !define.is_empty() {
             cmd.arg(define);
         }
@@ -27,9 +40,18 @@ fn main() {
             .args(["-I", "../../include", "c/fixture.c", "-lm", "-o"])
             .arg(&lib)
             .status()
-            .unwrap_or_else(|e| panic!("cannot run the C compiler {}: {e}", compiler.path().display()));
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot run the C compiler {}: {e}",
+                    compiler.path().display()
+                )
+            });
         assert!(status.success(), "fixture `{name}` failed to compile");
-        println!("cargo:rustc-env=VSDK_FIXTURE_{}={}", name.to_uppercase(), lib.display());
+        println!(
+            "cargo:rustc-env=VSDK_FIXTURE_{}={}",
+            name.to_uppercase(),
+            lib.display()
+        );
     }
     println!("cargo:rerun-if-changed=c/fixture.c");
     println!("cargo:rerun-if-changed=../../include/vips_sdk/provider.h");

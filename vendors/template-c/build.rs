@@ -6,7 +6,10 @@ use std::process::Command;
 
 fn main() {
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
-    let lib = out_dir.join(format!("libvsdk_provider_template_c{}", std::env::consts::DLL_SUFFIX));
+    let lib = out_dir.join(format!(
+        "libvsdk_provider_template_c{}",
+        std::env::consts::DLL_SUFFIX
+    ));
     let compiler = cc::Build::new().cargo_metadata(false).get_compiler();
     let status = Command::new(compiler.path())
         .args(["-std=c99", "-O2", "-fPIC", "-shared", "-fvisibility=hidden"])
@@ -18,7 +21,12 @@ fn main() {
         .arg(&lib)
         .arg("-lm")
         .status()
-        .unwrap_or_else(|e| panic!("cannot run the C compiler {}: {e}", compiler.path().display()));
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot run the C compiler {}: {e}",
+                compiler.path().display()
+            )
+        });
     assert!(status.success(), "template.c failed to compile");
     println!("cargo:rustc-env=VSDK_TEMPLATE_C_LIBRARY={}", lib.display());
     println!("cargo:rerun-if-changed=template.c");

@@ -33,7 +33,11 @@ fn storage(t: &DeviceTensor) -> TensorStorage {
     let (code, bits) = t.spec.dtype.dlpack();
     TensorStorage {
         data: t.ptr,
-        dtype: vsdk_dtype_t { code, bits, lanes: 1 },
+        dtype: vsdk_dtype_t {
+            code,
+            bits,
+            lanes: 1,
+        },
         shape,
         strides,
     }
@@ -50,7 +54,11 @@ impl<'a> Marshalled<'a> {
         inputs: &[&DeviceTensor],
         outputs: &[DeviceTensor],
     ) -> Result<Self, Error> {
-        let names = attrs.0.iter().map(|(n, _)| no_nul(n)).collect::<Result<Vec<_>, _>>()?;
+        let names = attrs
+            .0
+            .iter()
+            .map(|(n, _)| no_nul(n))
+            .collect::<Result<Vec<_>, _>>()?;
         let strings = attrs
             .0
             .iter()
@@ -59,7 +67,8 @@ impl<'a> Marshalled<'a> {
                 _ => Ok(None),
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let tensors: Vec<TensorStorage> = inputs.iter().copied().chain(outputs).map(storage).collect();
+        let tensors: Vec<TensorStorage> =
+            inputs.iter().copied().chain(outputs).map(storage).collect();
         let mut m = Marshalled {
             names,
             strings,
@@ -91,16 +100,28 @@ impl<'a> Marshalled<'a> {
             AttrValue::Int(v) => (VSDK_ATTR_INT, vsdk_attr_value_t { i: *v }),
             AttrValue::Float(v) => (VSDK_ATTR_FLOAT, vsdk_attr_value_t { f: *v }),
             AttrValue::Str(_) => {
-                let s = self.strings[i].as_ref().expect("string attributes are converted in new");
+                let s = self.strings[i]
+                    .as_ref()
+                    .expect("string attributes are converted in new");
                 (VSDK_ATTR_STRING, vsdk_attr_value_t { s: s.as_ptr() })
             }
             AttrValue::Ints(v) => (
                 VSDK_ATTR_INTS,
-                vsdk_attr_value_t { ints: vsdk_int_list_t { data: v.as_ptr(), len: v.len() as u64 } },
+                vsdk_attr_value_t {
+                    ints: vsdk_int_list_t {
+                        data: v.as_ptr(),
+                        len: v.len() as u64,
+                    },
+                },
             ),
             AttrValue::Floats(v) => (
                 VSDK_ATTR_FLOATS,
-                vsdk_attr_value_t { floats: vsdk_float_list_t { data: v.as_ptr(), len: v.len() as u64 } },
+                vsdk_attr_value_t {
+                    floats: vsdk_float_list_t {
+                        data: v.as_ptr(),
+                        len: v.len() as u64,
+                    },
+                },
             ),
         };
         vsdk_attr_t {
@@ -112,7 +133,12 @@ impl<'a> Marshalled<'a> {
     }
 
     /// The raw call; valid while `self` is borrowed.
-    pub fn call(&'a self, kernel: &str, version: u32, device_index: u32) -> Result<RawCall<'a>, Error> {
+    pub fn call(
+        &'a self,
+        kernel: &str,
+        version: u32,
+        device_index: u32,
+    ) -> Result<RawCall<'a>, Error> {
         let kernel = no_nul(kernel)?;
         let (inputs, outputs) = self.raw_tensors.split_at(self.num_inputs);
         let raw = vsdk_kernel_call_t {
@@ -127,7 +153,11 @@ impl<'a> Marshalled<'a> {
             outputs: outputs.as_ptr(),
             num_outputs: outputs.len() as u64,
         };
-        Ok(RawCall { raw, _kernel: kernel, _borrow: std::marker::PhantomData })
+        Ok(RawCall {
+            raw,
+            _kernel: kernel,
+            _borrow: std::marker::PhantomData,
+        })
     }
 }
 

@@ -53,7 +53,9 @@ impl Library {
                 Ok(sym) => *sym,
                 Err(_) => return Err(Error::NotAProvider { library }),
             };
-        let entry = entry.ok_or_else(|| Error::NotAProvider { library: library.clone() })?;
+        let entry = entry.ok_or_else(|| Error::NotAProvider {
+            library: library.clone(),
+        })?;
         let mut provider_version = 0u32;
         // SAFETY: the entry point's contract: it writes one u32 and returns a
         // static table or NULL.
@@ -68,7 +70,9 @@ impl Library {
         if table.is_null() {
             return Err(Error::BadTable {
                 library,
-                reason: format!("the entry point answered ABI v{provider_version} but returned no table"),
+                reason: format!(
+                    "the entry point answered ABI v{provider_version} but returned no table"
+                ),
             });
         }
         // SAFETY: non-NULL table, static while the library is loaded; its first
@@ -78,7 +82,9 @@ impl Library {
         if struct_size < header {
             return Err(Error::BadTable {
                 library,
-                reason: format!("struct_size {struct_size} is smaller than the table header ({header} bytes)"),
+                reason: format!(
+                    "struct_size {struct_size} is smaller than the table header ({header} bytes)"
+                ),
             });
         }
         let mut api = vsdk_provider_api_t::default();
@@ -86,7 +92,11 @@ impl Library {
         // SAFETY: the provider's table holds `struct_size` readable bytes; we copy
         // at most our own size into a zeroed table, so later slots read NULL.
         unsafe {
-            std::ptr::copy_nonoverlapping(table.cast::<u8>(), (&mut api as *mut vsdk_provider_api_t).cast::<u8>(), n)
+            std::ptr::copy_nonoverlapping(
+                table.cast::<u8>(),
+                (&mut api as *mut vsdk_provider_api_t).cast::<u8>(),
+                n,
+            )
         };
         if api.abi_version != provider_version {
             return Err(Error::BadTable {

@@ -81,7 +81,9 @@ fn c_string(p: *const c_char) -> String {
 
 impl Loaded {
     fn enter(&self) -> Option<MutexGuard<'_, ()>> {
-        self.serial.as_ref().map(|m| m.lock().unwrap_or_else(|p| p.into_inner()))
+        self.serial
+            .as_ref()
+            .map(|m| m.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     fn library(&self) -> PathBuf {
@@ -89,7 +91,11 @@ impl Loaded {
     }
 
     /// Turns a status into a Result, freeing the status.
-    fn check(&self, call: impl FnOnce() -> String, status: *mut vsdk_status_t) -> Result<(), Error> {
+    fn check(
+        &self,
+        call: impl FnOnce() -> String,
+        status: *mut vsdk_status_t,
+    ) -> Result<(), Error> {
         if status.is_null() {
             return Ok(());
         }
@@ -134,7 +140,9 @@ pub struct Provider {
 
 impl std::fmt::Debug for Provider {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Provider").field("info", &self.inner.info).finish()
+        f.debug_struct("Provider")
+            .field("info", &self.inner.info)
+            .finish()
     }
 }
 
@@ -149,7 +157,10 @@ impl Provider {
             reserved: 0,
         };
         let mut instance = std::ptr::null_mut();
-        let create = lib.api.create.expect("required slot create validated at load");
+        let create = lib
+            .api
+            .create
+            .expect("required slot create validated at load");
         // SAFETY: validated slot; options and out pointer valid for the call.
         let status = unsafe { create(&options, &mut instance) };
         let mut loaded = Loaded {
@@ -184,7 +195,9 @@ impl Provider {
         loaded.info.vendor = c_string(raw.vendor);
         loaded.info.version = c_string(raw.version);
         loaded.info.description = c_string(raw.description);
-        Ok(Provider { inner: Arc::new(loaded) })
+        Ok(Provider {
+            inner: Arc::new(loaded),
+        })
     }
 
     /// Loads a provider by name from the search path (see [`search::search_path`]),
@@ -218,7 +231,13 @@ impl Provider {
             struct_size: std::mem::size_of::<vsdk_device_info_t>(),
             ..Default::default()
         };
-        call!(self.inner, device_info, format!("device_info({index})"), index, &mut raw)?;
+        call!(
+            self.inner,
+            device_info,
+            format!("device_info({index})"),
+            index,
+            &mut raw
+        )?;
         Ok(DeviceInfo {
             index,
             device_type: raw.device.device_type,
@@ -230,7 +249,9 @@ impl Provider {
     }
 
     pub fn devices(&self) -> Result<Vec<DeviceInfo>, Error> {
-        (0..self.device_count()?).map(|i| self.device_info(i)).collect()
+        (0..self.device_count()?)
+            .map(|i| self.device_info(i))
+            .collect()
     }
 
     /// The kernels the provider lists, sorted.
@@ -243,7 +264,13 @@ impl Provider {
                     struct_size: std::mem::size_of::<vsdk_kernel_info_t>(),
                     ..Default::default()
                 };
-                call!(self.inner, kernel_info, format!("kernel_info({i})"), i, &mut raw)?;
+                call!(
+                    self.inner,
+                    kernel_info,
+                    format!("kernel_info({i})"),
+                    i,
+                    &mut raw
+                )?;
                 Ok(KernelId {
                     name: c_string(raw.name),
                     version: raw.version,
@@ -344,8 +371,16 @@ impl Device {
     pub fn upload(&self, host: &HostTensor) -> Result<DeviceTensor, Error> {
         let t = self.alloc(host.spec.clone())?;
         let n = host.bytes.len() as u64;
-        call!(self.inner, copy_to_device, format!("copy_to_device({n} bytes)"),
-            self.index, t.ptr, 0, host.bytes.as_ptr().cast(), n)?;
+        call!(
+            self.inner,
+            copy_to_device,
+            format!("copy_to_device({n} bytes)"),
+            self.index,
+            t.ptr,
+            0,
+            host.bytes.as_ptr().cast(),
+            n
+        )?;
         Ok(t)
     }
 
@@ -353,8 +388,16 @@ impl Device {
         self.own(t)?;
         let mut bytes = vec![0u8; t.spec.size_bytes()];
         let n = bytes.len() as u64;
-        call!(self.inner, copy_to_host, format!("copy_to_host({n} bytes)"),
-            self.index, bytes.as_mut_ptr().cast(), t.ptr, 0, n)?;
+        call!(
+            self.inner,
+            copy_to_host,
+            format!("copy_to_host({n} bytes)"),
+            self.index,
+            bytes.as_mut_ptr().cast(),
+            t.ptr,
+            0,
+            n
+        )?;
         HostTensor::from_bytes(t.spec.clone(), bytes)
     }
 
@@ -364,11 +407,24 @@ impl Device {
 
     /// Whether the provider runs `kernel`@`version` on this device for `dtype`.
     pub fn supports(&self, kernel: &str, version: u32, dtype: DType) -> Result<bool, Error> {
-        let name = CString::new(kernel).map_err(|_| self.misuse(format!("kernel name {kernel:?} contains NUL")))?;
+        let name = CString::new(kernel)
+            .map_err(|_| self.misuse(format!("kernel name {kernel:?} contains NUL")))?;
         let (code, bits) = dtype.dlpack();
         let mut out = 0i32;
-        call!(self.inner, kernel_supports, format!("kernel_supports({kernel}@{version}, {dtype})"),
-            self.index, name.as_ptr(), version, vsdk_dtype_t { code, bits, lanes: 1 }, &mut out)?;
+        call!(
+            self.inner,
+            kernel_supports,
+            format!("kernel_supports({kernel}@{version}, {dtype})"),
+            self.index,
+            name.as_ptr(),
+            version,
+            vsdk_dtype_t {
+                code,
+                bits,
+                lanes: 1
+            },
+            &mut out
+        )?;
         Ok(out != 0)
     }
 
@@ -405,13 +461,24 @@ impl Device {
                 library: self.inner.library(),
                 call: format!("{kernel}@{version}"),
                 code: VSDK_STATUS_UNSUPPORTED,
-                message: format!("the provider does not support this kernel for {dtype} on device {}", self.index),
+                message: format!(
+                    "the provider does not support this kernel for {dtype} on device {}",
+                    self.index
+                ),
             });
         }
-        let outputs = out_specs.into_iter().map(|s| self.alloc(s)).collect::<Result<Vec<_>, _>>()?;
+        let outputs = out_specs
+            .into_iter()
+            .map(|s| self.alloc(s))
+            .collect::<Result<Vec<_>, _>>()?;
         let marshalled = call::Marshalled::new(self.device, attrs, inputs, &outputs)?;
         let raw = marshalled.call(kernel, version, self.index)?;
-        call!(self.inner, execute, format!("execute({kernel}@{version})"), &raw.raw)?;
+        call!(
+            self.inner,
+            execute,
+            format!("execute({kernel}@{version})"),
+            &raw.raw
+        )?;
         Ok(outputs)
     }
 }

@@ -6,7 +6,11 @@ use std::path::{Path, PathBuf};
 /// Colon-separated directories searched first (`;` on Windows).
 pub const PROVIDER_PATH_ENV: &str = "VSDK_PROVIDER_PATH";
 
-const PREFIX: &str = if cfg!(windows) { "vsdk_provider_" } else { "libvsdk_provider_" };
+const PREFIX: &str = if cfg!(windows) {
+    "vsdk_provider_"
+} else {
+    "libvsdk_provider_"
+};
 
 /// The file a provider called `name` lives in: `libvsdk_provider_<name>.so`.
 pub fn library_file_name(name: &str) -> String {
@@ -16,9 +20,16 @@ pub fn library_file_name(name: &str) -> String {
 /// The directories searched, in order.
 pub fn search_path() -> Vec<PathBuf> {
     let mut dirs: Vec<PathBuf> = std::env::var_os(PROVIDER_PATH_ENV)
-        .map(|v| std::env::split_paths(&v).filter(|p| !p.as_os_str().is_empty()).collect())
+        .map(|v| {
+            std::env::split_paths(&v)
+                .filter(|p| !p.as_os_str().is_empty())
+                .collect()
+        })
         .unwrap_or_default();
-    if let Some(exe_dir) = std::env::current_exe().ok().and_then(|e| e.parent().map(Path::to_path_buf)) {
+    if let Some(exe_dir) = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(Path::to_path_buf))
+    {
         dirs.push(exe_dir.join("../lib/vips-sdk/providers"));
         // Beside the program, and its parent: cargo puts test programs in
         // target/<profile>/deps and libraries in target/<profile>.
@@ -56,7 +67,9 @@ pub struct Discovered {
 pub fn discover() -> Vec<Discovered> {
     let mut found: Vec<Discovered> = Vec::new();
     for dir in search_path() {
-        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
         let mut names: Vec<_> = entries.flatten().map(|e| e.file_name()).collect();
         names.sort();
         for file in names {

@@ -5,17 +5,31 @@
 use super::*;
 use vips_sdk::AttrValue::{Float, Floats, Int, Ints};
 
+/// Computes the expected output from the inputs as the provider saw them.
+pub type Reference = Box<dyn Fn(&[T]) -> T>;
+
 pub struct Case {
     pub name: &'static str,
     pub kernel: &'static str,
     pub attrs: Attrs,
     pub inputs: Vec<T>,
-    /// Computes the expected output from the inputs as the provider saw them.
-    pub reference: Box<dyn Fn(&[T]) -> T>,
+    pub reference: Reference,
 }
 
-fn case(name: &'static str, kernel: &'static str, attrs: Attrs, inputs: Vec<T>, reference: impl Fn(&[T]) -> T + 'static) -> Case {
-    Case { name, kernel, attrs, inputs, reference: Box::new(reference) }
+fn case(
+    name: &'static str,
+    kernel: &'static str,
+    attrs: Attrs,
+    inputs: Vec<T>,
+    reference: impl Fn(&[T]) -> T + 'static,
+) -> Case {
+    Case {
+        name,
+        kernel,
+        attrs,
+        inputs,
+        reference: Box::new(reference),
+    }
 }
 
 fn a() -> Attrs {
@@ -25,91 +39,272 @@ fn a() -> Attrs {
 pub fn float_cases(r: &mut ChaCha8Rng) -> Vec<Case> {
     let pe = 16.1 / 37.0;
     vec![
-        case("add broadcast", "vsdk.add", a(), vec![T::random(r, &[2, 3, 4], -3.0, 3.0), T::random(r, &[3, 1], -3.0, 3.0)],
-            |x| broadcast(&x[0], &x[1], |p, q| p + q)),
-        case("sub both broadcast", "vsdk.sub", a(), vec![T::random(r, &[4, 1, 5], -3.0, 3.0), T::random(r, &[1, 6, 1], -3.0, 3.0)],
-            |x| broadcast(&x[0], &x[1], |p, q| p - q)),
-        case("mul by scalar", "vsdk.mul", a(), vec![T::random(r, &[3, 4], -3.0, 3.0), T::random(r, &[], 0.5, 2.0)],
-            |x| broadcast(&x[0], &x[1], |p, q| p * q)),
-        case("div per channel", "vsdk.div", a(), vec![T::random(r, &[2, 3, 4, 4], -3.0, 3.0), T::random(r, &[3, 1, 1], 0.5, 2.0)],
-            |x| broadcast(&x[0], &x[1], |p, q| p / q)),
-        case("gelu", "vsdk.gelu", a(), vec![T::random(r, &[3, 7, 5], -4.0, 4.0)], |x| gelu(&x[0])),
-        case("linear with bias", "vsdk.linear", a(),
-            vec![T::random(r, &[2, 5, 24], -1.0, 1.0), T::random(r, &[13, 24], -1.0, 1.0), T::random(r, &[13], -1.0, 1.0)],
-            |x| linear(&x[0], &x[1], Some(&x[2]))),
-        case("linear without bias", "vsdk.linear", a(), vec![T::random(r, &[7, 16], -1.0, 1.0), T::random(r, &[9, 16], -1.0, 1.0)],
-            |x| linear(&x[0], &x[1], None)),
-        case("conv2d grouped, padded, dilated", "vsdk.conv2d",
-            a().with("strides", Ints(vec![2, 1])).with("pads", Ints(vec![1, 0, 2, 1]))
-                .with("dilations", Ints(vec![1, 2])).with("groups", Int(2)),
-            vec![T::random(r, &[2, 4, 11, 10], -1.0, 1.0), T::random(r, &[6, 2, 3, 3], -1.0, 1.0), T::random(r, &[6], -1.0, 1.0)],
-            |x| conv2d(&x[0], &x[1], Some(&x[2]), [2, 1], [1, 0, 2, 1], [1, 2], 2)),
-        case("conv2d patchify", "vsdk.conv2d", a().with("strides", Ints(vec![14, 14])),
-            vec![T::random(r, &[1, 3, 28, 42], -1.0, 1.0), T::random(r, &[8, 3, 14, 14], -0.2, 0.2), T::random(r, &[8], -1.0, 1.0)],
-            |x| conv2d(&x[0], &x[1], Some(&x[2]), [14, 14], [0; 4], [1, 1], 1)),
-        case("layer_norm last axis", "vsdk.layer_norm", a().with("eps", Float(1e-6)),
-            vec![T::random(r, &[3, 4, 10], -2.0, 3.0), T::random(r, &[10], 0.5, 1.5), T::random(r, &[10], -0.5, 0.5)],
-            |x| layer_norm(&x[0], &x[1], &x[2], 2, 1e-6)),
-        case("layer_norm two axes", "vsdk.layer_norm", a().with("axis", Int(1)),
-            vec![T::random(r, &[3, 4, 10], -2.0, 3.0), T::random(r, &[4, 10], 0.5, 1.5), T::random(r, &[4, 10], -0.5, 0.5)],
-            |x| layer_norm(&x[0], &x[1], &x[2], 1, 1e-5)),
-        case("softmax middle axis", "vsdk.softmax", a().with("axis", Int(1)), vec![T::random(r, &[3, 5, 7], -5.0, 5.0)],
-            |x| softmax(&x[0], 1)),
-        case("softmax last axis", "vsdk.softmax", a(), vec![T::random(r, &[4, 9], -5.0, 5.0)], |x| softmax(&x[0], 1)),
-        case("sdpa default scale", "vsdk.sdpa", a(),
-            vec![T::random(r, &[2, 3, 6, 8], -1.0, 1.0), T::random(r, &[2, 3, 9, 8], -1.0, 1.0), T::random(r, &[2, 3, 9, 5], -1.0, 1.0)],
-            |x| sdpa(&x[0], &x[1], &x[2], 1.0 / 8f64.sqrt())),
-        case("sdpa explicit scale", "vsdk.sdpa", a().with("scale", Float(0.7)),
-            vec![T::random(r, &[4, 8], -1.0, 1.0), T::random(r, &[5, 8], -1.0, 1.0), T::random(r, &[5, 3], -1.0, 1.0)],
-            |x| sdpa(&x[0], &x[1], &x[2], 0.7)),
-        case("resize_bicubic scale_factor 16.1/37", "vsdk.resize_bicubic", a().with("scale_factor", Floats(vec![pe, pe])),
+        case(
+            "add broadcast",
+            "vsdk.add",
+            a(),
+            vec![
+                T::random(r, &[2, 3, 4], -3.0, 3.0),
+                T::random(r, &[3, 1], -3.0, 3.0),
+            ],
+            |x| broadcast(&x[0], &x[1], |p, q| p + q),
+        ),
+        case(
+            "sub both broadcast",
+            "vsdk.sub",
+            a(),
+            vec![
+                T::random(r, &[4, 1, 5], -3.0, 3.0),
+                T::random(r, &[1, 6, 1], -3.0, 3.0),
+            ],
+            |x| broadcast(&x[0], &x[1], |p, q| p - q),
+        ),
+        case(
+            "mul by scalar",
+            "vsdk.mul",
+            a(),
+            vec![
+                T::random(r, &[3, 4], -3.0, 3.0),
+                T::random(r, &[], 0.5, 2.0),
+            ],
+            |x| broadcast(&x[0], &x[1], |p, q| p * q),
+        ),
+        case(
+            "div per channel",
+            "vsdk.div",
+            a(),
+            vec![
+                T::random(r, &[2, 3, 4, 4], -3.0, 3.0),
+                T::random(r, &[3, 1, 1], 0.5, 2.0),
+            ],
+            |x| broadcast(&x[0], &x[1], |p, q| p / q),
+        ),
+        case(
+            "gelu",
+            "vsdk.gelu",
+            a(),
+            vec![T::random(r, &[3, 7, 5], -4.0, 4.0)],
+            |x| gelu(&x[0]),
+        ),
+        case(
+            "linear with bias",
+            "vsdk.linear",
+            a(),
+            vec![
+                T::random(r, &[2, 5, 24], -1.0, 1.0),
+                T::random(r, &[13, 24], -1.0, 1.0),
+                T::random(r, &[13], -1.0, 1.0),
+            ],
+            |x| linear(&x[0], &x[1], Some(&x[2])),
+        ),
+        case(
+            "linear without bias",
+            "vsdk.linear",
+            a(),
+            vec![
+                T::random(r, &[7, 16], -1.0, 1.0),
+                T::random(r, &[9, 16], -1.0, 1.0),
+            ],
+            |x| linear(&x[0], &x[1], None),
+        ),
+        case(
+            "conv2d grouped, padded, dilated",
+            "vsdk.conv2d",
+            a().with("strides", Ints(vec![2, 1]))
+                .with("pads", Ints(vec![1, 0, 2, 1]))
+                .with("dilations", Ints(vec![1, 2]))
+                .with("groups", Int(2)),
+            vec![
+                T::random(r, &[2, 4, 11, 10], -1.0, 1.0),
+                T::random(r, &[6, 2, 3, 3], -1.0, 1.0),
+                T::random(r, &[6], -1.0, 1.0),
+            ],
+            |x| conv2d(&x[0], &x[1], Some(&x[2]), [2, 1], [1, 0, 2, 1], [1, 2], 2),
+        ),
+        case(
+            "conv2d patchify",
+            "vsdk.conv2d",
+            a().with("strides", Ints(vec![14, 14])),
+            vec![
+                T::random(r, &[1, 3, 28, 42], -1.0, 1.0),
+                T::random(r, &[8, 3, 14, 14], -0.2, 0.2),
+                T::random(r, &[8], -1.0, 1.0),
+            ],
+            |x| conv2d(&x[0], &x[1], Some(&x[2]), [14, 14], [0; 4], [1, 1], 1),
+        ),
+        case(
+            "layer_norm last axis",
+            "vsdk.layer_norm",
+            a().with("eps", Float(1e-6)),
+            vec![
+                T::random(r, &[3, 4, 10], -2.0, 3.0),
+                T::random(r, &[10], 0.5, 1.5),
+                T::random(r, &[10], -0.5, 0.5),
+            ],
+            |x| layer_norm(&x[0], &x[1], &x[2], 2, 1e-6),
+        ),
+        case(
+            "layer_norm two axes",
+            "vsdk.layer_norm",
+            a().with("axis", Int(1)),
+            vec![
+                T::random(r, &[3, 4, 10], -2.0, 3.0),
+                T::random(r, &[4, 10], 0.5, 1.5),
+                T::random(r, &[4, 10], -0.5, 0.5),
+            ],
+            |x| layer_norm(&x[0], &x[1], &x[2], 1, 1e-5),
+        ),
+        case(
+            "softmax middle axis",
+            "vsdk.softmax",
+            a().with("axis", Int(1)),
+            vec![T::random(r, &[3, 5, 7], -5.0, 5.0)],
+            |x| softmax(&x[0], 1),
+        ),
+        case(
+            "softmax last axis",
+            "vsdk.softmax",
+            a(),
+            vec![T::random(r, &[4, 9], -5.0, 5.0)],
+            |x| softmax(&x[0], 1),
+        ),
+        case(
+            "sdpa default scale",
+            "vsdk.sdpa",
+            a(),
+            vec![
+                T::random(r, &[2, 3, 6, 8], -1.0, 1.0),
+                T::random(r, &[2, 3, 9, 8], -1.0, 1.0),
+                T::random(r, &[2, 3, 9, 5], -1.0, 1.0),
+            ],
+            |x| sdpa(&x[0], &x[1], &x[2], 1.0 / 8f64.sqrt()),
+        ),
+        case(
+            "sdpa explicit scale",
+            "vsdk.sdpa",
+            a().with("scale", Float(0.7)),
+            vec![
+                T::random(r, &[4, 8], -1.0, 1.0),
+                T::random(r, &[5, 8], -1.0, 1.0),
+                T::random(r, &[5, 3], -1.0, 1.0),
+            ],
+            |x| sdpa(&x[0], &x[1], &x[2], 0.7),
+        ),
+        case(
+            "resize_bicubic scale_factor 16.1/37",
+            "vsdk.resize_bicubic",
+            a().with("scale_factor", Floats(vec![pe, pe])),
             vec![T::random(r, &[1, 2, 37, 37], -1.0, 1.0)],
-            move |x| resize_bicubic(&x[0], [16, 16], [1.0 / pe, 1.0 / pe], false)),
-        case("resize_bicubic size, antialias", "vsdk.resize_bicubic",
-            a().with("size", Ints(vec![5, 17])).with("antialias", Int(1)),
+            move |x| resize_bicubic(&x[0], [16, 16], [1.0 / pe, 1.0 / pe], false),
+        ),
+        case(
+            "resize_bicubic size, antialias",
+            "vsdk.resize_bicubic",
+            a().with("size", Ints(vec![5, 17]))
+                .with("antialias", Int(1)),
             vec![T::random(r, &[2, 3, 9, 13], -1.0, 1.0)],
-            |x| resize_bicubic(&x[0], [5, 17], [9.0 / 5.0, 13.0 / 17.0], true)),
-        case("resize_bicubic size, upsample", "vsdk.resize_bicubic", a().with("size", Ints(vec![14, 6])),
+            |x| resize_bicubic(&x[0], [5, 17], [9.0 / 5.0, 13.0 / 17.0], true),
+        ),
+        case(
+            "resize_bicubic size, upsample",
+            "vsdk.resize_bicubic",
+            a().with("size", Ints(vec![14, 6])),
             vec![T::random(r, &[1, 2, 6, 4], -1.0, 1.0)],
-            |x| resize_bicubic(&x[0], [14, 6], [6.0 / 14.0, 4.0 / 6.0], false)),
-        case("resize_bicubic scale_factor, antialias", "vsdk.resize_bicubic",
-            a().with("scale_factor", Floats(vec![1.7, 0.45])).with("antialias", Int(1)),
+            |x| resize_bicubic(&x[0], [14, 6], [6.0 / 14.0, 4.0 / 6.0], false),
+        ),
+        case(
+            "resize_bicubic scale_factor, antialias",
+            "vsdk.resize_bicubic",
+            a().with("scale_factor", Floats(vec![1.7, 0.45]))
+                .with("antialias", Int(1)),
             vec![T::random(r, &[1, 1, 10, 21], -1.0, 1.0)],
-            |x| resize_bicubic(&x[0], [17, 9], [1.0 / 1.7, 1.0 / 0.45], true)),
+            |x| resize_bicubic(&x[0], [17, 9], [1.0 / 1.7, 1.0 / 0.45], true),
+        ),
     ]
 }
 
 /// Data-movement cases: exact on every dtype.
 pub fn movement_cases(r: &mut ChaCha8Rng) -> Vec<Case> {
     vec![
-        case("crop", "vsdk.crop", a().with("offsets", Ints(vec![1, 0, 3])).with("sizes", Ints(vec![2, 4, 5])),
+        case(
+            "crop",
+            "vsdk.crop",
+            a().with("offsets", Ints(vec![1, 0, 3]))
+                .with("sizes", Ints(vec![2, 4, 5])),
             vec![T::random(r, &[4, 4, 9], 0.0, 100.0)],
             |x| {
                 let shape = [2, 4, 5];
-                T::new(&shape, (0..40).map(|f| { let i = unravel(f, &shape); x[0].at(&[i[0] + 1, i[1], i[2] + 3]) }).collect())
-            }),
-        case("concat axis 1", "vsdk.concat", a().with("axis", Int(-2)),
-            vec![T::random(r, &[2, 1, 3], 0.0, 100.0), T::random(r, &[2, 4, 3], 0.0, 100.0)],
+                T::new(
+                    &shape,
+                    (0..40)
+                        .map(|f| {
+                            let i = unravel(f, &shape);
+                            x[0].at(&[i[0] + 1, i[1], i[2] + 3])
+                        })
+                        .collect(),
+                )
+            },
+        ),
+        case(
+            "concat axis 1",
+            "vsdk.concat",
+            a().with("axis", Int(-2)),
+            vec![
+                T::random(r, &[2, 1, 3], 0.0, 100.0),
+                T::random(r, &[2, 4, 3], 0.0, 100.0),
+            ],
             |x| {
                 let shape = [2, 5, 3];
-                T::new(&shape, (0..30).map(|f| {
-                    let i = unravel(f, &shape);
-                    if i[1] == 0 { x[0].at(&[i[0], 0, i[2]]) } else { x[1].at(&[i[0], i[1] - 1, i[2]]) }
-                }).collect())
-            }),
-        case("reshape", "vsdk.reshape", a().with("shape", Ints(vec![-1, 6])), vec![T::random(r, &[2, 3, 4], 0.0, 100.0)],
-            |x| T::new(&[4, 6], x[0].data.clone())),
-        case("permute", "vsdk.permute", a().with("perm", Ints(vec![2, 0, 1])), vec![T::random(r, &[2, 3, 4], 0.0, 100.0)],
+                T::new(
+                    &shape,
+                    (0..30)
+                        .map(|f| {
+                            let i = unravel(f, &shape);
+                            if i[1] == 0 {
+                                x[0].at(&[i[0], 0, i[2]])
+                            } else {
+                                x[1].at(&[i[0], i[1] - 1, i[2]])
+                            }
+                        })
+                        .collect(),
+                )
+            },
+        ),
+        case(
+            "reshape",
+            "vsdk.reshape",
+            a().with("shape", Ints(vec![-1, 6])),
+            vec![T::random(r, &[2, 3, 4], 0.0, 100.0)],
+            |x| T::new(&[4, 6], x[0].data.clone()),
+        ),
+        case(
+            "permute",
+            "vsdk.permute",
+            a().with("perm", Ints(vec![2, 0, 1])),
+            vec![T::random(r, &[2, 3, 4], 0.0, 100.0)],
             |x| {
                 let shape = [4, 2, 3];
-                T::new(&shape, (0..24).map(|f| { let i = unravel(f, &shape); x[0].at(&[i[1], i[2], i[0]]) }).collect())
-            }),
+                T::new(
+                    &shape,
+                    (0..24)
+                        .map(|f| {
+                            let i = unravel(f, &shape);
+                            x[0].at(&[i[1], i[2], i[0]])
+                        })
+                        .collect(),
+                )
+            },
+        ),
     ]
 }
 
 /// Casts from float32: saturating, round-half-even, NaN to 0 for integers.
 pub fn f32_to_u8(v: f64) -> f64 {
-    if v.is_nan() { 0.0 } else { v.round_ties_even().clamp(0.0, 255.0) }
+    if v.is_nan() {
+        0.0
+    } else {
+        v.round_ties_even().clamp(0.0, 255.0)
+    }
 }
 
 /// A float32 tensor for cast tests: random values out of uint8 range plus exact ties.
@@ -123,5 +318,10 @@ pub fn cast_input(r: &mut ChaCha8Rng) -> T {
 }
 
 pub fn random_image(r: &mut ChaCha8Rng, h: usize, w: usize) -> T {
-    T::new(&[h, w, 3], (0..h * w * 3).map(|_| f64::from(r.gen_range(0u8..=255))).collect())
+    T::new(
+        &[h, w, 3],
+        (0..h * w * 3)
+            .map(|_| f64::from(r.gen_range(0u8..=255)))
+            .collect(),
+    )
 }

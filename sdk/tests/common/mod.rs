@@ -18,11 +18,17 @@ pub fn rng(test: &str) -> (ChaCha8Rng, u64) {
 }
 
 pub fn cpu() -> Device {
-    Provider::open_by_name("cpu").expect("CPU provider builds with the workspace").device(0).unwrap()
+    Provider::open_by_name("cpu")
+        .expect("CPU provider builds with the workspace")
+        .device(0)
+        .unwrap()
 }
 
 pub fn template_c() -> Device {
-    Provider::open(vsdk_template_c::LIBRARY_PATH).expect("template-c builds").device(0).unwrap()
+    Provider::open(vsdk_template_c::LIBRARY_PATH)
+        .expect("template-c builds")
+        .device(0)
+        .unwrap()
 }
 
 /// Row-major f64 tensor used by the references.
@@ -35,7 +41,10 @@ pub struct T {
 impl T {
     pub fn new(shape: &[usize], data: Vec<f64>) -> T {
         assert_eq!(shape.iter().product::<usize>(), data.len());
-        T { shape: shape.to_vec(), data }
+        T {
+            shape: shape.to_vec(),
+            data,
+        }
     }
     pub fn random(rng: &mut impl Rng, shape: &[usize], lo: f64, hi: f64) -> T {
         let n = shape.iter().product();
@@ -50,8 +59,14 @@ impl T {
         match dtype {
             DType::F64 => HostTensor::from_vec(&self.shape, d.clone()),
             DType::F32 => HostTensor::from_vec(&self.shape, d.iter().map(|&v| v as f32).collect()),
-            DType::F16 => HostTensor::from_vec(&self.shape, d.iter().map(|&v| half::f16::from_f64(v)).collect()),
-            DType::BF16 => HostTensor::from_vec(&self.shape, d.iter().map(|&v| half::bf16::from_f64(v)).collect()),
+            DType::F16 => HostTensor::from_vec(
+                &self.shape,
+                d.iter().map(|&v| half::f16::from_f64(v)).collect(),
+            ),
+            DType::BF16 => HostTensor::from_vec(
+                &self.shape,
+                d.iter().map(|&v| half::bf16::from_f64(v)).collect(),
+            ),
             DType::U8 => HostTensor::from_vec(&self.shape, d.iter().map(|&v| v as u8).collect()),
             DType::I32 => HostTensor::from_vec(&self.shape, d.iter().map(|&v| v as i32).collect()),
             DType::I64 => HostTensor::from_vec(&self.shape, d.iter().map(|&v| v as i64).collect()),
@@ -85,8 +100,16 @@ pub fn run(dev: &Device, kernel: &str, attrs: &Attrs, inputs: &[HostTensor]) -> 
     try_run(dev, kernel, attrs, inputs).unwrap_or_else(|e| panic!("{kernel}: {e}"))
 }
 
-pub fn try_run(dev: &Device, kernel: &str, attrs: &Attrs, inputs: &[HostTensor]) -> Result<HostTensor, vips_sdk::Error> {
-    let up = inputs.iter().map(|h| dev.upload(h)).collect::<Result<Vec<_>, _>>()?;
+pub fn try_run(
+    dev: &Device,
+    kernel: &str,
+    attrs: &Attrs,
+    inputs: &[HostTensor],
+) -> Result<HostTensor, vips_sdk::Error> {
+    let up = inputs
+        .iter()
+        .map(|h| dev.upload(h))
+        .collect::<Result<Vec<_>, _>>()?;
     let refs: Vec<_> = up.iter().collect();
     let out = dev.execute(kernel, 1, attrs, &refs)?;
     assert_eq!(out.len(), 1);
@@ -99,10 +122,10 @@ pub fn assert_close(what: &str, actual: &[f64], expected: &[f64], rtol: f64, ato
     let mut worst: Option<(usize, f64)> = None;
     for (i, (&a, &e)) in actual.iter().zip(expected).enumerate() {
         let excess = (a - e).abs() - (atol + rtol * e.abs());
-        if excess > 0.0 || a.is_nan() != e.is_nan() {
-            if worst.is_none_or(|(_, w)| excess > w) {
-                worst = Some((i, excess));
-            }
+        let bad = excess > 0.0 || a.is_nan() != e.is_nan();
+        // A NaN excess (one side NaN) counts as the worst.
+        if bad && worst.is_none_or(|(_, w)| excess.is_nan() || excess > w) {
+            worst = Some((i, excess));
         }
     }
     if let Some((i, _)) = worst {
@@ -110,7 +133,11 @@ pub fn assert_close(what: &str, actual: &[f64], expected: &[f64], rtol: f64, ato
             "{what}: element {i} is {} but expected {} (rtol {rtol}, atol {atol}; {} of {} differ)",
             actual[i],
             expected[i],
-            actual.iter().zip(expected).filter(|(a, e)| (*a - *e).abs() > atol + rtol * e.abs()).count(),
+            actual
+                .iter()
+                .zip(expected)
+                .filter(|(a, e)| (*a - *e).abs() > atol + rtol * e.abs())
+                .count(),
             actual.len()
         );
     }
@@ -131,8 +158,16 @@ pub fn broadcast(a: &T, b: &T, f: impl Fn(f64, f64) -> f64) -> T {
     let data = (0..n)
         .map(|flat| {
             let idx = unravel(flat, &shape);
-            let ia: Vec<usize> = idx.iter().zip(&sa).map(|(&i, &n)| if n == 1 { 0 } else { i }).collect();
-            let ib: Vec<usize> = idx.iter().zip(&sb).map(|(&i, &n)| if n == 1 { 0 } else { i }).collect();
+            let ia: Vec<usize> = idx
+                .iter()
+                .zip(&sa)
+                .map(|(&i, &n)| if n == 1 { 0 } else { i })
+                .collect();
+            let ib: Vec<usize> = idx
+                .iter()
+                .zip(&sb)
+                .map(|(&i, &n)| if n == 1 { 0 } else { i })
+                .collect();
             f(a.data[ravel(&ia, &sa)], b.data[ravel(&ib, &sb)])
         })
         .collect();
@@ -140,7 +175,13 @@ pub fn broadcast(a: &T, b: &T, f: impl Fn(f64, f64) -> f64) -> T {
 }
 
 pub fn gelu(x: &T) -> T {
-    T::new(&x.shape, x.data.iter().map(|&v| 0.5 * v * (1.0 + libm::erf(v / 2f64.sqrt()))).collect())
+    T::new(
+        &x.shape,
+        x.data
+            .iter()
+            .map(|&v| 0.5 * v * (1.0 + libm::erf(v / 2f64.sqrt())))
+            .collect(),
+    )
 }
 
 pub fn linear(x: &T, w: &T, b: Option<&T>) -> T {
@@ -150,7 +191,9 @@ pub fn linear(x: &T, w: &T, b: Option<&T>) -> T {
     let mut out = vec![0.0; m * n];
     for i in 0..m {
         for j in 0..n {
-            let dot: f64 = (0..k).map(|kk| x.data[i * k + kk] * w.data[j * k + kk]).sum();
+            let dot: f64 = (0..k)
+                .map(|kk| x.data[i * k + kk] * w.data[j * k + kk])
+                .sum();
             out[i * n + j] = dot + b.map_or(0.0, |b| b.data[j]);
         }
     }
@@ -160,7 +203,15 @@ pub fn linear(x: &T, w: &T, b: Option<&T>) -> T {
 }
 
 #[allow(clippy::too_many_arguments)]
-pub fn conv2d(x: &T, w: &T, b: Option<&T>, strides: [usize; 2], pads: [usize; 4], dil: [usize; 2], groups: usize) -> T {
+pub fn conv2d(
+    x: &T,
+    w: &T,
+    b: Option<&T>,
+    strides: [usize; 2],
+    pads: [usize; 4],
+    dil: [usize; 2],
+    groups: usize,
+) -> T {
     let (n, c, h, wd) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3]);
     let (o, kh, kw) = (w.shape[0], w.shape[2], w.shape[3]);
     let (cg, og) = (c / groups, o / groups);
@@ -179,7 +230,8 @@ pub fn conv2d(x: &T, w: &T, b: Option<&T>, strides: [usize; 2], pads: [usize; 4]
                                 let y = (oy * strides[0] + i * dil[0]) as isize - pads[0] as isize;
                                 let xx = (ox * strides[1] + j * dil[1]) as isize - pads[1] as isize;
                                 if y >= 0 && xx >= 0 && (y as usize) < h && (xx as usize) < wd {
-                                    acc += x.at(&[bn, g * cg + ci, y as usize, xx as usize]) * w.at(&[oc, ci, i, j]);
+                                    acc += x.at(&[bn, g * cg + ci, y as usize, xx as usize])
+                                        * w.at(&[oc, ci, i, j]);
                                 }
                             }
                         }
@@ -197,10 +249,20 @@ pub fn conv2d(x: &T, w: &T, b: Option<&T>, strides: [usize; 2], pads: [usize; 4]
 pub fn along_axis(x: &T, axis: usize, f: impl Fn(&[f64]) -> Vec<f64>) -> T {
     let mut out = x.clone();
     let len = x.shape[axis];
-    let outer_shape: Vec<usize> = x.shape.iter().enumerate().map(|(d, &n)| if d == axis { 1 } else { n }).collect();
+    let outer_shape: Vec<usize> = x
+        .shape
+        .iter()
+        .enumerate()
+        .map(|(d, &n)| if d == axis { 1 } else { n })
+        .collect();
     for flat in 0..outer_shape.iter().product() {
         let mut idx = unravel(flat, &outer_shape);
-        let lane: Vec<f64> = (0..len).map(|i| { idx[axis] = i; x.at(&idx) }).collect();
+        let lane: Vec<f64> = (0..len)
+            .map(|i| {
+                idx[axis] = i;
+                x.at(&idx)
+            })
+            .collect();
         for (i, v) in f(&lane).into_iter().enumerate() {
             idx[axis] = i;
             let at = ravel(&idx, &x.shape);
@@ -238,13 +300,23 @@ pub fn layer_norm(x: &T, w: &T, b: &T, axis: usize, eps: f64) -> T {
 
 pub fn sdpa(q: &T, k: &T, v: &T, scale: f64) -> T {
     let r = q.shape.len();
-    let (lq, d, lk, dv) = (q.shape[r - 2], q.shape[r - 1], k.shape[r - 2], v.shape[r - 1]);
+    let (lq, d, lk, dv) = (
+        q.shape[r - 2],
+        q.shape[r - 1],
+        k.shape[r - 2],
+        v.shape[r - 1],
+    );
     let batch: usize = q.shape[..r - 2].iter().product();
     let mut out = Vec::with_capacity(batch * lq * dv);
     for b in 0..batch {
         for i in 0..lq {
             let s: Vec<f64> = (0..lk)
-                .map(|j| scale * (0..d).map(|e| q.data[(b * lq + i) * d + e] * k.data[(b * lk + j) * d + e]).sum::<f64>())
+                .map(|j| {
+                    scale
+                        * (0..d)
+                            .map(|e| q.data[(b * lq + i) * d + e] * k.data[(b * lk + j) * d + e])
+                            .sum::<f64>()
+                })
                 .collect();
             let p = softmax(&T::new(&[lk], s), 0).data;
             for e in 0..dv {
@@ -276,7 +348,9 @@ pub fn resize_bicubic(x: &T, out_hw: [usize; 2], scale: [f64; 2], antialias: boo
             let center = s * (i as f64 + 0.5);
             let lo = ((center - 2.0 * fs + 0.5).trunc().max(0.0)) as usize;
             let hi = ((center + 2.0 * fs + 0.5).trunc() as usize).min(n_in);
-            let w: Vec<(usize, f64)> = (lo..hi).map(|j| (j, cubic((j as f64 + 0.5 - center) / fs, -0.5))).collect();
+            let w: Vec<(usize, f64)> = (lo..hi)
+                .map(|j| (j, cubic((j as f64 + 0.5 - center) / fs, -0.5)))
+                .collect();
             let total: f64 = w.iter().map(|p| p.1).sum();
             w.into_iter().map(|(j, v)| (j, v / total)).collect()
         } else {

@@ -67,7 +67,8 @@ pub unsafe extern "C" fn vsdk_get_provider_api(
 /// `p` is NULL or an instance from `create` that is still alive.
 unsafe fn instance<'a>(p: *mut vsdk_provider_t) -> Result<&'a Instance, ProviderError> {
     // SAFETY: per the contract, a non-NULL pointer is a live Instance.
-    unsafe { p.cast::<Instance>().as_ref() }.ok_or_else(|| ProviderError::invalid("provider is NULL"))
+    unsafe { p.cast::<Instance>().as_ref() }
+        .ok_or_else(|| ProviderError::invalid("provider is NULL"))
 }
 
 fn out_ptr<T>(p: *mut T, what: &str) -> Result<*mut T, ProviderError> {
@@ -82,11 +83,16 @@ fn check_device(index: u32) -> Result<(), ProviderError> {
     if index == 0 {
         Ok(())
     } else {
-        Err(ProviderError::invalid(format!("device index {index} out of range (1 device)")))
+        Err(ProviderError::invalid(format!(
+            "device index {index} out of range (1 device)"
+        )))
     }
 }
 
-unsafe extern "C" fn create(_options: *const vsdk_create_options_t, out: *mut *mut vsdk_provider_t) -> *mut vsdk_status_t {
+unsafe extern "C" fn create(
+    _options: *const vsdk_create_options_t,
+    out: *mut *mut vsdk_provider_t,
+) -> *mut vsdk_status_t {
     guard(|| {
         let out = out_ptr(out, "out")?;
         let instance = Box::new(Instance {
@@ -113,7 +119,10 @@ unsafe extern "C" fn destroy(p: *mut vsdk_provider_t) {
     });
 }
 
-unsafe extern "C" fn get_info(p: *mut vsdk_provider_t, out: *mut vsdk_provider_info_t) -> *mut vsdk_status_t {
+unsafe extern "C" fn get_info(
+    p: *mut vsdk_provider_t,
+    out: *mut vsdk_provider_info_t,
+) -> *mut vsdk_status_t {
     guard(|| {
         // SAFETY: host contract.
         unsafe { instance(p)? };
@@ -140,7 +149,11 @@ unsafe extern "C" fn device_count(p: *mut vsdk_provider_t, out: *mut u32) -> *mu
     })
 }
 
-unsafe extern "C" fn device_info(p: *mut vsdk_provider_t, index: u32, out: *mut vsdk_device_info_t) -> *mut vsdk_status_t {
+unsafe extern "C" fn device_info(
+    p: *mut vsdk_provider_t,
+    index: u32,
+    out: *mut vsdk_device_info_t,
+) -> *mut vsdk_status_t {
     guard(|| {
         // SAFETY: host contract.
         let inst = unsafe { instance(p)? };
@@ -148,13 +161,20 @@ unsafe extern "C" fn device_info(p: *mut vsdk_provider_t, index: u32, out: *mut 
         let out = out_ptr(out, "out")?;
         let d = &inst.device;
         type I = vsdk_device_info_t;
-        let device = vsdk_device_t { device_type: VSDK_DEVICE_CPU, device_id: 0 };
+        let device = vsdk_device_t {
+            device_type: VSDK_DEVICE_CPU,
+            device_id: 0,
+        };
         // SAFETY: `out` is a host-owned struct whose struct_size the helper honours;
         // the strings live as long as the instance.
         unsafe {
             write_field(out, offset_of!(I, device), device);
             write_field(out, offset_of!(I, name), d.name.as_ptr());
-            write_field(out, offset_of!(I, driver_version), d.driver_version.as_ptr());
+            write_field(
+                out,
+                offset_of!(I, driver_version),
+                d.driver_version.as_ptr(),
+            );
             write_field(out, offset_of!(I, stable_id), d.stable_id.as_ptr());
             write_field(out, offset_of!(I, memory_bytes), d.memory_bytes);
         }
@@ -172,12 +192,17 @@ unsafe extern "C" fn kernel_count(p: *mut vsdk_provider_t, out: *mut u64) -> *mu
     })
 }
 
-unsafe extern "C" fn kernel_info(p: *mut vsdk_provider_t, index: u64, out: *mut vsdk_kernel_info_t) -> *mut vsdk_status_t {
+unsafe extern "C" fn kernel_info(
+    p: *mut vsdk_provider_t,
+    index: u64,
+    out: *mut vsdk_kernel_info_t,
+) -> *mut vsdk_status_t {
     guard(|| {
         // SAFETY: host contract.
         let inst = unsafe { instance(p)? };
         let i = usize::try_from(index).ok().filter(|&i| i < ALL_OPS.len());
-        let i = i.ok_or_else(|| ProviderError::invalid(format!("kernel index {index} out of range")))?;
+        let i =
+            i.ok_or_else(|| ProviderError::invalid(format!("kernel index {index} out of range")))?;
         let out = out_ptr(out, "out")?;
         type I = vsdk_kernel_info_t;
         // SAFETY: host-owned struct, struct_size honoured; name lives with the instance.
@@ -204,7 +229,10 @@ unsafe extern "C" fn kernel_supports(
         let kernel = out_ptr(kernel.cast_mut(), "kernel")?;
         // SAFETY: non-NULL NUL-terminated string borrowed for the call.
         let name = unsafe { CStr::from_ptr(kernel) }.to_string_lossy();
-        let supported = match (Op::lookup(&name, version), DType::from_dlpack(dtype.code, dtype.bits, dtype.lanes)) {
+        let supported = match (
+            Op::lookup(&name, version),
+            DType::from_dlpack(dtype.code, dtype.bits, dtype.lanes),
+        ) {
             (Ok(op), Some(d)) => op.dtypes().contains(&d),
             _ => false,
         };
@@ -214,7 +242,13 @@ unsafe extern "C" fn kernel_supports(
     })
 }
 
-unsafe extern "C" fn alloc(p: *mut vsdk_provider_t, index: u32, size: u64, alignment: u64, out: *mut *mut c_void) -> *mut vsdk_status_t {
+unsafe extern "C" fn alloc(
+    p: *mut vsdk_provider_t,
+    index: u32,
+    size: u64,
+    alignment: u64,
+    out: *mut *mut c_void,
+) -> *mut vsdk_status_t {
     guard(|| {
         // SAFETY: host contract.
         let inst = unsafe { instance(p)? };
@@ -257,7 +291,8 @@ unsafe extern "C" fn copy_to_device(
         let inst = unsafe { instance(p)? };
         check_device(index)?;
         let (dst, n) = (offset_ptr(dst, dst_offset)?.cast_mut(), size(n)?);
-        inst.allocations.check(dst, n, "copy_to_device destination")?;
+        inst.allocations
+            .check(dst, n, "copy_to_device destination")?;
         out_ptr(src.cast_mut(), "src")?;
         // SAFETY: dst checked inside a live buffer; src is host memory valid for n
         // bytes per the ABI; the host's buffer and ours never overlap.
@@ -300,9 +335,14 @@ unsafe extern "C" fn copy_on_device(
         // SAFETY: host contract.
         let inst = unsafe { instance(p)? };
         check_device(index)?;
-        let (src, dst, n) = (offset_ptr(src, src_offset)?, offset_ptr(dst, dst_offset)?.cast_mut(), size(n)?);
+        let (src, dst, n) = (
+            offset_ptr(src, src_offset)?,
+            offset_ptr(dst, dst_offset)?.cast_mut(),
+            size(n)?,
+        );
         inst.allocations.check(src, n, "copy_on_device source")?;
-        inst.allocations.check(dst, n, "copy_on_device destination")?;
+        inst.allocations
+            .check(dst, n, "copy_on_device destination")?;
         // SAFETY: both ranges lie in live buffers; `copy` tolerates overlap.
         unsafe { std::ptr::copy(src, dst, n) };
         Ok(())
@@ -318,7 +358,10 @@ unsafe extern "C" fn synchronize(p: *mut vsdk_provider_t, index: u32) -> *mut vs
     })
 }
 
-unsafe extern "C" fn execute(p: *mut vsdk_provider_t, call: *const vsdk_kernel_call_t) -> *mut vsdk_status_t {
+unsafe extern "C" fn execute(
+    p: *mut vsdk_provider_t,
+    call: *const vsdk_kernel_call_t,
+) -> *mut vsdk_status_t {
     guard(|| {
         // SAFETY: host contract.
         let inst = unsafe { instance(p)? };
@@ -329,14 +372,22 @@ unsafe extern "C" fn execute(p: *mut vsdk_provider_t, call: *const vsdk_kernel_c
         let specs: Vec<_> = call.inputs.iter().map(TensorArg::spec).collect();
         let (node, expected) = Node::infer(op, &call.attrs, &specs)?;
         check_outputs(&call, &expected)?;
-        for (what, t) in call.inputs.iter().map(|t| ("input", t)).chain(call.outputs.iter().map(|t| ("output", t))) {
+        for (what, t) in call
+            .inputs
+            .iter()
+            .map(|t| ("input", t))
+            .chain(call.outputs.iter().map(|t| ("output", t)))
+        {
             check_tensor(inst, &call.kernel, what, t)?;
         }
         kernels::run(&node, &call.inputs, &call.outputs)
     })
 }
 
-fn check_outputs(call: &KernelCall, expected: &[vsdk_catalog::TensorSpec]) -> Result<(), ProviderError> {
+fn check_outputs(
+    call: &KernelCall,
+    expected: &[vsdk_catalog::TensorSpec],
+) -> Result<(), ProviderError> {
     if call.outputs.len() != expected.len() {
         return Err(ProviderError::invalid(format!(
             "{}: expected {} output(s), got {}",
@@ -362,21 +413,30 @@ fn check_outputs(call: &KernelCall, expected: &[vsdk_catalog::TensorSpec]) -> Re
     Ok(())
 }
 
-fn check_tensor(inst: &Instance, kernel: &str, what: &str, t: &TensorArg) -> Result<(), ProviderError> {
+fn check_tensor(
+    inst: &Instance,
+    kernel: &str,
+    what: &str,
+    t: &TensorArg,
+) -> Result<(), ProviderError> {
     if t.device.device_type != VSDK_DEVICE_CPU || t.device.device_id != 0 {
         return Err(ProviderError::invalid(format!(
             "{kernel}: {what} lives on device ({}, {}), not this CPU device",
             t.device.device_type, t.device.device_id
         )));
     }
-    if (t.ptr as usize) % t.dtype.size_bytes() != 0 {
-        return Err(ProviderError::invalid(format!("{kernel}: {what} data is not aligned for {}", t.dtype)));
+    if !(t.ptr as usize).is_multiple_of(t.dtype.size_bytes()) {
+        return Err(ProviderError::invalid(format!(
+            "{kernel}: {what} data is not aligned for {}",
+            t.dtype
+        )));
     }
     let extent = t
         .extent_bytes()
         .ok_or_else(|| ProviderError::invalid(format!("{kernel}: {what} extent overflows")))?;
     if extent > 0 {
-        inst.allocations.check(t.ptr, extent, &format!("{kernel}: {what}"))?;
+        inst.allocations
+            .check(t.ptr, extent, &format!("{kernel}: {what}"))?;
     }
     Ok(())
 }

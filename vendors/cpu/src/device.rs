@@ -33,7 +33,11 @@ impl DeviceInfo {
         DeviceInfo {
             name: cstring(format!("{model} ({threads} threads)")),
             driver_version: cstring(format!("vsdk-provider-cpu {}", env!("CARGO_PKG_VERSION"))),
-            stable_id: cstring(format!("cpu:{}:{}", std::env::consts::ARCH, model.replace(' ', "_"))),
+            stable_id: cstring(format!(
+                "cpu:{}:{}",
+                std::env::consts::ARCH,
+                model.replace(' ', "_")
+            )),
             memory_bytes: memory_kib * 1024,
         }
     }

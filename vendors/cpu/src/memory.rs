@@ -19,7 +19,9 @@ pub struct Allocations {
 impl Allocations {
     pub fn alloc(&self, size: u64, alignment: u64) -> Result<*mut u8, ProviderError> {
         if !alignment.is_power_of_two() && alignment != 0 {
-            return Err(ProviderError::invalid(format!("alignment {alignment} is not a power of two")));
+            return Err(ProviderError::invalid(format!(
+                "alignment {alignment} is not a power of two"
+            )));
         }
         let layout = usize::try_from(size)
             .ok()
@@ -29,7 +31,9 @@ impl Allocations {
         // SAFETY: the layout has a non-zero size.
         let ptr = unsafe { std::alloc::alloc(layout) };
         if ptr.is_null() {
-            return Err(ProviderError::out_of_memory(format!("allocation of {size} bytes failed")));
+            return Err(ProviderError::out_of_memory(format!(
+                "allocation of {size} bytes failed"
+            )));
         }
         self.lock().insert(ptr as usize, layout);
         Ok(ptr)
@@ -50,7 +54,10 @@ impl Allocations {
         let inside = live
             .range(..=addr)
             .next_back()
-            .is_some_and(|(&start, layout)| addr.checked_add(len).is_some_and(|end| end <= start + layout.size()));
+            .is_some_and(|(&start, layout)| {
+                addr.checked_add(len)
+                    .is_some_and(|end| end <= start + layout.size())
+            });
         if inside {
             Ok(())
         } else {

@@ -53,7 +53,12 @@ pub unsafe fn write_field<S, T>(out: *mut S, offset: usize, value: T) {
     let struct_size = unsafe { out.cast::<usize>().read() };
     if offset + std::mem::size_of::<T>() <= struct_size {
         // SAFETY: the field lies inside the host's struct, per the check above.
-        unsafe { out.cast::<u8>().add(offset).cast::<T>().write_unaligned(value) };
+        unsafe {
+            out.cast::<u8>()
+                .add(offset)
+                .cast::<T>()
+                .write_unaligned(value)
+        };
     }
 }
 
@@ -68,7 +73,10 @@ mod tests {
         unsafe {
             assert_eq!(crate::status_code(status), vsdk_ffi::VSDK_STATUS_INTERNAL);
             let msg = std::ffi::CStr::from_ptr(crate::status_message(status));
-            assert_eq!(msg.to_str().unwrap(), "provider panicked: kernel exploded at 7");
+            assert_eq!(
+                msg.to_str().unwrap(),
+                "provider panicked: kernel exploded at 7"
+            );
             crate::status_destroy(status);
         }
         assert!(guard(|| Ok(())).is_null());
@@ -82,7 +90,11 @@ mod tests {
             a: u64,
             b: u64,
         }
-        let mut out = Out { struct_size: 16, a: 1, b: 2 };
+        let mut out = Out {
+            struct_size: 16,
+            a: 1,
+            b: 2,
+        };
         // SAFETY: `out` is a live `Out` whose first field is struct_size.
         unsafe {
             write_field(&mut out, std::mem::offset_of!(Out, a), 10u64);

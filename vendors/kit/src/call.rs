@@ -20,13 +20,15 @@ impl TensorArg {
     /// `t.shape` and `t.strides` are NULL or valid for `t.ndim` reads.
     pub unsafe fn from_raw(t: &vsdk_tensor_t, what: &str) -> Result<Self, ProviderError> {
         let bad = |why: String| ProviderError::invalid(format!("{what}: {why}"));
-        let dtype = DType::from_dlpack(t.dtype.code, t.dtype.bits, t.dtype.lanes).ok_or_else(|| {
-            bad(format!(
-                "dtype (code {}, bits {}, lanes {}) is not in catalog v1",
-                t.dtype.code, t.dtype.bits, t.dtype.lanes
-            ))
-        })?;
-        let ndim = usize::try_from(t.ndim).map_err(|_| bad(format!("ndim {} is negative", t.ndim)))?;
+        let dtype =
+            DType::from_dlpack(t.dtype.code, t.dtype.bits, t.dtype.lanes).ok_or_else(|| {
+                bad(format!(
+                    "dtype (code {}, bits {}, lanes {}) is not in catalog v1",
+                    t.dtype.code, t.dtype.bits, t.dtype.lanes
+                ))
+            })?;
+        let ndim =
+            usize::try_from(t.ndim).map_err(|_| bad(format!("ndim {} is negative", t.ndim)))?;
         if ndim > 0 && (t.shape.is_null() || t.strides.is_null()) {
             return Err(bad("shape and strides are required when ndim > 0".into()));
         }
@@ -40,12 +42,16 @@ impl TensorArg {
             // SAFETY: non-NULL (checked above) and valid for ndim reads per the contract.
             let raw = unsafe { std::slice::from_raw_parts(p, ndim) };
             raw.iter()
-                .map(|&v| usize::try_from(v).map_err(|_| bad(format!("{name} {raw:?} has a negative entry"))))
+                .map(|&v| {
+                    usize::try_from(v)
+                        .map_err(|_| bad(format!("{name} {raw:?} has a negative entry")))
+                })
                 .collect()
         };
         let shape = read(t.shape, "shape")?;
         let strides = read(t.strides, "strides")?;
-        let offset = usize::try_from(t.byte_offset).map_err(|_| bad("byte_offset overflows".into()))?;
+        let offset =
+            usize::try_from(t.byte_offset).map_err(|_| bad("byte_offset overflows".into()))?;
         Ok(TensorArg {
             ptr: t.data.cast::<u8>().wrapping_add(offset),
             dtype,
@@ -76,7 +82,9 @@ impl TensorArg {
             .shape
             .iter()
             .zip(&self.strides)
-            .try_fold(0usize, |acc, (&n, &s)| acc.checked_add((n - 1).checked_mul(s)?))?;
+            .try_fold(0usize, |acc, (&n, &s)| {
+                acc.checked_add((n - 1).checked_mul(s)?)
+            })?;
         last.checked_add(1)?.checked_mul(self.dtype.size_bytes())
     }
 
@@ -109,9 +117,12 @@ fn array<'a, T>(ptr: *const T, len: u64, what: &str) -> Result<&'a [T], Provider
         return Ok(&[]);
     }
     if ptr.is_null() {
-        return Err(ProviderError::invalid(format!("{what}: NULL array with {len} entries")));
+        return Err(ProviderError::invalid(format!(
+            "{what}: NULL array with {len} entries"
+        )));
     }
-    let len = usize::try_from(len).map_err(|_| ProviderError::invalid(format!("{what}: length overflows")))?;
+    let len = usize::try_from(len)
+        .map_err(|_| ProviderError::invalid(format!("{what}: length overflows")))?;
     // SAFETY: the host guarantees `ptr` is valid for `len` entries for the call.
     Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
 }
@@ -148,7 +159,11 @@ pub unsafe fn attrs_of(attrs: &[vsdk_attr_t]) -> Result<Attrs, ProviderError> {
                 let l = unsafe { a.value.floats };
                 AttrValue::Floats(array(l.data, l.len, &name)?.to_vec())
             }
-            k => return Err(ProviderError::invalid(format!("attribute `{name}`: unknown kind {k}"))),
+            k => {
+                return Err(ProviderError::invalid(format!(
+                    "attribute `{name}`: unknown kind {k}"
+                )))
+            }
         };
         out.0.push((name, value));
     }
@@ -160,7 +175,8 @@ impl KernelCall {
     /// `call` is NULL or a valid call as `provider.h` documents.
     pub unsafe fn from_raw(call: *const vsdk_kernel_call_t) -> Result<Self, ProviderError> {
         // SAFETY: NULL or valid per the contract.
-        let call = unsafe { call.as_ref() }.ok_or_else(|| ProviderError::invalid("call is NULL"))?;
+        let call =
+            unsafe { call.as_ref() }.ok_or_else(|| ProviderError::invalid("call is NULL"))?;
         if call.struct_size < std::mem::size_of::<vsdk_kernel_call_t>() {
             return Err(ProviderError::invalid(format!(
                 "vsdk_kernel_call_t.struct_size {} is smaller than v1's {}",

@@ -104,7 +104,10 @@ mod tests {
         // SAFETY: `raw` is a live status from `into_raw`, destroyed once below.
         unsafe {
             assert_eq!(status_code(raw), vsdk_ffi::VSDK_STATUS_INVALID_ARGUMENT);
-            assert_eq!(CStr::from_ptr(status_message(raw)).to_str().unwrap(), "bad\u{FFFD}shape");
+            assert_eq!(
+                CStr::from_ptr(status_message(raw)).to_str().unwrap(),
+                "bad\u{FFFD}shape"
+            );
             status_destroy(raw);
             status_destroy(std::ptr::null_mut());
         }

@@ -44,10 +44,19 @@ pub unsafe fn run(x: &TensorArg, out: &TensorArg) -> Result<(), ProviderError> {
         match x.dtype {
             DType::F16 => view::<f16>(x).iter().map(|v| Num::F(v.to_f64())).collect(),
             DType::BF16 => view::<bf16>(x).iter().map(|v| Num::F(v.to_f64())).collect(),
-            DType::F32 => view::<f32>(x).iter().map(|&v| Num::F(f64::from(v))).collect(),
+            DType::F32 => view::<f32>(x)
+                .iter()
+                .map(|&v| Num::F(f64::from(v)))
+                .collect(),
             DType::F64 => view::<f64>(x).iter().map(|&v| Num::F(v)).collect(),
-            DType::U8 => view::<u8>(x).iter().map(|&v| Num::I(i64::from(v))).collect(),
-            DType::I32 => view::<i32>(x).iter().map(|&v| Num::I(i64::from(v))).collect(),
+            DType::U8 => view::<u8>(x)
+                .iter()
+                .map(|&v| Num::I(i64::from(v)))
+                .collect(),
+            DType::I32 => view::<i32>(x)
+                .iter()
+                .map(|&v| Num::I(i64::from(v)))
+                .collect(),
             DType::I64 => view::<i64>(x).iter().map(|&v| Num::I(v)).collect(),
         }
     };
@@ -57,7 +66,9 @@ pub unsafe fn run(x: &TensorArg, out: &TensorArg) -> Result<(), ProviderError> {
     unsafe {
         macro_rules! store {
             ($t:ty, $f:expr) => {
-                Zip::from(&mut view_mut::<$t>(out)).and(&values).par_for_each(|o, &v| *o = $f(v))
+                Zip::from(&mut view_mut::<$t>(out))
+                    .and(&values)
+                    .par_for_each(|o, &v| *o = $f(v))
             };
         }
         match out.dtype {
@@ -66,7 +77,8 @@ pub unsafe fn run(x: &TensorArg, out: &TensorArg) -> Result<(), ProviderError> {
             DType::F32 => store!(f32, Num::to_f32),
             DType::F64 => store!(f64, Num::to_f64),
             DType::U8 => store!(u8, |v: Num| v.to_int(0, 255) as u8),
-            DType::I32 => store!(i32, |v: Num| v.to_int(i32::MIN.into(), i32::MAX.into()) as i32),
+            DType::I32 => store!(i32, |v: Num| v.to_int(i32::MIN.into(), i32::MAX.into())
+                as i32),
             DType::I64 => store!(i64, |v: Num| v.to_int(i64::MIN, i64::MAX)),
         }
     }

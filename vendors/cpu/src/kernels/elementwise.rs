@@ -2,7 +2,12 @@ use super::Real;
 use ndarray::{ArrayViewD, ArrayViewMutD, Zip};
 
 /// `out = f(a, b)` with NumPy broadcasting (the catalog checked the shapes).
-pub fn binary<T: Real>(a: &ArrayViewD<T>, b: &ArrayViewD<T>, mut out: ArrayViewMutD<T>, f: impl Fn(T, T) -> T + Sync + Send) {
+pub fn binary<T: Real>(
+    a: &ArrayViewD<T>,
+    b: &ArrayViewD<T>,
+    mut out: ArrayViewMutD<T>,
+    f: impl Fn(T, T) -> T + Sync + Send,
+) {
     Zip::from(&mut out)
         .and_broadcast(a)
         .and_broadcast(b)

@@ -13,14 +13,20 @@ pub struct Mat<T> {
     pub cs: isize,
 }
 
+/// A compact-columns output matrix: base pointer and row stride.
+#[derive(Clone, Copy)]
+pub struct Dst<T> {
+    pub ptr: *mut T,
+    pub rs: isize,
+}
+
 /// `dst[m×n] = (accumulate ? dst : 0) + scale · a[m×k] · b[k×n]`.
 ///
 /// # Safety
 /// Every matrix is valid for its extent; `dst` is writable and overlaps neither input.
 pub unsafe fn gemm<T: Real>(
     (m, n, k): (usize, usize, usize),
-    dst: *mut T,
-    dst_rs: isize,
+    dst: Dst<T>,
     accumulate: bool,
     a: Mat<T>,
     b: Mat<T>,
@@ -35,7 +41,7 @@ pub unsafe fn gemm<T: Real>(
             for i in 0..m {
                 for j in 0..n {
                     // SAFETY: (i, j) is inside dst.
-                    unsafe { *dst.offset(i as isize * dst_rs + j as isize) = T::zero() };
+                    unsafe { *dst.ptr.offset(i as isize * dst.rs + j as isize) = T::zero() };
                 }
             }
         }
@@ -50,19 +56,44 @@ pub unsafe fn gemm<T: Real>(
     // only when `accumulate`.
     unsafe {
         gemm::gemm(
-            m, n, k, dst, 1, dst_rs, accumulate, a.ptr, a.cs, a.rs, b.ptr, b.cs, b.rs,
-            T::one(), scale, false, false, false, parallelism,
+            m,
+            n,
+            k,
+            dst.ptr,
+            1,
+            dst.rs,
+            accumulate,
+            a.ptr,
+            a.cs,
+            a.rs,
+            b.ptr,
+            b.cs,
+            b.rs,
+            T::one(),
+            scale,
+            false,
+            false,
+            false,
+            parallelism,
         )
     }
 }
 
 /// `out[..., N] = x[..., K] · w[N, K]ᵀ + b[N]`.
-pub fn linear<T: Real>(x: &ArrayViewD<T>, w: &ArrayViewD<T>, b: Option<&ArrayViewD<T>>, mut out: ArrayViewMutD<T>) {
+pub fn linear<T: Real>(
+    x: &ArrayViewD<T>,
+    w: &ArrayViewD<T>,
+    b: Option<&ArrayViewD<T>>,
+    mut out: ArrayViewMutD<T>,
+) {
     let k = x.shape()[x.ndim() - 1];
     let n = w.shape()[0];
     let m = x.len() / k.max(1);
     match b {
-        Some(b) => out.lanes_mut(Axis(out.ndim() - 1)).into_iter().for_each(|mut row| row.assign(b)),
+        Some(b) => out
+            .lanes_mut(Axis(out.ndim() - 1))
+            .into_iter()
+            .for_each(|mut row| row.assign(b)),
         None => out.fill(T::zero()),
     }
     let x = x.as_standard_layout();
@@ -72,11 +103,21 @@ pub fn linear<T: Real>(x: &ArrayViewD<T>, w: &ArrayViewD<T>, b: Option<&ArrayVie
     unsafe {
         gemm(
             (m, n, k),
-            out.as_mut_ptr(),
-            n as isize,
+            Dst {
+                ptr: out.as_mut_ptr(),
+                rs: n as isize,
+            },
             true,
-            Mat { ptr: x.as_ptr(), rs: k as isize, cs: 1 },
-            Mat { ptr: w.as_ptr(), rs: ws[1], cs: ws[0] },
+            Mat {
+                ptr: x.as_ptr(),
+                rs: k as isize,
+                cs: 1,
+            },
+            Mat {
+                ptr: w.as_ptr(),
+                rs: ws[1],
+                cs: ws[0],
+            },
             T::one(),
             true,
         )
@@ -117,9 +158,14 @@ pub fn conv2d<T: Real>(
                 for oy in 0..oh {
                     let y = (oy * c.strides[0] + i * c.dilations[0]) as isize - c.pads[0] as isize;
                     for ox in 0..ow {
-                        let xx = (ox * c.strides[1] + j * c.dilations[1]) as isize - c.pads[1] as isize;
+                        let xx =
+                            (ox * c.strides[1] + j * c.dilations[1]) as isize - c.pads[1] as isize;
                         let inside = (0..h as isize).contains(&y) && (0..wd as isize).contains(&xx);
-                        col[oy * ow + ox] = if inside { plane[y as usize * wd + xx as usize] } else { T::zero() };
+                        col[oy * ow + ox] = if inside {
+                            plane[y as usize * wd + xx as usize]
+                        } else {
+                            T::zero()
+                        };
                     }
                 }
             });
@@ -129,11 +175,21 @@ pub fn conv2d<T: Real>(
             unsafe {
                 gemm(
                     (og, p, kc),
-                    out_ptr.add((n * cout + g * og) * p),
-                    p as isize,
+                    Dst {
+                        ptr: out_ptr.add((n * cout + g * og) * p),
+                        rs: p as isize,
+                    },
                     true,
-                    Mat { ptr: w.as_ptr().add(g * og * kc), rs: kc as isize, cs: 1 },
-                    Mat { ptr: cols.as_ptr(), rs: p as isize, cs: 1 },
+                    Mat {
+                        ptr: w.as_ptr().add(g * og * kc),
+                        rs: kc as isize,
+                        cs: 1,
+                    },
+                    Mat {
+                        ptr: cols.as_ptr(),
+                        rs: p as isize,
+                        cs: 1,
+                    },
                     T::one(),
                     true,
                 )

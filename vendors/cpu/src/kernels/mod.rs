@@ -129,19 +129,32 @@ unsafe fn views<'a, T>(ts: &[TensorArg]) -> Vec<ArrayViewD<'a, T>> {
 
 /// # Safety
 /// As [`run`].
-unsafe fn via_f32<N: Narrow>(node: &Node, inputs: &[TensorArg], out: &TensorArg) -> Result<(), ProviderError> {
+unsafe fn via_f32<N: Narrow>(
+    node: &Node,
+    inputs: &[TensorArg],
+    out: &TensorArg,
+) -> Result<(), ProviderError> {
     // SAFETY: forwarded.
-    let wide: Vec<ArrayD<f32>> = inputs.iter().map(|t| unsafe { view::<N>(t) }.mapv(N::widen)).collect();
+    let wide: Vec<ArrayD<f32>> = inputs
+        .iter()
+        .map(|t| unsafe { view::<N>(t) }.mapv(N::widen))
+        .collect();
     let wide_views: Vec<_> = wide.iter().map(|a| a.view()).collect();
     let mut result = ArrayD::<f32>::zeros(out.shape.clone());
     float_node(node, &wide_views, result.view_mut())?;
     // SAFETY: forwarded.
     let mut out = unsafe { view_mut::<N>(out) };
-    Zip::from(&mut out).and(&result).par_for_each(|o, &v| *o = N::narrow(v));
+    Zip::from(&mut out)
+        .and(&result)
+        .par_for_each(|o, &v| *o = N::narrow(v));
     Ok(())
 }
 
-fn float_node<T: Real>(node: &Node, ins: &[ArrayViewD<T>], out: ArrayViewMutD<T>) -> Result<(), ProviderError> {
+fn float_node<T: Real>(
+    node: &Node,
+    ins: &[ArrayViewD<T>],
+    out: ArrayViewMutD<T>,
+) -> Result<(), ProviderError> {
     match node {
         Node::Add => elementwise::binary(&ins[0], &ins[1], out, |a, b| a + b),
         Node::Sub => elementwise::binary(&ins[0], &ins[1], out, |a, b| a - b),
@@ -150,11 +163,17 @@ fn float_node<T: Real>(node: &Node, ins: &[ArrayViewD<T>], out: ArrayViewMutD<T>
         Node::Gelu => elementwise::gelu(&ins[0], out),
         Node::Linear => matmul::linear(&ins[0], &ins[1], ins.get(2), out),
         Node::Conv2d(c) => matmul::conv2d(&ins[0], &ins[1], ins.get(2), c, out),
-        Node::LayerNorm { axis, eps } => norm::layer_norm(&ins[0], &ins[1], &ins[2], *axis, *eps, out),
+        Node::LayerNorm { axis, eps } => {
+            norm::layer_norm(&ins[0], &ins[1], &ins[2], *axis, *eps, out)
+        }
         Node::Softmax { axis } => norm::softmax(&ins[0], *axis, out),
         Node::Sdpa(s) => attention::sdpa(&ins[0], &ins[1], &ins[2], s.scale, out),
         Node::ResizeBicubic(r) => resize::bicubic(&ins[0], r, out),
-        other => return Err(ProviderError::internal(format!("{other:?} reached the float path"))),
+        other => {
+            return Err(ProviderError::internal(format!(
+                "{other:?} reached the float path"
+            )))
+        }
     }
     Ok(())
 }

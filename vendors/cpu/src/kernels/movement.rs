@@ -39,7 +39,8 @@ unsafe fn typed<C: Copy + Send + Sync>(node: &Node, inputs: &[TensorArg], out: &
             let mut start = 0;
             for x in &ins {
                 let n = x.shape()[*axis];
-                o.slice_axis_mut(Axis(*axis), Slice::from(start..start + n)).assign(x);
+                o.slice_axis_mut(Axis(*axis), Slice::from(start..start + n))
+                    .assign(x);
                 start += n;
             }
         }

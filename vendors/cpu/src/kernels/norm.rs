@@ -18,16 +18,22 @@ pub fn layer_norm<T: Real>(
     }
     let x = x.as_standard_layout();
     let (weight, bias) = (weight.as_standard_layout(), bias.as_standard_layout());
-    let (xs, ws, bs) = (x.as_slice().expect("compact"), weight.as_slice().expect("compact"), bias.as_slice().expect("compact"));
+    let (xs, ws, bs) = (
+        x.as_slice().expect("compact"),
+        weight.as_slice().expect("compact"),
+        bias.as_slice().expect("compact"),
+    );
     let out = out.as_slice_mut().expect("outputs are compact");
-    out.par_chunks_mut(d).zip(xs.par_chunks(d)).for_each(|(o, row)| {
-        let mean = row.iter().map(|v| v.wide()).sum::<f64>() / d as f64;
-        let var = row.iter().map(|v| (v.wide() - mean).powi(2)).sum::<f64>() / d as f64;
-        let rstd = 1.0 / (var + eps).sqrt();
-        for i in 0..d {
-            o[i] = T::lit((row[i].wide() - mean) * rstd * ws[i].wide() + bs[i].wide());
-        }
-    });
+    out.par_chunks_mut(d)
+        .zip(xs.par_chunks(d))
+        .for_each(|(o, row)| {
+            let mean = row.iter().map(|v| v.wide()).sum::<f64>() / d as f64;
+            let var = row.iter().map(|v| (v.wide() - mean).powi(2)).sum::<f64>() / d as f64;
+            let rstd = 1.0 / (var + eps).sqrt();
+            for i in 0..d {
+                o[i] = T::lit((row[i].wide() - mean) * rstd * ws[i].wide() + bs[i].wide());
+            }
+        });
 }
 
 /// Softmax of one contiguous row, in place: max-subtracted, sum in f64.

@@ -31,7 +31,11 @@ pub struct Taps {
 /// Pillow/PyTorch-antialias weights: a window of `2·support` source pixels
 /// around `center = scale·(i + 0.5)`, clipped to the image and renormalised.
 /// Returns, per output pixel, the first source index and the weights.
-pub fn antialias_weights(in_size: usize, out_size: usize, scale: f64) -> (Vec<usize>, Vec<Vec<f64>>) {
+pub fn antialias_weights(
+    in_size: usize,
+    out_size: usize,
+    scale: f64,
+) -> (Vec<usize>, Vec<Vec<f64>>) {
     let filterscale = scale.max(1.0);
     let support = 2.0 * filterscale;
     let mut firsts = Vec::with_capacity(out_size);
@@ -72,7 +76,12 @@ fn cubic_taps(in_size: usize, out_size: usize, scale: f64) -> (Vec<[usize; 4]>, 
 }
 
 /// One axis of a separable resize: (source index, weight) lists per output.
-fn axis_taps(in_size: usize, out_size: usize, scale: f64, antialias: bool) -> Vec<Vec<(usize, f64)>> {
+fn axis_taps(
+    in_size: usize,
+    out_size: usize,
+    scale: f64,
+    antialias: bool,
+) -> Vec<Vec<(usize, f64)>> {
     if antialias {
         let (firsts, weights) = antialias_weights(in_size, out_size, scale);
         firsts
@@ -82,26 +91,40 @@ fn axis_taps(in_size: usize, out_size: usize, scale: f64, antialias: bool) -> Ve
             .collect()
     } else {
         let (idx, w) = cubic_taps(in_size, out_size, scale);
-        idx.into_iter().zip(w).map(|(i, w)| i.into_iter().zip(w).collect()).collect()
+        idx.into_iter()
+            .zip(w)
+            .map(|(i, w)| i.into_iter().zip(w).collect())
+            .collect()
     }
 }
 
 /// PyTorch-style bicubic resize of [N, C, H, W]: horizontal pass, then vertical.
 pub fn bicubic<T: Real>(x: &ArrayViewD<T>, r: &Resize, out: ArrayViewMutD<T>) {
-    let x = x.view().into_dimensionality::<Ix4>().expect("rank 4 checked by the catalog");
-    let mut out = out.into_dimensionality::<Ix4>().expect("rank 4 checked by the catalog");
+    let x = x
+        .view()
+        .into_dimensionality::<Ix4>()
+        .expect("rank 4 checked by the catalog");
+    let mut out = out
+        .into_dimensionality::<Ix4>()
+        .expect("rank 4 checked by the catalog");
     let (n, c, h, _) = x.dim();
     let to_t = |taps: Vec<Vec<(usize, f64)>>| -> Vec<Vec<(usize, T)>> {
-        taps.into_iter().map(|t| t.into_iter().map(|(i, w)| (i, T::lit(w))).collect()).collect()
+        taps.into_iter()
+            .map(|t| t.into_iter().map(|(i, w)| (i, T::lit(w))).collect())
+            .collect()
     };
     let tx = to_t(axis_taps(x.dim().3, r.out_w, r.scale_w, r.antialias));
     let ty = to_t(axis_taps(h, r.out_h, r.scale_h, r.antialias));
     let mut tmp = Array4::<T>::zeros((n, c, h, r.out_w));
     Zip::indexed(&mut tmp).par_for_each(|(a, b, y, ox), v| {
-        *v = tx[ox].iter().fold(T::zero(), |s, &(i, w)| s + w * x[[a, b, y, i]]);
+        *v = tx[ox]
+            .iter()
+            .fold(T::zero(), |s, &(i, w)| s + w * x[[a, b, y, i]]);
     });
     Zip::indexed(&mut out).par_for_each(|(a, b, oy, ox), v| {
-        *v = ty[oy].iter().fold(T::zero(), |s, &(i, w)| s + w * tmp[[a, b, i, ox]]);
+        *v = ty[oy]
+            .iter()
+            .fold(T::zero(), |s, &(i, w)| s + w * tmp[[a, b, i, ox]]);
     });
 }
 
@@ -132,22 +155,27 @@ fn clip8(acc: i64) -> u8 {
 /// Pillow `Image.resize(size, Image.BICUBIC)` on [H, W, C] uint8: the
 /// horizontal pass first, rounded and clipped to uint8, then the vertical pass.
 pub fn pil_bicubic_u8(x: ArrayViewD<u8>, out: ArrayViewMutD<u8>) {
-    let x = x.into_dimensionality::<Ix3>().expect("rank 3 checked by the catalog");
-    let mut out = out.into_dimensionality::<Ix3>().expect("rank 3 checked by the catalog");
+    let x = x
+        .into_dimensionality::<Ix3>()
+        .expect("rank 3 checked by the catalog");
+    let mut out = out
+        .into_dimensionality::<Ix3>()
+        .expect("rank 3 checked by the catalog");
     let (h, w, c) = x.dim();
     let (oh, ow, _) = out.dim();
     let round = 1i64 << (PRECISION_BITS - 1);
     let pass = |first: &[usize], k: &[Vec<i32>], at: &dyn Fn(usize) -> u8, o: usize| -> u8 {
-        let acc = k[o]
-            .iter()
-            .enumerate()
-            .fold(round, |s, (j, &kk)| s + i64::from(at(first[o] + j)) * i64::from(kk));
+        let acc = k[o].iter().enumerate().fold(round, |s, (j, &kk)| {
+            s + i64::from(at(first[o] + j)) * i64::from(kk)
+        });
         clip8(acc)
     };
     // Pillow skips a pass whose size does not change; its taps would be the identity anyway.
     let (fx, kx) = pil_coeffs(w, ow);
     let mut tmp = ndarray::Array3::<u8>::zeros((h, ow, c));
-    Zip::indexed(&mut tmp).par_for_each(|(y, ox, ch), v| *v = pass(&fx, &kx, &|i| x[[y, i, ch]], ox));
+    Zip::indexed(&mut tmp)
+        .par_for_each(|(y, ox, ch), v| *v = pass(&fx, &kx, &|i| x[[y, i, ch]], ox));
     let (fy, ky) = pil_coeffs(h, oh);
-    Zip::indexed(&mut out).par_for_each(|(oy, ox, ch), v| *v = pass(&fy, &ky, &|i| tmp[[i, ox, ch]], oy));
+    Zip::indexed(&mut out)
+        .par_for_each(|(oy, ox, ch), v| *v = pass(&fy, &ky, &|i| tmp[[i, ox, ch]], oy));
 }
