@@ -231,9 +231,11 @@ typedef struct vsdk_provider_api {
   void (*status_destroy)(vsdk_status_t* status);
 
   /* --- lifecycle --- */
-  /* *out is TRANSFERRED to the host, freed with `destroy`. */
+  /* *out is TRANSFERRED to the host, freed with `destroy`. Thread safe: the
+   * host may create several instances, from any thread. */
   vsdk_status_t* (*create)(const vsdk_create_options_t* options, vsdk_provider_t** out);
-  /* Frees the instance. The host has freed every buffer first. */
+  /* Frees the instance. The host has freed every buffer first and makes no
+   * other call on this instance while (or after) it runs. */
   void (*destroy)(vsdk_provider_t* provider);
 
   /* --- queries --- */
@@ -273,7 +275,9 @@ typedef struct vsdk_provider_api {
 
   /* --- kernels --- */
   /* Runs one kernel. May return before the work finishes (queued in order on
-   * the device); errors found later surface from `synchronize` or a copy. */
+   * the device); errors found later surface from `synchronize` or a copy.
+   * `call` and all it points to are BORROWED: a provider that queues work
+   * copies what it needs (descriptors, attributes) before returning. */
   vsdk_status_t* (*execute)(vsdk_provider_t* provider, const vsdk_kernel_call_t* call);
 
   /* --- OPTIONAL --- */

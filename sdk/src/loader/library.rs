@@ -49,7 +49,7 @@ impl Library {
         // SAFETY: the symbol's type is fixed by provider.h; a library exporting
         // this name with another type breaks the ABI contract it claims.
         let entry: vsdk_get_provider_api_fn =
-            match unsafe { lib.get::<vsdk_get_provider_api_fn>(vsdk_ffi::ENTRY_SYMBOL) } {
+            match unsafe { lib.get::<vsdk_get_provider_api_fn>(vsdk_ffi::VSDK_ENTRY_SYMBOL) } {
                 Ok(sym) => *sym,
                 Err(_) => return Err(Error::NotAProvider { library }),
             };
