@@ -93,6 +93,18 @@ fn a_failing_create_reports_code_and_message() {
 }
 
 #[test]
+fn a_version_that_is_not_semver_is_refused() {
+    let e = open_err(fixtures::BAD_VERSION);
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{}: get_info: version \"1.0\" is not a semantic version: unexpected end of input while parsing minor version number",
+            fixtures::BAD_VERSION
+        )
+    );
+}
+
+#[test]
 fn a_kernel_error_reports_code_and_the_providers_message() {
     let p = Provider::open(fixtures::KERNEL_FAILS).unwrap();
     let dev = p.device(0).unwrap();

@@ -11,6 +11,7 @@ const FIXTURES: &[(&str, &str)] = &[
     ("short_table", "-DFIXTURE_SHORT_TABLE"),
     ("kernel_fails", "-DFIXTURE_KERNEL_FAILS"),
     ("create_fails", "-DFIXTURE_CREATE_FAILS"),
+    ("bad_version", "-DFIXTURE_BAD_VERSION"),
 ];
 
 fn main() {

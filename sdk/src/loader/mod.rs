@@ -132,6 +132,29 @@ macro_rules! call {
     }};
 }
 
+/// Reports name certification reports and search paths rely on: a short id
+/// and a semantic version.
+fn check_identity(info: &ProviderInfo) -> Result<(), Error> {
+    let misuse = |message: String| Error::Misuse {
+        library: info.library.clone(),
+        message,
+    };
+    let id_chars = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-';
+    if info.name.is_empty() || !info.name.chars().all(id_chars) {
+        return Err(misuse(format!(
+            "get_info: name {:?} is not a short id ([a-z0-9_-]+)",
+            info.name
+        )));
+    }
+    semver::Version::parse(&info.version).map_err(|e| {
+        misuse(format!(
+            "get_info: version {:?} is not a semantic version: {e}",
+            info.version
+        ))
+    })?;
+    Ok(())
+}
+
 /// A loaded provider library with one instance.
 #[derive(Clone)]
 pub struct Provider {
@@ -195,6 +218,7 @@ impl Provider {
         loaded.info.vendor = c_string(raw.vendor);
         loaded.info.version = c_string(raw.version);
         loaded.info.description = c_string(raw.description);
+        check_identity(&loaded.info)?;
         Ok(Provider {
             inner: Arc::new(loaded),
         })

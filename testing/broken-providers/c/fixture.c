@@ -7,6 +7,7 @@
  *   FIXTURE_SHORT_TABLE     declares a struct_size that ends before `alloc`
  *   FIXTURE_KERNEL_FAILS    `execute` returns a DEVICE_ERROR status
  *   FIXTURE_CREATE_FAILS    `create` returns an OUT_OF_MEMORY status
+ *   FIXTURE_BAD_VERSION     reports version "1.0", which is not semver
  * With no flag it is a working provider of one kernel, vsdk.gelu on float32.
  */
 #include <vips_sdk/provider.h>
@@ -52,7 +53,11 @@ static vsdk_status_t* get_info(vsdk_provider_t* p, vsdk_provider_info_t* out) {
   (void)p;
   out->name = "fixture";
   out->vendor = "tests";
+#ifdef FIXTURE_BAD_VERSION
+  out->version = "1.0";
+#else
   out->version = "0.0.1";
+#endif
   out->description = "";
   return NULL;
 }

@@ -15,3 +15,5 @@ pub const SHORT_TABLE: &str = env!("VSDK_FIXTURE_SHORT_TABLE");
 pub const KERNEL_FAILS: &str = env!("VSDK_FIXTURE_KERNEL_FAILS");
 /// `create` fails with OUT_OF_MEMORY.
 pub const CREATE_FAILS: &str = env!("VSDK_FIXTURE_CREATE_FAILS");
+/// Reports version "1.0", not a semantic version.
+pub const BAD_VERSION: &str = env!("VSDK_FIXTURE_BAD_VERSION");
