@@ -19,6 +19,7 @@ pub use error::{status_code_name, Error};
 pub use loader::search::{discover, library_file_name, search_path, Discovered, PROVIDER_PATH_ENV};
 pub use loader::{Device, DeviceInfo, DeviceTensor, KernelId, Provider, ProviderInfo};
 pub use tensor::{Element, HostTensor};
+pub mod compare;
 pub mod golden;
 pub use vsdk_catalog::{AttrValue, Attrs, DType, Op, TensorSpec};
 
