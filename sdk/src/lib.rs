@@ -20,6 +20,7 @@ pub use loader::search::{discover, library_file_name, search_path, Discovered, P
 pub use loader::{Device, DeviceInfo, DeviceTensor, KernelId, Provider, ProviderInfo};
 pub use tensor::{Element, HostTensor};
 pub mod compare;
+pub mod document;
 pub mod golden;
 pub use vsdk_catalog::{AttrValue, Attrs, DType, Op, TensorSpec};
 

@@ -1,0 +1,640 @@
+//! VIPS documents: the human-readable YAML specification of a component
+//! (docs/vips-format.md). Loading parses, checks every reference and name, and
+//! reports problems as `file:line:column: field.path: message`.
+
+mod raw;
+
+use crate::compare::{NanPolicy, Tier, Tolerance};
+use crate::golden::{Distribution, Seeded};
+use crate::{AttrValue, Attrs, DType, Op};
+use indexmap::IndexMap;
+use marked_yaml::{LoaderOptions, Spanned};
+use raw::*;
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// The schema version this SDK reads.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// A place in a document.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Location {
+    pub line: usize,
+    pub column: usize,
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.line, self.column)
+    }
+}
+
+fn at<T>(s: &Spanned<T>) -> Location {
+    s.span()
+        .start()
+        .map(|m| Location {
+            line: m.line(),
+            column: m.column(),
+        })
+        .unwrap_or_default()
+}
+
+/// A document that cannot be used: where, which field, and why.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{}:{location}: {path}{}{message}", file.display(), if path.is_empty() { "" } else { ": " })]
+pub struct DocumentError {
+    pub file: PathBuf,
+    pub location: Location,
+    pub path: String,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Component {
+    pub id: String,
+    pub version: String,
+    pub title: String,
+    pub paper: Option<String>,
+    pub notes: Vec<String>,
+}
+
+/// A component this document builds on, pinned by the hash of its document.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Use {
+    pub component: String,
+    pub version: String,
+    pub sha256: [u8; 32],
+    pub path: PathBuf,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum TensorSource {
+    /// Stored in the golden file.
+    Golden,
+    /// Regenerated from a seed (weights, random inputs).
+    Seeded(Seeded),
+    /// Read from a weights file given at run time, under this key.
+    Weights(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TensorDecl {
+    pub name: String,
+    pub dtype: DType,
+    /// None: taken from the golden file.
+    pub shape: Option<Vec<usize>>,
+    pub source: TensorSource,
+    pub description: Option<String>,
+    pub at: Location,
+}
+
+/// One operator application of a stage's graph.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GraphNode {
+    pub op: Op,
+    pub attrs: Attrs,
+    pub inputs: Vec<String>,
+    pub output: String,
+    pub at: Location,
+}
+
+/// A property the actual output must have, whatever the golden values.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Invariant {
+    Finite { tensor: String },
+    Range { tensor: String, min: f64, max: f64 },
+    SumsToOne { tensor: String, axis: i64, tol: f64 },
+    NonzeroFraction { tensor: String, min: f64, max: f64 },
+}
+
+impl Invariant {
+    pub fn tensor(&self) -> &str {
+        match self {
+            Invariant::Finite { tensor }
+            | Invariant::Range { tensor, .. }
+            | Invariant::SumsToOne { tensor, .. }
+            | Invariant::NonzeroFraction { tensor, .. } => tensor,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stage {
+    pub name: String,
+    pub algorithm: String,
+    pub implementation: String,
+    pub paper: Option<String>,
+    pub inputs: Vec<String>,
+    pub outputs: Vec<String>,
+    pub graph: Vec<GraphNode>,
+    /// A fused kernel for the whole stage: (name, version).
+    pub kernel: Option<(String, u32)>,
+    /// Per tier, the document's default overridden by the stage's own.
+    pub tolerances: BTreeMap<Tier, Tolerance>,
+    pub mismatch_fraction: f64,
+    pub nan: NanPolicy,
+    pub verify: Vec<Invariant>,
+    pub notes: Vec<String>,
+    pub at: Location,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Document {
+    pub path: PathBuf,
+    /// SHA-256 of the file's bytes: what golden files and reports cite.
+    pub sha256: [u8; 32],
+    pub component: Component,
+    pub uses: Vec<Use>,
+    pub tensors: Vec<TensorDecl>,
+    pub stages: Vec<Stage>,
+}
+
+impl Document {
+    pub fn open(path: impl AsRef<Path>) -> Result<Document, DocumentError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|e| DocumentError {
+            file: path.to_path_buf(),
+            location: Location::default(),
+            path: String::new(),
+            message: format!("cannot read: {e}"),
+        })?;
+        Document::parse(path, &text)
+    }
+
+    /// Parses `text`; `path` names the file in errors and anchors `uses` paths.
+    pub fn parse(path: &Path, text: &str) -> Result<Document, DocumentError> {
+        let fail = |location: Location, field: &str, message: String| DocumentError {
+            file: path.to_path_buf(),
+            location,
+            path: field.to_string(),
+            message,
+        };
+        let options = LoaderOptions::default().error_on_duplicate_keys(true);
+        let node = marked_yaml::parse_yaml_with_options(0, text, options).map_err(|e| {
+            let (location, message) = split_location(&e.to_string());
+            fail(location, "", format!("YAML syntax error: {message}"))
+        })?;
+        let raw: RawDocument = marked_yaml::from_node(&node).map_err(|e| {
+            let location = e
+                .start_mark()
+                .map(|m| Location {
+                    line: m.line(),
+                    column: m.column(),
+                })
+                .unwrap_or_default();
+            fail(location, e.path().unwrap_or(""), (*e).to_string())
+        })?;
+        let mut v = Validator {
+            fail: &fail,
+            tensors: IndexMap::new(),
+        };
+        let doc = v.document(path, raw)?;
+        Ok(Document {
+            sha256: Sha256::digest(text.as_bytes()).into(),
+            ..doc
+        })
+    }
+
+    pub fn tensor(&self, name: &str) -> Option<&TensorDecl> {
+        self.tensors.iter().find(|t| t.name == name)
+    }
+
+    pub fn stage(&self, name: &str) -> Option<&Stage> {
+        self.stages.iter().find(|s| s.name == name)
+    }
+}
+
+/// "3:7: message" → (3:7, "message").
+fn split_location(s: &str) -> (Location, String) {
+    let mut parts = s.splitn(3, ':');
+    match (
+        parts.next().map(str::parse),
+        parts.next().map(str::parse),
+        parts.next(),
+    ) {
+        (Some(Ok(line)), Some(Ok(column)), Some(rest)) => {
+            (Location { line, column }, rest.trim().to_string())
+        }
+        _ => (Location::default(), s.to_string()),
+    }
+}
+
+struct Validator<'a, F: Fn(Location, &str, String) -> DocumentError> {
+    fail: &'a F,
+    /// Declared tensors by name, for reference checks.
+    tensors: IndexMap<String, TensorDecl>,
+}
+
+impl<F: Fn(Location, &str, String) -> DocumentError> Validator<'_, F> {
+    fn err<T>(
+        &self,
+        location: Location,
+        field: &str,
+        message: impl Into<String>,
+    ) -> Result<T, DocumentError> {
+        Err((self.fail)(location, field, message.into()))
+    }
+
+    fn document(&mut self, path: &Path, raw: RawDocument) -> Result<Document, DocumentError> {
+        if *raw.vips != SCHEMA_VERSION {
+            return self.err(
+                at(&raw.vips),
+                "vips",
+                format!(
+                    "schema version {} is not supported (this SDK reads {SCHEMA_VERSION})",
+                    *raw.vips
+                ),
+            );
+        }
+        let c = raw.component;
+        if c.id.is_empty()
+            || !c
+                .id
+                .chars()
+                .all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '-' || ch == '_')
+        {
+            return self.err(
+                at(&c.id),
+                "component.id",
+                format!("`{}` is not a short id ([a-z0-9_-]+)", *c.id),
+            );
+        }
+        if let Err(e) = semver::Version::parse(&c.version) {
+            return self.err(
+                at(&c.version),
+                "component.version",
+                format!("`{}` is not a semantic version: {e}", *c.version),
+            );
+        }
+        let component = Component {
+            id: c.id.to_string(),
+            version: c.version.to_string(),
+            title: c.title,
+            paper: c.paper,
+            notes: c.notes,
+        };
+        let base = path.parent().unwrap_or(Path::new("."));
+        let uses = raw
+            .uses
+            .into_iter()
+            .enumerate()
+            .map(|(i, u)| {
+                let field = format!("uses[{i}].sha256");
+                let sha256 = hex::decode(u.sha256.as_str())
+                    .ok()
+                    .and_then(|b| <[u8; 32]>::try_from(b).ok());
+                let Some(sha256) = sha256 else {
+                    return self.err(
+                        at(&u.sha256),
+                        &field,
+                        "expected 64 hex digits (the SHA-256 of the component's document)",
+                    );
+                };
+                Ok(Use {
+                    component: u.component.to_string(),
+                    version: u.version.to_string(),
+                    sha256,
+                    path: base.join(u.path.as_str()),
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        for (name, t) in raw.tensors {
+            let decl = self.tensor(&name, t)?;
+            self.tensors.insert(name.to_string(), decl);
+        }
+        let defaults = self.tolerances("tolerances", &raw.tolerances, &BTreeMap::new())?;
+        let mut stages: Vec<Stage> = Vec::new();
+        for (i, s) in raw.stages.into_iter().enumerate() {
+            let field = format!("stages[{i}]");
+            if let Some(prev) = stages.iter().find(|p| p.name == *s.stage) {
+                return self.err(
+                    at(&s.stage),
+                    &format!("{field}.stage"),
+                    format!(
+                        "stage `{}` is defined twice (first at {})",
+                        *s.stage, prev.at
+                    ),
+                );
+            }
+            let stage = self.stage(&field, s, &defaults, &stages)?;
+            stages.push(stage);
+        }
+        if stages.is_empty() {
+            return self.err(
+                Location::default(),
+                "stages",
+                "a document needs at least one stage",
+            );
+        }
+        Ok(Document {
+            path: path.to_path_buf(),
+            sha256: [0; 32],
+            component,
+            uses,
+            tensors: std::mem::take(&mut self.tensors).into_values().collect(),
+            stages,
+        })
+    }
+
+    fn tensor(&self, name: &Spanned<String>, t: RawTensor) -> Result<TensorDecl, DocumentError> {
+        let field = format!("tensors.{}", name.as_str());
+        let Some(dtype) = DType::from_name(&t.dtype) else {
+            return self.err(at(&t.dtype), &format!("{field}.dtype"), format!("unknown dtype `{}` (one of float16, bfloat16, float32, float64, uint8, int32, int64)", *t.dtype));
+        };
+        let shape = t
+            .shape
+            .map(|s| s.into_iter().map(|d| d as usize).collect::<Vec<_>>());
+        let source = match &*t.source {
+            RawSource::Golden => TensorSource::Golden,
+            RawSource::Weights(key) => TensorSource::Weights(key.clone()),
+            RawSource::Seeded(s) => {
+                let distribution =
+                    match (s.uniform, s.normal) {
+                        (Some([low, high]), None) => Distribution::Uniform { low, high },
+                        (None, Some([mean, std])) => Distribution::Normal { mean, std },
+                        _ => return self.err(
+                            at(&t.source),
+                            &format!("{field}.source.seeded"),
+                            "give exactly one of `uniform: [low, high]` or `normal: [mean, std]`",
+                        ),
+                    };
+                if let Err(e) = distribution.validate() {
+                    return self.err(at(&t.source), &format!("{field}.source.seeded"), e);
+                }
+                if !dtype.is_float() {
+                    return self.err(
+                        at(&t.dtype),
+                        &format!("{field}.dtype"),
+                        format!("{dtype} tensors cannot be seeded (float dtypes only)"),
+                    );
+                }
+                if shape.is_none() {
+                    return self.err(
+                        at(&t.source),
+                        &format!("{field}.shape"),
+                        "a seeded tensor needs a shape",
+                    );
+                }
+                TensorSource::Seeded(Seeded {
+                    seed: s.seed,
+                    distribution,
+                })
+            }
+        };
+        Ok(TensorDecl {
+            name: name.to_string(),
+            dtype,
+            shape,
+            source,
+            description: t.description,
+            at: at(name),
+        })
+    }
+
+    fn tolerances(
+        &self,
+        field: &str,
+        raw: &IndexMap<Spanned<String>, RawTolerance>,
+        defaults: &BTreeMap<Tier, Tolerance>,
+    ) -> Result<BTreeMap<Tier, Tolerance>, DocumentError> {
+        let mut out = defaults.clone();
+        for (name, t) in raw {
+            let f = format!("{field}.{}", name.as_str());
+            let Some(tier) = Tier::from_name(name) else {
+                return self.err(
+                    at(name),
+                    &f,
+                    format!("unknown tier `{}` (fp32, fp16, bf16, exact)", name.as_str()),
+                );
+            };
+            let tol = match (tier, t.rtol, t.atol, t.lsb) {
+                (Tier::Exact, None, None, lsb) => Tolerance::Exact {
+                    lsb: lsb.unwrap_or(0),
+                },
+                (Tier::Exact, ..) => {
+                    return self.err(at(name), &f, "the exact tier takes `lsb` only")
+                }
+                (_, rtol, atol, None) if rtol.is_some() || atol.is_some() => {
+                    let (rtol, atol) = (rtol.unwrap_or(0.0), atol.unwrap_or(0.0));
+                    if !(rtol >= 0.0 && atol >= 0.0 && rtol.is_finite() && atol.is_finite()) {
+                        return self.err(at(name), &f, "rtol and atol are finite and >= 0");
+                    }
+                    Tolerance::Close { rtol, atol }
+                }
+                _ => {
+                    return self.err(
+                        at(name),
+                        &f,
+                        "give `rtol` and/or `atol` (not `lsb`) for a float tier",
+                    )
+                }
+            };
+            out.insert(tier, tol);
+        }
+        Ok(out)
+    }
+
+    fn known(
+        &self,
+        name: &Spanned<String>,
+        field: &str,
+        produced: &[&str],
+    ) -> Result<String, DocumentError> {
+        if self.tensors.contains_key(name.as_str()) || produced.contains(&name.as_str()) {
+            Ok(name.to_string())
+        } else {
+            self.err(
+                at(name),
+                field,
+                format!(
+                    "tensor `{}` is not declared in `tensors` nor produced before this point",
+                    name.as_str()
+                ),
+            )
+        }
+    }
+
+    fn stage(
+        &self,
+        field: &str,
+        s: RawStage,
+        defaults: &BTreeMap<Tier, Tolerance>,
+        earlier: &[Stage],
+    ) -> Result<Stage, DocumentError> {
+        let earlier_outputs: Vec<&str> = earlier
+            .iter()
+            .flat_map(|st| st.outputs.iter().map(String::as_str))
+            .collect();
+        let inputs = s
+            .inputs
+            .iter()
+            .enumerate()
+            .map(|(i, n)| self.known(n, &format!("{field}.inputs[{i}]"), &earlier_outputs))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut outputs = Vec::new();
+        for (i, o) in s.outputs.iter().enumerate() {
+            let f = format!("{field}.outputs[{i}]");
+            match self.tensors.get(o.as_str()) {
+                Some(t) if t.source == TensorSource::Golden => outputs.push(o.to_string()),
+                Some(_) => return self.err(at(o), &f, format!("stage output `{}` must be declared with `source: golden` (its expected values)", o.as_str())),
+                None => return self.err(at(o), &f, format!("stage output `{}` is not declared in `tensors`", o.as_str())),
+            }
+        }
+        // The graph: each node reads stage inputs or earlier nodes' outputs.
+        let mut graph = Vec::new();
+        let mut available: Vec<String> = inputs.clone();
+        for (j, n) in s.graph.iter().enumerate() {
+            let nf = format!("{field}.graph[{j}]");
+            let (name, version) = split_kernel(&n.op);
+            let op = match Op::lookup(name, version) {
+                Ok(op) => op,
+                Err(e) => return self.err(at(&n.op), &format!("{nf}.op"), e.to_string()),
+            };
+            let mut node_inputs = Vec::new();
+            for (k, i) in n.inputs.iter().enumerate() {
+                if !available.iter().any(|a| a == i.as_str()) {
+                    return self.err(
+                        at(i),
+                        &format!("{nf}.inputs[{k}]"),
+                        format!(
+                            "`{}` is neither a stage input nor an output of an earlier node",
+                            i.as_str()
+                        ),
+                    );
+                }
+                node_inputs.push(i.to_string());
+            }
+            if n.outputs.len() != 1 {
+                return self.err(
+                    at(&n.op),
+                    &format!("{nf}.outputs"),
+                    format!("{} has exactly one output", op.name()),
+                );
+            }
+            let output = n.outputs[0].to_string();
+            if available.contains(&output) {
+                return self.err(
+                    at(&n.outputs[0]),
+                    &format!("{nf}.outputs[0]"),
+                    format!("`{output}` is already defined in this stage"),
+                );
+            }
+            let mut attrs = Attrs::new();
+            for (k, v) in &n.attrs {
+                let value = match &**v {
+                    RawAttr::Int(i) => AttrValue::Int(*i),
+                    RawAttr::Float(f) => AttrValue::Float(*f),
+                    RawAttr::Str(s) => AttrValue::Str(s.clone()),
+                    RawAttr::Ints(x) => AttrValue::Ints(x.clone()),
+                    RawAttr::Floats(x) => AttrValue::Floats(x.clone()),
+                };
+                attrs = attrs.with(k, value);
+            }
+            available.push(output.clone());
+            graph.push(GraphNode {
+                op,
+                attrs,
+                inputs: node_inputs,
+                output,
+                at: at(&n.op),
+            });
+        }
+        for (i, o) in outputs.iter().enumerate() {
+            if !graph.iter().any(|n| &n.output == o) {
+                return self.err(
+                    at(&s.outputs[i]),
+                    &format!("{field}.outputs[{i}]"),
+                    format!("no node of the graph produces `{o}`"),
+                );
+            }
+        }
+        if graph.is_empty() {
+            return self.err(
+                at(&s.stage),
+                &format!("{field}.graph"),
+                "a stage needs a graph (at least one node)",
+            );
+        }
+        let kernel = s.kernel.as_ref().map(|k| {
+            let (n, v) = split_kernel(k);
+            (n.to_string(), v)
+        });
+        let mismatch_fraction = match &s.mismatch_fraction {
+            None => 0.0,
+            Some(m) if (0.0..=1.0).contains(&**m) => **m,
+            Some(m) => {
+                return self.err(
+                    at(m),
+                    &format!("{field}.mismatch_fraction"),
+                    "must be between 0 and 1",
+                )
+            }
+        };
+        let nan = match s.nan.as_ref().map(|n| n.as_str()) {
+            None | Some("fail") => NanPolicy::Fail,
+            Some("allow") => NanPolicy::Allow,
+            Some(other) => {
+                return self.err(
+                    at(s.nan.as_ref().expect("matched Some")),
+                    &format!("{field}.nan"),
+                    format!("`{other}`: expected `fail` or `allow`"),
+                )
+            }
+        };
+        let mut verify = Vec::new();
+        for (i, inv) in s.verify.iter().enumerate() {
+            let v = match &**inv {
+                RawInvariant::Finite(t) => Invariant::Finite { tensor: t.clone() },
+                RawInvariant::Range { tensor, min, max } => Invariant::Range {
+                    tensor: tensor.clone(),
+                    min: *min,
+                    max: *max,
+                },
+                RawInvariant::SumsToOne { tensor, axis, tol } => Invariant::SumsToOne {
+                    tensor: tensor.clone(),
+                    axis: *axis,
+                    tol: *tol,
+                },
+                RawInvariant::NonzeroFraction { tensor, min, max } => Invariant::NonzeroFraction {
+                    tensor: tensor.clone(),
+                    min: *min,
+                    max: *max,
+                },
+            };
+            if !outputs.iter().any(|o| o == v.tensor()) {
+                return self.err(
+                    at(inv),
+                    &format!("{field}.verify[{i}]"),
+                    format!("`{}` is not an output of this stage", v.tensor()),
+                );
+            }
+            verify.push(v);
+        }
+        Ok(Stage {
+            name: s.stage.to_string(),
+            algorithm: s.algorithm,
+            implementation: s.implementation,
+            paper: s.paper,
+            inputs,
+            outputs,
+            graph,
+            kernel,
+            tolerances: self.tolerances(&format!("{field}.tolerances"), &s.tolerances, defaults)?,
+            mismatch_fraction,
+            nan,
+            verify,
+            notes: s.notes,
+            at: at(&s.stage),
+        })
+    }
+}
+
+/// `vsdk.linear@1` → ("vsdk.linear", 1); no `@`: version 1.
+fn split_kernel(s: &str) -> (&str, u32) {
+    match s.rsplit_once('@') {
+        Some((name, v)) => (name, v.parse().unwrap_or(0)),
+        None => (s, 1),
+    }
+}

@@ -1,0 +1,213 @@
+//! The document as written: serde types mirroring the YAML, with spans on
+//! every value a later check may need to point at.
+
+use indexmap::IndexMap;
+use marked_yaml::Spanned;
+use serde::de::{self, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDocument {
+    pub vips: Spanned<u32>,
+    pub component: RawComponent,
+    #[serde(default)]
+    pub uses: Vec<RawUse>,
+    pub tensors: IndexMap<Spanned<String>, RawTensor>,
+    #[serde(default)]
+    pub tolerances: IndexMap<Spanned<String>, RawTolerance>,
+    pub stages: Vec<RawStage>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawComponent {
+    pub id: Spanned<String>,
+    pub version: Spanned<String>,
+    pub title: String,
+    #[serde(default)]
+    pub paper: Option<String>,
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawUse {
+    pub component: Spanned<String>,
+    pub version: Spanned<String>,
+    pub sha256: Spanned<String>,
+    /// Where the component document lives, relative to this one.
+    pub path: Spanned<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTensor {
+    pub dtype: Spanned<String>,
+    #[serde(default)]
+    pub shape: Option<Vec<u64>>,
+    pub source: Spanned<RawSource>,
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RawSource {
+    Golden,
+    Seeded(RawSeeded),
+    /// A tensor of a weights file given at run time, by key.
+    Weights(String),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSeeded {
+    pub seed: u64,
+    #[serde(default)]
+    pub uniform: Option<[f64; 2]>,
+    #[serde(default)]
+    pub normal: Option<[f64; 2]>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTolerance {
+    #[serde(default)]
+    pub rtol: Option<f64>,
+    #[serde(default)]
+    pub atol: Option<f64>,
+    /// Exact tier: allowed difference in units of the last place.
+    #[serde(default)]
+    pub lsb: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawStage {
+    pub stage: Spanned<String>,
+    pub algorithm: String,
+    #[serde(rename = "impl")]
+    pub implementation: String,
+    #[serde(default)]
+    pub paper: Option<String>,
+    pub inputs: Vec<Spanned<String>>,
+    pub outputs: Vec<Spanned<String>>,
+    pub graph: Vec<RawNode>,
+    /// A fused kernel for the whole stage, `name@version`.
+    #[serde(default)]
+    pub kernel: Option<Spanned<String>>,
+    #[serde(default)]
+    pub tolerances: IndexMap<Spanned<String>, RawTolerance>,
+    #[serde(default)]
+    pub mismatch_fraction: Option<Spanned<f64>>,
+    #[serde(default)]
+    pub nan: Option<Spanned<String>>,
+    #[serde(default)]
+    pub verify: Vec<Spanned<RawInvariant>>,
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawNode {
+    pub op: Spanned<String>,
+    pub inputs: Vec<Spanned<String>>,
+    pub outputs: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub attrs: IndexMap<String, Spanned<RawAttr>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RawInvariant {
+    Finite(String),
+    Range {
+        tensor: String,
+        min: f64,
+        max: f64,
+    },
+    SumsToOne {
+        tensor: String,
+        axis: i64,
+        tol: f64,
+    },
+    NonzeroFraction {
+        tensor: String,
+        min: f64,
+        #[serde(default = "one")]
+        max: f64,
+    },
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// An attribute value; YAML scalars arrive as text and are typed here:
+/// an integer, else a number, else a string; a list of integers, else of numbers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RawAttr {
+    Int(i64),
+    Float(f64),
+    Str(String),
+    Ints(Vec<i64>),
+    Floats(Vec<f64>),
+}
+
+fn scalar(s: &str) -> RawAttr {
+    if let Ok(i) = s.parse::<i64>() {
+        RawAttr::Int(i)
+    } else if let Ok(f) = s.parse::<f64>() {
+        RawAttr::Float(f)
+    } else {
+        RawAttr::Str(s.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for RawAttr {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = RawAttr;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a number, a string, or a list of numbers")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<RawAttr, E> {
+                Ok(scalar(s))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<RawAttr, E> {
+                Ok(RawAttr::Int(v))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<RawAttr, E> {
+                i64::try_from(v)
+                    .map(RawAttr::Int)
+                    .map_err(|_| E::custom("integer too large"))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<RawAttr, E> {
+                Ok(RawAttr::Float(v))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<RawAttr, A::Error> {
+                let mut items = Vec::new();
+                while let Some(s) = seq.next_element::<String>()? {
+                    items.push(s);
+                }
+                if let Ok(ints) = items.iter().map(|s| s.parse::<i64>()).collect() {
+                    return Ok(RawAttr::Ints(ints));
+                }
+                items
+                    .iter()
+                    .map(|s| {
+                        s.parse::<f64>().map_err(|_| {
+                            de::Error::custom(format!("list element `{s}` is not a number"))
+                        })
+                    })
+                    .collect::<Result<_, _>>()
+                    .map(RawAttr::Floats)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}

@@ -1,0 +1,137 @@
+//! VIPS documents: the demo suite loads; every kind of mistake gives
+//! file:line:column, the field path and the cause.
+
+use std::path::Path;
+use vips_sdk::compare::{Tier, Tolerance};
+use vips_sdk::document::*;
+use vips_sdk::Op;
+
+const DEMO: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../conformance/suites/demo-mlp/suite.yaml"
+);
+
+fn demo_text() -> String {
+    std::fs::read_to_string(DEMO).unwrap()
+}
+
+fn parse_err(text: &str) -> String {
+    match Document::parse(Path::new("doc.yaml"), text) {
+        Ok(_) => panic!("parsed"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn the_demo_suite_loads() {
+    let d = Document::open(DEMO).unwrap();
+    assert_eq!(
+        (d.component.id.as_str(), d.component.version.as_str()),
+        ("demo-mlp", "0.1.0")
+    );
+    assert_eq!(d.stages.len(), 3);
+    let s = &d.stages[0];
+    assert_eq!(
+        s.graph.iter().map(|n| n.op).collect::<Vec<_>>(),
+        vec![Op::Linear, Op::Gelu]
+    );
+    assert_eq!(
+        s.tolerances[&Tier::Fp32],
+        Tolerance::Close {
+            rtol: 1e-5,
+            atol: 1e-5
+        }
+    );
+    assert_eq!(d.stages[2].verify.len(), 3);
+    assert_eq!(d.tensor("w1").unwrap().shape, Some(vec![32, 16]));
+    assert_eq!(d.stages[1].at.line, 45);
+}
+
+#[test]
+fn a_yaml_syntax_error_points_at_the_line() {
+    let text = demo_text().replace("  - stage: layer_norm", "  - stage: [layer_norm");
+    let e = parse_err(&text);
+    assert!(e.starts_with("doc.yaml:"), "{e}");
+    assert!(e.contains("YAML syntax error"), "{e}");
+}
+
+#[test]
+fn an_unknown_operator_is_located() {
+    let text = demo_text().replace("{ op: vsdk.gelu,", "{ op: vsdk.gelu_tanh,");
+    let e = parse_err(&text);
+    assert!(
+        e.starts_with("doc.yaml:38:15: stages[0].graph[1].op: unknown kernel `vsdk.gelu_tanh@1`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_reference_to_a_missing_tensor_is_located() {
+    let text = demo_text().replace("inputs: [n, w2, b2]", "inputs: [n, w3, b2]");
+    let e = parse_err(&text);
+    assert_eq!(
+        e,
+        "doc.yaml:61:17: stages[2].inputs[1]: tensor `w3` is not declared in `tensors` nor produced before this point"
+    );
+}
+
+#[test]
+fn a_wrong_type_and_an_unknown_field_are_located() {
+    let text = demo_text().replace("shape: [32, 16]", "shape: [32, sixteen]");
+    let e = parse_err(&text);
+    assert!(e.starts_with("doc.yaml:14:"), "{e}");
+    assert!(e.contains("tensors"), "{e}");
+    let text = demo_text().replace(
+        "    algorithm: \"p = softmax",
+        "    algoritm: \"p = softmax",
+    );
+    let e = parse_err(&text);
+    assert!(e.contains("Unknown field `algoritm`"), "{e}");
+}
+
+#[test]
+fn semantic_mistakes_are_located() {
+    let cases = [
+        (
+            "dtype: float32, shape: [32, 16]",
+            "dtype: float33, shape: [32, 16]",
+            "tensors.w1.dtype: unknown dtype `float33`",
+        ),
+        (
+            "version: 0.1.0",
+            "version: 0.1",
+            "component.version: `0.1` is not a semantic version",
+        ),
+        (
+            "  fp16: { rtol: 1.0e-2, atol: 1.0e-2 }",
+            "  fp8: { rtol: 1.0e-2, atol: 1.0e-2 }",
+            "tolerances.fp8: unknown tier `fp8`",
+        ),
+        (
+            "outputs: [logits] }",
+            "outputs: [n] }",
+            "stages[2].graph[0].outputs[0]: `n` is already defined",
+        ),
+        (
+            "tensor: p, axis: -1",
+            "tensor: logits, axis: -1",
+            "stages[2].verify[0]: `logits` is not an output of this stage",
+        ),
+        (
+            "vips: 1",
+            "vips: 2",
+            "vips: schema version 2 is not supported",
+        ),
+    ];
+    for (from, to, want) in cases {
+        let text = demo_text().replacen(from, to, 1);
+        assert_ne!(text, demo_text(), "{from}");
+        let e = parse_err(&text);
+        assert!(e.contains(want), "{e}\nwanted: {want}");
+        let loc: Vec<&str> = e.splitn(4, ':').collect();
+        assert!(
+            loc[1].parse::<usize>().unwrap() > 0 && loc[2].parse::<usize>().unwrap() > 0,
+            "{e}"
+        );
+    }
+}
