@@ -1,12 +1,14 @@
 //! `vips-conformance`: the command line of the VIPS SDK.
 //!
-//! For now it lists the providers it can find and their devices and kernels;
-//! running suites comes with the conformance engine.
+//! Exit codes: 0 everything passed, 1 a stage failed or is not supported,
+//! 2 a usage or input error (bad file, provider that does not load, ...).
+
+mod commands;
+mod suites;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use vips_sdk::{discover, search_path, Provider};
 
 #[derive(Parser)]
 #[command(
@@ -21,129 +23,49 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run a suite on a provider and print the per-stage results.
+    Run(commands::run::Args),
+    /// List the suites found, or the stages of one.
+    List {
+        /// A suite name, directory or document; without it, every suite found.
+        suite: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show what a document or golden file holds: tensors, shapes, hashes, sizes.
+    Inspect {
+        file: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Build a golden file from a document and captured tensors (.npy, .npz, .safetensors).
+    Pack(commands::pack::Args),
+    /// Compute a suite's golden file with the CPU reference provider in float64.
+    Generate(commands::generate::Args),
     /// List providers on the search path (and any given with --provider), their devices and kernels.
     Providers {
         /// Also load this provider library (a path or a name on the search path); repeatable.
         #[arg(long = "provider", value_name = "PATH|NAME")]
         providers: Vec<String>,
-        /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
     },
 }
 
-/// One provider as reported: loaded, or the reason it did not load.
-fn describe(provider: &Provider) -> Result<serde_json::Value, vips_sdk::Error> {
-    let info = provider.info();
-    let devices = provider.devices()?;
-    let kernels = provider.kernels()?;
-    Ok(serde_json::json!({
-        "name": info.name,
-        "vendor": info.vendor,
-        "version": info.version,
-        "description": info.description,
-        "abi_version": info.abi_version,
-        "library": info.library,
-        "devices": devices.iter().map(|d| serde_json::json!({
-            "index": d.index,
-            "name": d.name,
-            "driver_version": d.driver_version,
-            "stable_id": d.stable_id,
-            "memory_bytes": d.memory_bytes,
-        })).collect::<Vec<_>>(),
-        "kernels": kernels.iter().map(|k| format!("{}@{}", k.name, k.version)).collect::<Vec<_>>(),
-    }))
-}
-
-fn print_table(v: &serde_json::Value) {
-    println!(
-        "{} {} ({}), ABI v{}  {}",
-        v["name"].as_str().unwrap_or_default(),
-        v["version"].as_str().unwrap_or_default(),
-        v["vendor"].as_str().unwrap_or_default(),
-        v["abi_version"],
-        v["library"].as_str().unwrap_or_default()
-    );
-    for d in v["devices"].as_array().into_iter().flatten() {
-        let memory = match d["memory_bytes"].as_u64().unwrap_or(0) {
-            0 => "memory unknown".to_string(),
-            b => format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64),
-        };
-        println!(
-            "  device {}: {}  [{}]  driver {}  {memory}",
-            d["index"],
-            d["name"].as_str().unwrap_or_default(),
-            d["stable_id"].as_str().unwrap_or_default(),
-            d["driver_version"].as_str().unwrap_or_default(),
-        );
-    }
-    let kernels: Vec<&str> = v["kernels"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|k| k.as_str())
-        .collect();
-    println!("  {} kernels: {}", kernels.len(), kernels.join(" "));
-}
-
-fn providers(extra: Vec<String>, json: bool) -> ExitCode {
-    let mut targets: Vec<(String, PathBuf)> =
-        discover().into_iter().map(|d| (d.name, d.path)).collect();
-    for p in extra {
-        targets.push((p.clone(), PathBuf::from(p)));
-    }
-    if targets.is_empty() && !json {
-        let dirs: Vec<String> = search_path()
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect();
-        eprintln!("no providers found; searched: {}", dirs.join(", "));
-    }
-    let mut failed = 0;
-    let mut report = Vec::new();
-    for (name, path) in targets {
-        // One bad provider never blocks the others.
-        let opened = if path.components().count() > 1 {
-            Provider::open(&path)
-        } else {
-            Provider::open_by_name(&name)
-        };
-        match opened.and_then(|p| describe(&p)) {
-            Ok(v) => {
-                if !json {
-                    print_table(&v);
-                }
-                report.push(v);
-            }
-            Err(e) => {
-                failed += 1;
-                if !json {
-                    eprintln!("error: {e}");
-                }
-                report.push(
-                    serde_json::json!({ "name": name, "library": path, "error": e.to_string() }),
-                );
-            }
-        }
-    }
-    if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&report).unwrap_or_default()
-        );
-    }
-    if failed > 0 {
-        ExitCode::from(2)
-    } else {
-        ExitCode::SUCCESS
-    }
-}
-
 fn main() -> ExitCode {
-    match Cli::parse().command {
-        Command::Providers {
-            providers: extra,
-            json,
-        } => providers(extra, json),
+    let result = match Cli::parse().command {
+        Command::Run(args) => commands::run::run(args),
+        Command::List { suite, json } => commands::list::run(suite, json),
+        Command::Inspect { file, json } => commands::inspect::run(&file, json),
+        Command::Pack(args) => commands::pack::run(args),
+        Command::Generate(args) => commands::generate::run(args),
+        Command::Providers { providers, json } => commands::providers::run(providers, json),
+    };
+    match result {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::from(2)
+        }
     }
 }

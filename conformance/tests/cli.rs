@@ -74,3 +74,184 @@ fn usage_errors_exit_2() {
     let (code, _, err) = cli(&["providers", "--no-such-flag"]);
     assert_eq!(code, 2, "{err}");
 }
+
+// ---- suites: run, list, inspect, generate, and bad input ------------------
+
+const DEMO_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/suites/demo-mlp");
+
+/// A copy of the demo suite in a fresh directory, with `edit` applied to its document.
+fn demo_copy(name: &str, edit: impl Fn(String) -> String) -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("cli")
+        .join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let doc = std::fs::read_to_string(format!("{DEMO_DIR}/suite.yaml")).unwrap();
+    std::fs::write(dir.join("suite.yaml"), edit(doc)).unwrap();
+    std::fs::copy(format!("{DEMO_DIR}/suite.golden"), dir.join("suite.golden")).unwrap();
+    dir
+}
+
+#[test]
+fn the_demo_runs_on_both_providers_in_both_modes() {
+    for provider in ["cpu", vsdk_template_c::LIBRARY_PATH] {
+        for mode in ["isolated", "chained"] {
+            let (code, out, err) = cli(&["run", DEMO_DIR, "--provider", provider, "--mode", mode]);
+            assert_eq!(code, 0, "{provider} {mode}: {out}{err}");
+            assert!(out.contains(&format!("tier fp32, {mode} mode")), "{out}");
+            assert!(
+                out.contains("3 passed, 0 failed, 0 not supported")
+                    && out.contains("verdict: PASS"),
+                "{out}"
+            );
+        }
+    }
+    let results = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("demo-results.json");
+    let (code, out, _) = cli(&[
+        "run",
+        "demo-mlp",
+        "--json",
+        "--tier",
+        "fp16",
+        "--output",
+        results.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["passed"], true);
+    assert_eq!(report["tiers"][0]["tier"], "fp16");
+    assert_eq!(report["tiers"][0]["stages"][2]["status"], "pass");
+    let written: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&results).unwrap()).unwrap();
+    assert_eq!(written, report);
+}
+
+#[test]
+fn a_wrong_operator_fails_its_stage_with_exit_1_and_drill_down() {
+    let (code, out, _) = cli(&[
+        "run",
+        DEMO_DIR,
+        "--provider",
+        vsdk_broken_providers::MUTANT_GELU_TANH,
+    ]);
+    assert_eq!(code, 1, "{out}");
+    let fc1 = out.lines().find(|l| l.starts_with("fc1_gelu")).unwrap();
+    assert!(fc1.contains("FAIL"), "{out}");
+    assert!(
+        out.contains("drill-down: first divergent operator is node 1 `vsdk.gelu@1` -> `h`"),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .find(|l| l.starts_with("layer_norm"))
+            .unwrap()
+            .contains("PASS"),
+        "{out}"
+    );
+    let (code, out, _) = cli(&[
+        "run",
+        DEMO_DIR,
+        "--provider",
+        vsdk_template_c::LIBRARY_PATH,
+        "--tier",
+        "bf16",
+    ]);
+    assert_eq!(code, 1, "NOT SUPPORTED blocks certification: {out}");
+    assert!(
+        out.contains("NOT SUPPORTED") && out.contains("0 passed, 0 failed, 3 not supported"),
+        "{out}"
+    );
+}
+
+#[test]
+fn the_committed_demo_golden_file_is_what_generate_computes() {
+    let (code, out, err) = cli(&["generate", "demo-mlp", "--check"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("is up to date"), "{out}");
+}
+
+#[test]
+fn list_and_inspect() {
+    let (code, out, _) = cli(&["list"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("demo-mlp") && out.contains("3 stages"),
+        "{out}"
+    );
+    let (code, out, _) = cli(&["list", "demo-mlp"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("1. fc1_gelu") && out.contains("vsdk.linear → vsdk.gelu"),
+        "{out}"
+    );
+    let (code, out, _) = cli(&["inspect", &format!("{DEMO_DIR}/suite.golden"), "--json"]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["tensors"].as_array().unwrap().len(), 10);
+    assert_eq!(v["tensors"][7]["name"], "h");
+    assert_eq!(v["tensors"][7]["shape"], serde_json::json!([4, 32]));
+    assert_eq!(v["tensors"][7]["sha256"].as_str().unwrap().len(), 64);
+    let (code, out, _) = cli(&["inspect", &format!("{DEMO_DIR}/suite.yaml")]);
+    assert_eq!(code, 0);
+    assert!(out.contains("demo-mlp 0.1.0 (document sha256"), "{out}");
+}
+
+#[test]
+fn bad_input_exits_2_naming_the_file_and_place() {
+    let check = |args: &[&str], want: &str| {
+        let (code, out, err) = cli(args);
+        assert_eq!(code, 2, "{args:?}: {out}{err}");
+        assert!(err.contains(want), "{args:?}: {err}\nwanted: {want}");
+        assert!(!err.contains("panicked"), "{err}");
+    };
+    // Documents.
+    let d = demo_copy("syntax", |t| {
+        t.replace("  - stage: head", "  - stage: [head")
+    });
+    check(&["run", d.to_str().unwrap()], "suite.yaml:");
+    let d = demo_copy("unknown-op", |t| {
+        t.replace("op: vsdk.softmax", "op: vsdk.softmax2")
+    });
+    check(
+        &["run", d.to_str().unwrap()],
+        "suite.yaml:65:15: stages[2].graph[1].op: unknown kernel `vsdk.softmax2@1`",
+    );
+    let d = demo_copy("missing-tensor", |t| {
+        t.replace("inputs: [h, gamma, beta]\n", "inputs: [h, gama, beta]\n")
+    });
+    check(
+        &["run", d.to_str().unwrap()],
+        "stages[1].inputs[1]: tensor `gama` is not declared",
+    );
+    // A document edited after packing.
+    let d = demo_copy("stale", |t| {
+        t.replace("certifies nothing", "certifies nothing at all")
+    });
+    check(
+        &["run", d.to_str().unwrap()],
+        "was packed from another version of this document",
+    );
+    // Golden files: truncated, corrupted, absent.
+    let d = demo_copy("truncated", |t| t);
+    let g = d.join("suite.golden");
+    let bytes = std::fs::read(&g).unwrap();
+    std::fs::write(&g, &bytes[..bytes.len() / 2]).unwrap();
+    check(
+        &["run", d.to_str().unwrap()],
+        "suite.golden: checksum mismatch",
+    );
+    std::fs::write(&g, b"not a golden file").unwrap();
+    check(
+        &["inspect", g.to_str().unwrap()],
+        "suite.golden: not a VIPS golden vector file",
+    );
+    std::fs::remove_file(&g).unwrap();
+    check(&["run", d.to_str().unwrap()], "suite.golden: cannot read");
+    // Usage.
+    check(&["run", DEMO_DIR, "--shard", "3/2"], "--shard `3/2`");
+    check(&["run", DEMO_DIR, "--tier", "fp8"], "--tier `fp8`");
+    check(
+        &["run", DEMO_DIR, "--stage", "nothing*"],
+        "no stage matches",
+    );
+    check(&["run", "no-such-suite"], "no suite `no-such-suite`");
+}

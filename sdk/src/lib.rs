@@ -19,10 +19,15 @@ pub use error::{status_code_name, Error};
 pub use loader::search::{discover, library_file_name, search_path, Discovered, PROVIDER_PATH_ENV};
 pub use loader::{Device, DeviceInfo, DeviceTensor, KernelId, Provider, ProviderInfo};
 pub use tensor::{Element, HostTensor};
+pub mod capture;
 pub mod compare;
 pub mod document;
+pub mod generate;
 pub mod golden;
-pub use vsdk_catalog::{AttrValue, Attrs, DType, Op, TensorSpec};
+pub mod pack;
+pub mod runner;
+pub mod suite;
+pub use vsdk_catalog::{AttrValue, Attrs, DType, Node, Op, TensorSpec};
 
 /// The provider ABI version this SDK speaks.
 pub const ABI_VERSION: u32 = vsdk_ffi::VSDK_ABI_VERSION;

@@ -5,8 +5,8 @@ use vsdk_catalog::{DType, TensorSpec};
 /// A Rust type that is the in-memory form of a catalog dtype.
 pub trait Element: Copy + 'static {
     const DTYPE: DType;
-    fn to_le(self, out: &mut Vec<u8>);
-    fn from_le(bytes: &[u8]) -> Self;
+    fn write_le(self, out: &mut Vec<u8>);
+    fn read_le(bytes: &[u8]) -> Self;
     /// The value as f64 (exact for every type but i64 beyond 2^53).
     fn to_f64(self) -> f64;
 }
@@ -15,10 +15,10 @@ macro_rules! element {
     ($t:ty, $d:expr, $wide:expr) => {
         impl Element for $t {
             const DTYPE: DType = $d;
-            fn to_le(self, out: &mut Vec<u8>) {
+            fn write_le(self, out: &mut Vec<u8>) {
                 out.extend_from_slice(&self.to_le_bytes());
             }
-            fn from_le(bytes: &[u8]) -> Self {
+            fn read_le(bytes: &[u8]) -> Self {
                 <$t>::from_le_bytes(bytes.try_into().expect("chunk has the element's size"))
             }
             fn to_f64(self) -> f64 {
@@ -53,7 +53,7 @@ impl HostTensor {
             )));
         }
         let mut bytes = Vec::with_capacity(spec.size_bytes());
-        values.into_iter().for_each(|v| v.to_le(&mut bytes));
+        values.into_iter().for_each(|v| v.write_le(&mut bytes));
         Ok(HostTensor { spec, bytes })
     }
 
@@ -81,7 +81,7 @@ impl HostTensor {
         Ok(self
             .bytes
             .chunks_exact(T::DTYPE.size_bytes())
-            .map(T::from_le)
+            .map(T::read_le)
             .collect())
     }
 
@@ -89,7 +89,7 @@ impl HostTensor {
     pub fn to_f64_vec(&self) -> Vec<f64> {
         fn all<T: Element>(b: &[u8]) -> Vec<f64> {
             b.chunks_exact(T::DTYPE.size_bytes())
-                .map(|c| T::from_le(c).to_f64())
+                .map(|c| T::read_le(c).to_f64())
                 .collect()
         }
         match self.spec.dtype {
@@ -100,6 +100,44 @@ impl HostTensor {
             DType::U8 => all::<u8>(&self.bytes),
             DType::I32 => all::<i32>(&self.bytes),
             DType::I64 => all::<i64>(&self.bytes),
+        }
+    }
+}
+
+impl HostTensor {
+    /// The same values in another dtype: round to nearest even for floats,
+    /// round half to even and saturate for integers (as `vsdk.cast`).
+    pub fn cast(&self, dtype: DType) -> HostTensor {
+        if dtype == self.spec.dtype {
+            return self.clone();
+        }
+        let values = self.to_f64_vec();
+        let int = |v: f64, lo: f64, hi: f64| {
+            if v.is_nan() {
+                0.0
+            } else {
+                v.round_ties_even().clamp(lo, hi)
+            }
+        };
+        let mut bytes = Vec::with_capacity(values.len() * dtype.size_bytes());
+        for v in values {
+            match dtype {
+                DType::F64 => v.write_le(&mut bytes),
+                DType::F32 => (v as f32).write_le(&mut bytes),
+                DType::F16 => f16::from_f64(v).write_le(&mut bytes),
+                DType::BF16 => bf16::from_f64(v).write_le(&mut bytes),
+                DType::U8 => (int(v, 0.0, 255.0) as u8).write_le(&mut bytes),
+                DType::I32 => {
+                    (int(v, i32::MIN.into(), i32::MAX.into()) as i32).write_le(&mut bytes)
+                }
+                DType::I64 => {
+                    (int(v, i64::MIN as f64, i64::MAX as f64) as i64).write_le(&mut bytes)
+                }
+            }
+        }
+        HostTensor {
+            spec: TensorSpec::new(dtype, &self.spec.shape),
+            bytes,
         }
     }
 }

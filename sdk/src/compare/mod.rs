@@ -280,8 +280,8 @@ fn run<A: Element + Send + Sync, E: Element + Send + Sync>(
             for (j, (xa, xe)) in ca.chunks_exact(sa).zip(ce.chunks_exact(se)).enumerate() {
                 acc.add(
                     k * CHUNK + j,
-                    A::from_le(xa).to_f64(),
-                    E::from_le(xe).to_f64(),
+                    A::read_le(xa).to_f64(),
+                    E::read_le(xe).to_f64(),
                     rtol,
                     atol,
                     nan,
@@ -374,7 +374,7 @@ fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
 
 fn read(t: &HostTensor, i: usize) -> f64 {
     fn at<T: Element>(b: &[u8]) -> f64 {
-        T::from_le(b).to_f64()
+        T::read_le(b).to_f64()
     }
     let s = t.spec.dtype.size_bytes();
     let b = &t.bytes[i * s..(i + 1) * s];

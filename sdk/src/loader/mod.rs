@@ -322,6 +322,7 @@ impl Provider {
                 device_type: info.device_type,
                 device_id: index as i32,
             },
+            name: info.name,
         })
     }
 }
@@ -332,6 +333,7 @@ pub struct Device {
     inner: Arc<Loaded>,
     index: u32,
     device: vsdk_device_t,
+    name: String,
 }
 
 /// A tensor in a buffer on a device; frees the buffer when dropped.
@@ -362,6 +364,11 @@ impl Drop for DeviceTensor {
 impl Device {
     pub fn index(&self) -> u32 {
         self.index
+    }
+
+    /// The device's name, as the provider reported it.
+    pub fn name(&self) -> &str {
+        &self.name
     }
 
     pub fn provider_info(&self) -> &ProviderInfo {
@@ -474,12 +481,28 @@ impl Device {
             source,
         };
         let op = Op::lookup(kernel, version).map_err(catalog)?;
+        let specs: Vec<TensorSpec> = inputs.iter().map(|t| t.spec.clone()).collect();
+        let (_, out_specs) = Node::infer(op, attrs, &specs).map_err(catalog)?;
+        self.execute_kernel(kernel, version, attrs, inputs, out_specs)
+    }
+
+    /// Runs any kernel the provider lists, catalog or not (a fused stage
+    /// kernel, say), with outputs of the given specs. Asks `kernel_supports`
+    /// first, for the dtype of the first input.
+    pub fn execute_kernel(
+        &self,
+        kernel: &str,
+        version: u32,
+        attrs: &Attrs,
+        inputs: &[&DeviceTensor],
+        out_specs: Vec<TensorSpec>,
+    ) -> Result<Vec<DeviceTensor>, Error> {
         for t in inputs {
             self.own(t)?;
         }
-        let specs: Vec<TensorSpec> = inputs.iter().map(|t| t.spec.clone()).collect();
-        let (_, out_specs) = Node::infer(op, attrs, &specs).map_err(catalog)?;
-        let dtype = specs[0].dtype;
+        let Some(dtype) = inputs.first().map(|t| t.spec.dtype) else {
+            return Err(self.misuse(format!("{kernel}@{version}: a kernel call needs inputs")));
+        };
         if !self.supports(kernel, version, dtype)? {
             return Err(Error::Provider {
                 library: self.inner.library(),

@@ -17,3 +17,6 @@ pub const KERNEL_FAILS: &str = env!("VSDK_FIXTURE_KERNEL_FAILS");
 pub const CREATE_FAILS: &str = env!("VSDK_FIXTURE_CREATE_FAILS");
 /// Reports version "1.0", not a semantic version.
 pub const BAD_VERSION: &str = env!("VSDK_FIXTURE_BAD_VERSION");
+
+/// The C template with GELU computed by the tanh approximation.
+pub const MUTANT_GELU_TANH: &str = env!("VSDK_MUTANT_GELU_TANH");

@@ -1,0 +1,49 @@
+//! `generate`: compute a suite's golden file on the CPU reference provider.
+
+use crate::suites;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use vips_sdk::document::Document;
+use vips_sdk::suite::suite_files;
+use vips_sdk::Provider;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// A suite name or directory.
+    suite: String,
+    /// Where to write (default: the suite's suite.golden).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Fail (exit 1) if the file on disk differs instead of writing it.
+    #[arg(long)]
+    check: bool,
+}
+
+pub fn run(args: Args) -> super::Outcome {
+    let dir = suites::resolve(&args.suite)?;
+    let (doc_path, golden_path) = suite_files(&dir);
+    let doc = Document::open(&doc_path).map_err(|e| e.to_string())?;
+    let reference = Provider::open_by_name("cpu")
+        .and_then(|p| p.device(0))
+        .map_err(|e| e.to_string())?;
+    let bytes = vips_sdk::generate::generate(&doc, &reference).map_err(|e| e.to_string())?;
+    let out = args.out.unwrap_or(golden_path);
+    if args.check {
+        let on_disk =
+            std::fs::read(&out).map_err(|e| format!("{}: cannot read: {e}", out.display()))?;
+        if on_disk != bytes {
+            println!(
+                "{} differs from what generate computes ({} vs {} bytes)",
+                out.display(),
+                on_disk.len(),
+                bytes.len()
+            );
+            return Ok(ExitCode::from(1));
+        }
+        println!("{} is up to date", out.display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    std::fs::write(&out, &bytes).map_err(|e| format!("{}: cannot write: {e}", out.display()))?;
+    println!("wrote {} ({} bytes)", out.display(), bytes.len());
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,125 @@
+//! `inspect`: a document or a golden file, tensor by tensor.
+
+use std::path::Path;
+use std::process::ExitCode;
+use vips_sdk::document::{Document, TensorSource};
+use vips_sdk::golden::{GoldenFile, Source};
+
+fn human(bytes: usize) -> String {
+    match bytes {
+        b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / (1 << 20) as f64),
+        b if b >= 1 << 10 => format!("{:.1} KiB", b as f64 / 1024.0),
+        b => format!("{b} B"),
+    }
+}
+
+pub fn run(file: &Path, json: bool) -> super::Outcome {
+    let head = std::fs::read(file).map_err(|e| format!("{}: cannot read: {e}", file.display()))?;
+    let golden_name = file.extension().is_some_and(|e| e == "golden");
+    if golden_name || head.starts_with(vips_sdk::golden::MAGIC) {
+        return golden(file, json);
+    }
+    let doc = Document::open(file).map_err(|e| e.to_string())?;
+    let rows: Vec<serde_json::Value> = doc
+        .tensors
+        .iter()
+        .map(|t| {
+            let source = match &t.source {
+                TensorSource::Golden => "golden".to_string(),
+                TensorSource::Seeded(s) => format!("seeded {:?} seed {}", s.distribution, s.seed),
+                TensorSource::Weights(k) => format!("weights `{k}`"),
+            };
+            serde_json::json!({ "name": t.name, "dtype": t.dtype.name(), "shape": t.shape, "source": source })
+        })
+        .collect();
+    if json {
+        super::print_json(&serde_json::json!({
+            "component": doc.component.id, "version": doc.component.version,
+            "sha256": hex::encode(doc.sha256), "stages": doc.stages.iter().map(|s| &s.name).collect::<Vec<_>>(),
+            "tensors": rows,
+        }))?;
+    } else {
+        println!(
+            "{} {} (document sha256 {})",
+            doc.component.id,
+            doc.component.version,
+            hex::encode(doc.sha256)
+        );
+        println!(
+            "{} stages: {}",
+            doc.stages.len(),
+            doc.stages
+                .iter()
+                .map(|s| s.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        for r in &rows {
+            println!(
+                "  {:<16} {:<9} {:<16} {}",
+                r["name"].as_str().unwrap_or(""),
+                r["dtype"].as_str().unwrap_or(""),
+                r["shape"].to_string(),
+                r["source"].as_str().unwrap_or("")
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn golden(file: &Path, json: bool) -> super::Outcome {
+    let g = GoldenFile::open(file).map_err(|e| e.to_string())?;
+    let file_size = std::fs::metadata(file)
+        .map(|m| m.len() as usize)
+        .unwrap_or(0);
+    let mut raw_equivalent = 0;
+    let rows: Vec<serde_json::Value> = g
+        .tensors
+        .iter()
+        .map(|t| {
+            raw_equivalent += t.spec.size_bytes();
+            let (storage, stored) = match &t.source {
+                Source::Raw { len, .. } => ("raw".to_string(), *len),
+                Source::Seeded(s) => (format!("seeded {:?} seed {}", s.distribution, s.seed), 0),
+            };
+            serde_json::json!({
+                "name": t.name, "dtype": t.spec.dtype.name(), "shape": t.spec.shape,
+                "sha256": hex::encode(t.sha256), "storage": storage, "stored_bytes": stored,
+                "bytes": t.spec.size_bytes(),
+            })
+        })
+        .collect();
+    if json {
+        super::print_json(&serde_json::json!({
+            "component": g.component, "version": g.component_version,
+            "document_sha256": hex::encode(g.document_sha256), "file_sha256": hex::encode(g.file_sha256),
+            "file_bytes": file_size, "materialised_bytes": raw_equivalent, "tensors": rows,
+        }))?;
+    } else {
+        println!(
+            "{} {}: {} tensors, file {} (materialised: {})",
+            g.component,
+            g.component_version,
+            rows.len(),
+            human(file_size),
+            human(raw_equivalent)
+        );
+        println!(
+            "file sha256 {}  document sha256 {}",
+            hex::encode(g.file_sha256),
+            hex::encode(g.document_sha256)
+        );
+        for r in &rows {
+            println!(
+                "  {:<16} {:<9} {:<16} {:>10}  {}  {}",
+                r["name"].as_str().unwrap_or(""),
+                r["dtype"].as_str().unwrap_or(""),
+                r["shape"].to_string(),
+                human(r["bytes"].as_u64().unwrap_or(0) as usize),
+                &r["sha256"].as_str().unwrap_or("")[..16],
+                r["storage"].as_str().unwrap_or("")
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

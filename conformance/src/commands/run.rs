@@ -1,0 +1,220 @@
+//! `run`: a suite on a provider, stage by stage.
+
+use crate::suites;
+use clap::ValueEnum;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use vips_sdk::compare::Tier;
+use vips_sdk::runner::{self, Mode, RunOptions, RunReport, Status};
+use vips_sdk::suite::Suite;
+use vips_sdk::Provider;
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ModeArg {
+    Isolated,
+    Chained,
+}
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// A suite name (see `list`), a suite directory or a document.
+    suite: String,
+    /// The provider: a name on the search path or a library path.
+    #[arg(long, default_value = "cpu")]
+    provider: String,
+    #[arg(long, default_value_t = 0)]
+    device: u32,
+    /// isolated: golden inputs for every stage; chained: the provider's own outputs flow on.
+    #[arg(long, value_enum, default_value = "isolated")]
+    mode: ModeArg,
+    /// Precision tiers (fp32, fp16, bf16, exact); repeatable.
+    #[arg(long = "tier", default_value = "fp32")]
+    tiers: Vec<String>,
+    /// Only stages whose name matches this glob.
+    #[arg(long)]
+    stage: Option<String>,
+    /// Run shard k of n (1-based), e.g. 2/4.
+    #[arg(long)]
+    shard: Option<String>,
+    /// Reference provider for drill-down into failing stages ("none" to skip).
+    #[arg(long, default_value = "cpu")]
+    reference: String,
+    /// Print JSON instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Also write the results as JSON to this file.
+    #[arg(long)]
+    output: Option<PathBuf>,
+}
+
+fn parse_shard(s: &str) -> Result<(usize, usize), String> {
+    let bad = || format!("--shard `{s}`: expected k/n with 1 <= k <= n");
+    let (k, n) = s.split_once('/').ok_or_else(bad)?;
+    let (k, n): (usize, usize) = (k.parse().map_err(|_| bad())?, n.parse().map_err(|_| bad())?);
+    if k == 0 || k > n {
+        return Err(bad());
+    }
+    Ok((k, n))
+}
+
+pub fn run(args: Args) -> super::Outcome {
+    let tiers = args
+        .tiers
+        .iter()
+        .map(|t| {
+            Tier::from_name(t)
+                .ok_or_else(|| format!("--tier `{t}`: expected fp32, fp16, bf16 or exact"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let stage_glob = args
+        .stage
+        .as_deref()
+        .map(|g| {
+            globset::Glob::new(g)
+                .map(|g| g.compile_matcher())
+                .map_err(|e| format!("--stage: {e}"))
+        })
+        .transpose()?;
+    let shard = args.shard.as_deref().map(parse_shard).transpose()?;
+    let mode = match args.mode {
+        ModeArg::Isolated => Mode::Isolated,
+        ModeArg::Chained => Mode::Chained,
+    };
+    let suite = Suite::open(&suites::resolve(&args.suite)?).map_err(|e| e.to_string())?;
+    let device = Provider::open_by_name(&args.provider)
+        .and_then(|p| p.device(args.device))
+        .map_err(|e| e.to_string())?;
+    let reference = match args.reference.as_str() {
+        "none" => None,
+        r => Some(
+            Provider::open_by_name(r)
+                .and_then(|p| p.device(0))
+                .map_err(|e| format!("reference provider: {e}"))?,
+        ),
+    };
+    let opts = RunOptions {
+        mode,
+        tiers,
+        stage_glob,
+        shard,
+    };
+    if runner::select(&suite, &opts).is_empty() {
+        return Err("no stage matches the --stage/--shard selection".into());
+    }
+    let report =
+        runner::run(&suite, &device, reference.as_ref(), &opts).map_err(|e| e.to_string())?;
+    if let Some(path) = &args.output {
+        let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+        std::fs::write(path, text).map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
+    }
+    if args.json {
+        super::print_json(&report)?;
+    } else {
+        print_table(&report);
+    }
+    Ok(if report.passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn sci(v: f64) -> String {
+    format!("{v:.2e}")
+}
+
+fn print_table(r: &RunReport) {
+    println!(
+        "{} {} on {} {} ({})",
+        r.component, r.component_version, r.provider, r.provider_version, r.device
+    );
+    for t in &r.tiers {
+        println!(
+            "\ntier {}, {} mode",
+            t.tier.name(),
+            serde_json::to_value(t.mode)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default()
+        );
+        println!(
+            "{:<26} {:<10} {:<13} {:>9} {:>9} {:>14}  {:<38} {:>9}",
+            "stage",
+            "execution",
+            "status",
+            "max abs",
+            "max rel",
+            "mismatches",
+            "worst element (actual vs expected)",
+            "time"
+        );
+        let (mut pass, mut fail, mut unsupported) = (0, 0, 0);
+        for s in &t.stages {
+            match s.status {
+                Status::Pass => pass += 1,
+                Status::NotSupported => unsupported += 1,
+                _ => fail += 1,
+            }
+            let exec = s.execution.map_or("-", |e| {
+                if e == runner::Execution::Fused {
+                    "fused"
+                } else {
+                    "decomposed"
+                }
+            });
+            let worst_output = s.outputs.iter().max_by(|a, b| {
+                a.metrics
+                    .mismatch_fraction
+                    .total_cmp(&b.metrics.mismatch_fraction)
+            });
+            let (abs, rel, mism, worst) = match worst_output {
+                Some(o) => {
+                    let m = &o.metrics;
+                    let w = m.worst.as_ref().map_or(String::new(), |w| {
+                        format!(
+                            "{}{:?}: {:.6} vs {:.6}",
+                            o.tensor, w.index, w.actual, w.expected
+                        )
+                    });
+                    (
+                        sci(m.max_abs_error),
+                        sci(m.max_rel_error),
+                        format!("{}/{}", m.mismatches, m.elements),
+                        w,
+                    )
+                }
+                None => ("-".into(), "-".into(), "-".into(), String::new()),
+            };
+            println!(
+                "{:<26} {:<10} {:<13} {abs:>9} {rel:>9} {mism:>14}  {worst:<38} {:>7.1}ms",
+                s.stage,
+                exec,
+                s.status.label(),
+                s.seconds * 1e3
+            );
+            if let Some(reason) = &s.reason {
+                println!("    {reason}");
+            }
+            for inv in s.invariants.iter().filter(|i| !i.held) {
+                println!(
+                    "    invariant {} does not hold: {}",
+                    inv.invariant, inv.detail
+                );
+            }
+            if let Some(d) = &s.drill_down {
+                println!(
+                    "    drill-down: first divergent operator is node {} `{}` -> `{}`: max abs {}, {}/{} mismatches",
+                    d.node, d.op, d.output, sci(d.metrics.max_abs_error), d.metrics.mismatches, d.metrics.elements
+                );
+            }
+            if let Some(n) = &s.drill_down_note {
+                println!("    drill-down: {n}");
+            }
+        }
+        if let Some(first) = &t.first_divergent_stage {
+            println!("first divergent stage: {first}");
+        }
+        println!("{pass} passed, {fail} failed, {unsupported} not supported");
+    }
+    println!("\nverdict: {}", if r.passed { "PASS" } else { "FAIL" });
+}

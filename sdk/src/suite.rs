@@ -1,0 +1,175 @@
+//! A suite: a VIPS document and its golden vector file, checked against each
+//! other (document hash, every tensor's dtype and shape, every graph's shapes),
+//! with tensors materialised once and shared.
+
+use crate::document::{Document, DocumentError, Location, TensorSource};
+use crate::golden::{GoldenError, GoldenFile, Source};
+use crate::{HostTensor, Node, TensorSpec};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SuiteError {
+    #[error(transparent)]
+    Document(#[from] DocumentError),
+    #[error(transparent)]
+    Golden(#[from] GoldenError),
+    #[error("{}:{location}: {message}", file.display())]
+    Mismatch {
+        file: PathBuf,
+        location: Location,
+        message: String,
+    },
+    #[error("{0}")]
+    Layout(String),
+}
+
+pub struct Suite {
+    pub document: Document,
+    pub golden: GoldenFile,
+    /// The spec of every tensor, stage outputs and graph intermediates included.
+    specs: HashMap<String, TensorSpec>,
+    cache: Mutex<HashMap<String, HostTensor>>,
+}
+
+/// The files of a suite directory.
+pub fn suite_files(dir: &Path) -> (PathBuf, PathBuf) {
+    (dir.join("suite.yaml"), dir.join("suite.golden"))
+}
+
+impl Suite {
+    /// Opens a suite directory (`suite.yaml` + `suite.golden`) or a document
+    /// path (its golden file beside it, same stem, `.golden`).
+    pub fn open(path: &Path) -> Result<Suite, SuiteError> {
+        let (doc, golden) = if path.is_dir() {
+            suite_files(path)
+        } else {
+            (path.to_path_buf(), path.with_extension("golden"))
+        };
+        Suite::from_files(&doc, &golden)
+    }
+
+    pub fn from_files(doc: &Path, golden: &Path) -> Result<Suite, SuiteError> {
+        let document = Document::open(doc)?;
+        let golden = GoldenFile::open(golden)?;
+        Suite::new(document, golden)
+    }
+
+    pub fn new(document: Document, golden: GoldenFile) -> Result<Suite, SuiteError> {
+        let mismatch = |location: &Location, message: String| SuiteError::Mismatch {
+            file: document.path.clone(),
+            location: location.clone(),
+            message,
+        };
+        if golden.document_sha256 != document.sha256 {
+            return Err(mismatch(
+                &Location::default(),
+                format!(
+                    "{} was packed from another version of this document (document sha256 {}, golden file records {}); re-run `vips-conformance pack`",
+                    golden.path.display(),
+                    hex::encode(document.sha256),
+                    hex::encode(golden.document_sha256)
+                ),
+            ));
+        }
+        let mut specs = HashMap::new();
+        for t in &document.tensors {
+            let Some(g) = golden.tensor(&t.name) else {
+                return Err(mismatch(
+                    &t.at,
+                    format!(
+                        "tensor `{}` is missing from {}",
+                        t.name,
+                        golden.path.display()
+                    ),
+                ));
+            };
+            if g.spec.dtype != t.dtype || t.shape.as_ref().is_some_and(|s| *s != g.spec.shape) {
+                return Err(mismatch(
+                    &t.at,
+                    format!(
+                        "tensor `{}` is declared {} {:?} but {} holds {} {:?}",
+                        t.name,
+                        t.dtype,
+                        t.shape,
+                        golden.path.display(),
+                        g.spec.dtype,
+                        g.spec.shape
+                    ),
+                ));
+            }
+            if let TensorSource::Seeded(s) = &t.source {
+                if g.source != Source::Seeded(*s) {
+                    return Err(mismatch(&t.at, format!("tensor `{}`: the golden file's recipe differs from the document's seed", t.name)));
+                }
+            }
+            specs.insert(t.name.clone(), g.spec.clone());
+        }
+        // Every graph must type-check with the golden shapes, and produce
+        // exactly the declared outputs.
+        for stage in &document.stages {
+            for node in &stage.graph {
+                let inputs: Vec<TensorSpec> =
+                    node.inputs.iter().map(|i| specs[i].clone()).collect();
+                let (_, out) = Node::infer(node.op, &node.attrs, &inputs)
+                    .map_err(|e| mismatch(&node.at, format!("stage `{}`: {e}", stage.name)))?;
+                let out = out
+                    .into_iter()
+                    .next()
+                    .expect("catalog v1 kernels have one output");
+                if let Some(declared) = specs.get(&node.output) {
+                    if *declared != out {
+                        return Err(mismatch(
+                            &node.at,
+                            format!(
+                                "stage `{}`: `{}` comes out {} {:?}, declared {} {:?}",
+                                stage.name,
+                                node.output,
+                                out.dtype,
+                                out.shape,
+                                declared.dtype,
+                                declared.shape
+                            ),
+                        ));
+                    }
+                }
+                specs.insert(node.output.clone(), out);
+            }
+        }
+        Ok(Suite {
+            document,
+            golden,
+            specs,
+            cache: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn spec(&self, name: &str) -> Option<&TensorSpec> {
+        self.specs.get(name)
+    }
+
+    /// A declared tensor's values (regenerated or read, hash-checked, cached).
+    pub fn tensor(&self, name: &str) -> Result<HostTensor, SuiteError> {
+        if let Some(t) = self
+            .cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+        {
+            return Ok(t.clone());
+        }
+        let g = self.golden.tensor(name).ok_or_else(|| {
+            SuiteError::Layout(format!(
+                "tensor `{name}` is not in {}",
+                self.golden.path.display()
+            ))
+        })?;
+        let t = self.golden.materialize(g)?;
+        self.cache
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(name.to_string(), t.clone());
+        Ok(t)
+    }
+}

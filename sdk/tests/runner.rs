@@ -1,0 +1,167 @@
+//! The runner on the demo suite: both providers pass in both modes; a
+//! template with one wrong operator fails exactly the stage that uses it and
+//! drill-down names the operator; missing kernels are NOT SUPPORTED; filters
+//! and shards select deterministically.
+
+use std::path::Path;
+use vips_sdk::compare::Tier;
+use vips_sdk::runner::{self, Mode, RunOptions, Status};
+use vips_sdk::suite::Suite;
+use vips_sdk::{Device, Provider};
+
+fn demo() -> Suite {
+    Suite::open(Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../conformance/suites/demo-mlp"
+    )))
+    .unwrap()
+}
+
+fn device(path_or_name: &str) -> Device {
+    Provider::open_by_name(path_or_name)
+        .unwrap()
+        .device(0)
+        .unwrap()
+}
+
+fn opts(mode: Mode, tiers: &[Tier]) -> RunOptions {
+    RunOptions {
+        mode,
+        tiers: tiers.to_vec(),
+        ..RunOptions::default()
+    }
+}
+
+#[test]
+fn cpu_and_template_pass_in_both_modes() {
+    let suite = demo();
+    let cpu = device("cpu");
+    for dev in [device("cpu"), device(vsdk_template_c::LIBRARY_PATH)] {
+        for mode in [Mode::Isolated, Mode::Chained] {
+            let r = runner::run(&suite, &dev, Some(&cpu), &opts(mode, &[Tier::Fp32])).unwrap();
+            let statuses: Vec<Status> = r.tiers[0].stages.iter().map(|s| s.status).collect();
+            assert!(r.passed, "{} {mode:?}: {statuses:?}", r.provider);
+            assert_eq!(statuses.len(), 3);
+            assert!(r.tiers[0].first_divergent_stage.is_none());
+        }
+    }
+    // The CPU provider also passes the reduced-precision tiers.
+    let r = runner::run(
+        &suite,
+        &cpu,
+        Some(&cpu),
+        &opts(Mode::Isolated, &[Tier::Fp16, Tier::Bf16]),
+    )
+    .unwrap();
+    assert!(
+        r.passed,
+        "{:?}",
+        r.tiers
+            .iter()
+            .flat_map(|t| t.stages.iter().map(|s| (s.tier, s.status)))
+            .collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn a_wrong_gelu_fails_its_stage_and_drill_down_names_it() {
+    let suite = demo();
+    let (cpu, mutant) = (
+        device("cpu"),
+        device(vsdk_broken_providers::MUTANT_GELU_TANH),
+    );
+    let r = runner::run(
+        &suite,
+        &mutant,
+        Some(&cpu),
+        &opts(Mode::Isolated, &[Tier::Fp32]),
+    )
+    .unwrap();
+    let stages = &r.tiers[0].stages;
+    assert_eq!(
+        stages.iter().map(|s| s.status).collect::<Vec<_>>(),
+        vec![Status::Fail, Status::Pass, Status::Pass]
+    );
+    let d = stages[0].drill_down.as_ref().expect("drill-down ran");
+    assert_eq!(
+        (d.node, d.op.as_str(), d.output.as_str()),
+        (1, "vsdk.gelu@1", "h")
+    );
+    assert!(
+        d.metrics.max_abs_error > 1e-5 && d.metrics.max_abs_error < 1e-3,
+        "{:?}",
+        d.metrics
+    );
+    assert!(!r.passed);
+    // Chained: the first divergent stage is named, and later stages blame it.
+    let r = runner::run(
+        &suite,
+        &mutant,
+        Some(&cpu),
+        &opts(Mode::Chained, &[Tier::Fp32]),
+    )
+    .unwrap();
+    assert_eq!(
+        r.tiers[0].first_divergent_stage.as_deref(),
+        Some("fc1_gelu")
+    );
+    let later = &r.tiers[0].stages[1];
+    if later.status != Status::Pass {
+        assert_eq!(
+            later.drill_down_note.as_deref(),
+            Some("its inputs come from `fc1_gelu`, which already diverged")
+        );
+    }
+}
+
+#[test]
+fn missing_kernels_are_not_supported_and_block_certification() {
+    let suite = demo();
+    let template = device(vsdk_template_c::LIBRARY_PATH);
+    let r = runner::run(
+        &suite,
+        &template,
+        None,
+        &opts(Mode::Isolated, &[Tier::Fp16]),
+    )
+    .unwrap();
+    for s in &r.tiers[0].stages {
+        assert_eq!(s.status, Status::NotSupported, "{}", s.stage);
+        assert!(
+            s.reason
+                .as_deref()
+                .unwrap()
+                .starts_with("the provider lacks vsdk."),
+            "{:?}",
+            s.reason
+        );
+    }
+    assert!(!r.passed);
+}
+
+#[test]
+fn stage_globs_and_shards_select_deterministically() {
+    let suite = demo();
+    let glob = |g: &str| Some(globset::Glob::new(g).unwrap().compile_matcher());
+    let names = |o: &RunOptions| {
+        runner::select(&suite, o)
+            .iter()
+            .map(|s| s.name.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        names(&RunOptions {
+            stage_glob: glob("*norm*"),
+            ..RunOptions::default()
+        }),
+        vec!["layer_norm"]
+    );
+    let shard = |k| {
+        names(&RunOptions {
+            shard: Some((k, 2)),
+            ..RunOptions::default()
+        })
+    };
+    assert_eq!(shard(1), vec!["fc1_gelu", "head"]);
+    assert_eq!(shard(2), vec!["layer_norm"]);
+}
