@@ -89,10 +89,12 @@ impl Suite {
                 return Err(mismatch(
                     &t.at,
                     format!(
-                        "tensor `{}` is declared {} {:?} but {} holds {} {:?}",
+                        "tensor `{}` is declared {} {} but {} holds {} {:?}",
                         t.name,
                         t.dtype,
-                        t.shape,
+                        t.shape
+                            .as_ref()
+                            .map_or("(any shape)".to_string(), |s| format!("{s:?}")),
                         golden.path.display(),
                         g.spec.dtype,
                         g.spec.shape

@@ -135,3 +135,78 @@ fn semantic_mistakes_are_located() {
         );
     }
 }
+
+fn model_doc(sha: &str) -> String {
+    format!(
+        r#"vips: 1
+component: {{ id: demo-model, version: 1.0.0, title: "A model built on demo-mlp" }}
+uses:
+  - {{ component: demo-mlp, version: 0.1.0, sha256: "{sha}", path: "{DEMO}" }}
+tensors:
+  a: {{ dtype: float32, shape: [2, 3], source: {{ seeded: {{ seed: 1, uniform: [-1, 1] }} }} }}
+  y: {{ dtype: float32, shape: [2, 3], source: golden }}
+stages:
+  - stage: act
+    algorithm: "y = GELU(a)"
+    impl: "torch.nn.GELU()"
+    inputs: [a]
+    outputs: [y]
+    graph:
+      - {{ op: vsdk.gelu, inputs: [a], outputs: [y] }}
+"#
+    )
+}
+
+#[test]
+fn composition_pins_the_used_document_by_hash() {
+    use sha2::Digest;
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("compose");
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = hex::encode(sha2::Sha256::digest(demo_text().as_bytes()));
+    std::fs::write(dir.join("model.yaml"), model_doc(&good)).unwrap();
+    let d = Document::open(dir.join("model.yaml")).unwrap();
+    assert_eq!(d.uses[0].component, "demo-mlp");
+    let bad = format!("{}0", &good[..63]);
+    std::fs::write(dir.join("stale.yaml"), model_doc(&bad)).unwrap();
+    let e = Document::open(dir.join("stale.yaml"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("stale.yaml:4:") && e.contains("uses[0]: ") && e.contains("this document pins"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_golden_file_that_disagrees_with_the_document_is_located() {
+    use vips_sdk::golden::GoldenWriter;
+    use vips_sdk::HostTensor;
+    let text = demo_text();
+    let doc = Document::parse(Path::new("suite.yaml"), &text).unwrap();
+    let mut w = GoldenWriter::new("demo-mlp", "0.1.0", doc.sha256);
+    for t in &doc.tensors {
+        let shape = t.shape.clone().unwrap();
+        match &t.source {
+            TensorSource::Seeded(s) => {
+                w.seeded(&t.name, t.dtype, &shape, *s).unwrap();
+            }
+            _ => {
+                // `h` stored with one column too few.
+                let shape = if t.name == "h" { vec![4, 31] } else { shape };
+                let n: usize = shape.iter().product();
+                w.raw(
+                    &t.name,
+                    &HostTensor::from_vec(&shape, vec![0.25f32; n]).unwrap(),
+                );
+            }
+        }
+    }
+    let golden =
+        vips_sdk::golden::GoldenFile::from_bytes(Path::new("suite.golden"), w.to_bytes().unwrap())
+            .unwrap();
+    let e = vips_sdk::suite::Suite::new(doc, golden)
+        .err()
+        .unwrap()
+        .to_string();
+    assert_eq!(e, "suite.yaml:20:3: tensor `h` is declared float32 [4, 32] but suite.golden holds float32 [4, 31]");
+}

@@ -67,6 +67,7 @@ pub struct Use {
     pub version: String,
     pub sha256: [u8; 32],
     pub path: PathBuf,
+    pub at: Location,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -160,7 +161,47 @@ impl Document {
             path: String::new(),
             message: format!("cannot read: {e}"),
         })?;
-        Document::parse(path, &text)
+        let doc = Document::parse(path, &text)?;
+        doc.check_uses()?;
+        Ok(doc)
+    }
+
+    /// Every component this document uses exists, is the pinned version, and
+    /// hashes to the pinned SHA-256 (composition by id and hash).
+    pub fn check_uses(&self) -> Result<(), DocumentError> {
+        for (i, u) in self.uses.iter().enumerate() {
+            let fail = |message: String| DocumentError {
+                file: self.path.clone(),
+                location: u.at.clone(),
+                path: format!("uses[{i}]"),
+                message,
+            };
+            let text = std::fs::read_to_string(&u.path)
+                .map_err(|e| fail(format!("{}: cannot read: {e}", u.path.display())))?;
+            let got: [u8; 32] = Sha256::digest(text.as_bytes()).into();
+            if got != u.sha256 {
+                return Err(fail(format!(
+                    "{} has sha256 {}, this document pins {}",
+                    u.path.display(),
+                    hex::encode(got),
+                    hex::encode(u.sha256)
+                )));
+            }
+            let used = Document::parse(&u.path, &text)?;
+            if (used.component.id.as_str(), used.component.version.as_str())
+                != (u.component.as_str(), u.version.as_str())
+            {
+                return Err(fail(format!(
+                    "{} is {} {}, not {} {}",
+                    u.path.display(),
+                    used.component.id,
+                    used.component.version,
+                    u.component,
+                    u.version
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// Parses `text`; `path` names the file in errors and anchors `uses` paths.
@@ -297,6 +338,7 @@ impl<F: Fn(Location, &str, String) -> DocumentError> Validator<'_, F> {
                     version: u.version.to_string(),
                     sha256,
                     path: base.join(u.path.as_str()),
+                    at: at(&u.component),
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
