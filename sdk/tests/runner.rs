@@ -165,3 +165,46 @@ fn stage_globs_and_shards_select_deterministically() {
     assert_eq!(shard(1), vec!["fc1_gelu", "head"]);
     assert_eq!(shard(2), vec!["layer_norm"]);
 }
+
+#[test]
+fn a_stage_kernel_runs_fused_when_the_provider_has_it() {
+    use vips_sdk::golden::GoldenFile;
+    let text = r#"vips: 1
+component: { id: fused-demo, version: 0.1.0, title: "one GELU stage with a fused kernel" }
+tensors:
+  a: { dtype: float32, shape: [3, 5], source: { seeded: { seed: 7, normal: [0.0, 2.0] } } }
+  y: { dtype: float32, shape: [3, 5], source: golden }
+tolerances:
+  fp32: { rtol: 1.0e-5, atol: 1.0e-6 }
+stages:
+  - stage: act
+    algorithm: "y = GELU(a)"
+    impl: "torch.nn.GELU()"
+    inputs: [a]
+    outputs: [y]
+    kernel: test.fused_gelu@1
+    graph:
+      - { op: vsdk.gelu, inputs: [a], outputs: [y] }
+"#;
+    let doc = vips_sdk::document::Document::parse(Path::new("fused.yaml"), text).unwrap();
+    let cpu = device("cpu");
+    let bytes = vips_sdk::generate::generate(&doc, &cpu).unwrap();
+    let suite = Suite::new(
+        doc,
+        GoldenFile::from_bytes(Path::new("fused.golden"), bytes).unwrap(),
+    )
+    .unwrap();
+    let fixture = device(vsdk_broken_providers::WORKING);
+    let r = runner::run(&suite, &fixture, Some(&cpu), &RunOptions::default()).unwrap();
+    let s = &r.tiers[0].stages[0];
+    assert_eq!(
+        (s.status, s.execution),
+        (Status::Pass, Some(runner::Execution::Fused))
+    );
+    // The CPU provider has no such kernel: it runs the graph.
+    let r = runner::run(&suite, &cpu, Some(&cpu), &RunOptions::default()).unwrap();
+    assert_eq!(
+        r.tiers[0].stages[0].execution,
+        Some(runner::Execution::Decomposed)
+    );
+}

@@ -8,7 +8,8 @@
  *   FIXTURE_KERNEL_FAILS    `execute` returns a DEVICE_ERROR status
  *   FIXTURE_CREATE_FAILS    `create` returns an OUT_OF_MEMORY status
  *   FIXTURE_BAD_VERSION     reports version "1.0", which is not semver
- * With no flag it is a working provider of one kernel, vsdk.gelu on float32.
+ * With no flag it is a working provider of vsdk.gelu on float32, which it
+ * also offers as a fused stage kernel, test.fused_gelu@1.
  */
 #include <vips_sdk/provider.h>
 
@@ -93,7 +94,8 @@ static vsdk_status_t* kernel_supports(vsdk_provider_t* p, uint32_t d, const char
                                       int32_t* out) {
   (void)p;
   (void)d;
-  *out = strcmp(k, "vsdk.gelu") == 0 && v == 1 && t.code == VSDK_DTYPE_FLOAT && t.bits == 32;
+  *out = (strcmp(k, "vsdk.gelu") == 0 || strcmp(k, "test.fused_gelu") == 0) && v == 1 &&
+         t.code == VSDK_DTYPE_FLOAT && t.bits == 32;
   return NULL;
 }
 static vsdk_status_t* mem_alloc(vsdk_provider_t* p, uint32_t d, uint64_t n, uint64_t a, void** out) {
