@@ -5,7 +5,9 @@ check `pack` end to end: seeded inputs regenerated from docs/golden-format.md
 algorithms say, each stage fed the float32-rounded outputs of the one before
 (the golden values), and saved as an .npz capture.
 
-    python3 tools/demo_reference.py OUT.npz < seeded.json
+    python3 tools/demo_reference.py OUT.npz OUT_P.npy < seeded.json
+
+(h and n go to the .npz, p to its own .npy, so both formats are exercised.)
 
 seeded.json lists the seeded tensors: [{"name", "dtype", "shape", "seed",
 "distribution"}], as the test writes it from the parsed document.
@@ -45,7 +47,8 @@ def main():
     logits = f32(n) @ t["w2"].T + t["b2"]
     e = np.exp(logits - logits.max(axis=-1, keepdims=True))
     p = e / e.sum(axis=-1, keepdims=True)
-    np.savez(sys.argv[1], h=h, n=n, p=p)
+    np.savez(sys.argv[1], h=h, n=n)
+    np.save(sys.argv[2], p)
 
 
 if __name__ == "__main__":

@@ -210,3 +210,22 @@ fn a_golden_file_that_disagrees_with_the_document_is_located() {
         .to_string();
     assert_eq!(e, "suite.yaml:20:3: tensor `h` is declared float32 [4, 32] but suite.golden holds float32 [4, 31]");
 }
+
+#[test]
+fn the_format_page_shows_the_demo_document_verbatim() {
+    let page = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/vips-format.md"
+    ))
+    .unwrap();
+    let example = page
+        .split("```yaml\n")
+        .last()
+        .and_then(|rest| rest.split("```").next())
+        .unwrap();
+    assert_eq!(
+        example,
+        demo_text(),
+        "docs/vips-format.md's complete example has drifted from the demo suite"
+    );
+}

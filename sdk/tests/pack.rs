@@ -22,7 +22,7 @@ fn tmp(name: &str) -> PathBuf {
     dir.join(name)
 }
 
-fn numpy_capture(doc: &Document) -> PathBuf {
+fn numpy_capture(doc: &Document) -> Vec<PathBuf> {
     let specs: Vec<String> = doc
         .tensors
         .iter()
@@ -43,11 +43,12 @@ fn numpy_capture(doc: &Document) -> PathBuf {
             _ => None,
         })
         .collect();
-    let out = tmp("demo_capture.npz");
+    let (out, p) = (tmp("demo_capture.npz"), tmp("p.npy"));
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tools/demo_reference.py");
     let mut child = Command::new("python3")
         .arg(script)
         .arg(&out)
+        .arg(&p)
         .stdin(Stdio::piped())
         .spawn()
         .expect("python3 with numpy is needed (tools/test installs numpy)");
@@ -61,14 +62,14 @@ fn numpy_capture(doc: &Document) -> PathBuf {
         child.wait().unwrap().success(),
         "{script} failed (is numpy installed?)"
     );
-    out
+    vec![out, p]
 }
 
 #[test]
 fn numpy_captures_pack_into_a_golden_file_the_runner_accepts() {
     let doc = Document::open(DEMO).unwrap();
-    let capture = numpy_capture(&doc);
-    let (bytes, summary) = vips_sdk::pack::pack(&doc, &[capture]).unwrap();
+    let captures = numpy_capture(&doc);
+    let (bytes, summary) = vips_sdk::pack::pack(&doc, &captures).unwrap();
     assert_eq!(summary.stored, vec!["h", "n", "p"]);
     assert_eq!(summary.seeded.len(), 7);
     let golden = GoldenFile::from_bytes(Path::new("packed.golden"), bytes).unwrap();
