@@ -7,7 +7,7 @@ use crate::golden::{GoldenError, GoldenFile, Source};
 use crate::{HostTensor, Node, TensorSpec};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SuiteError {
@@ -30,7 +30,7 @@ pub struct Suite {
     pub golden: GoldenFile,
     /// The spec of every tensor, stage outputs and graph intermediates included.
     specs: HashMap<String, TensorSpec>,
-    cache: Mutex<HashMap<String, HostTensor>>,
+    cache: Mutex<HashMap<String, Arc<HostTensor>>>,
 }
 
 /// The files of a suite directory.
@@ -152,14 +152,14 @@ impl Suite {
     }
 
     /// A declared tensor's values (regenerated or read, hash-checked, cached).
-    pub fn tensor(&self, name: &str) -> Result<HostTensor, SuiteError> {
+    pub fn tensor(&self, name: &str) -> Result<Arc<HostTensor>, SuiteError> {
         if let Some(t) = self
             .cache
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(name)
         {
-            return Ok(t.clone());
+            return Ok(Arc::clone(t));
         }
         let g = self.golden.tensor(name).ok_or_else(|| {
             SuiteError::Layout(format!(
@@ -167,11 +167,11 @@ impl Suite {
                 self.golden.path.display()
             ))
         })?;
-        let t = self.golden.materialize(g)?;
+        let t = Arc::new(self.golden.materialize(g)?);
         self.cache
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(name.to_string(), t.clone());
+            .insert(name.to_string(), Arc::clone(&t));
         Ok(t)
     }
 }

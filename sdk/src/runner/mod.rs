@@ -170,7 +170,7 @@ pub fn run(
                         }
                         own.clone()
                     }
-                    _ => to_tier(&suite.tensor(name)?, tier),
+                    _ => to_tier(&*suite.tensor(name)?, tier),
                 };
                 inputs.insert(name.clone(), t);
             }
