@@ -2,11 +2,16 @@
 
 use std::process::Command;
 
+fn test_dir() -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("test program path");
+    exe.parent().expect("in a directory").to_path_buf()
+}
+
 fn cli(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_vips-conformance"))
         .args(args)
-        // Keep the search path to what the test names.
-        .env("VSDK_PROVIDER_PATH", "")
+        // The CPU provider, a dev-dependency, is built beside this test program.
+        .env("VSDK_PROVIDER_PATH", test_dir())
         .output()
         .expect("run vips-conformance");
     (
