@@ -8,13 +8,7 @@ pub const SUITES_PATH_ENV: &str = "VSDK_SUITES_PATH";
 
 /// Directories that hold suites, in search order.
 pub fn suite_dirs() -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::env::var_os(SUITES_PATH_ENV)
-        .map(|v| {
-            std::env::split_paths(&v)
-                .filter(|p| !p.as_os_str().is_empty())
-                .collect()
-        })
-        .unwrap_or_default();
+    let mut dirs = vips_sdk::dirs_from_env(SUITES_PATH_ENV);
     if let Some(exe_dir) = std::env::current_exe()
         .ok()
         .and_then(|e| e.parent().map(Path::to_path_buf))

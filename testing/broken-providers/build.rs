@@ -1,6 +1,7 @@
-//! Builds c/fixture.c once per way of being broken (see the comment there).
+//! Builds c/fixture.c once per way of being broken (see the comment there),
+//! and the mutants of the C template.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const FIXTURES: &[(&str, &str)] = &[
@@ -17,88 +18,46 @@ const FIXTURES: &[(&str, &str)] = &[
 /// Variants of the real C template with one deliberate bug each.
 const MUTANTS: &[(&str, &str)] = &[("gelu_tanh", "c/mutant_gelu_tanh.c")];
 
+/// Compiles `source` (plus `extra` flags) into `OUT_DIR/lib<stem>.so` and
+/// exports its path to the crate as `env`.
+fn shared_library(out_dir: &Path, stem: &str, env: &str, source: &str, extra: &[&str]) {
+    let compiler = cc::Build::new().cargo_metadata(false).get_compiler();
+    let lib = out_dir.join(format!("lib{stem}{}", std::env::consts::DLL_SUFFIX));
+    let status = Command::new(compiler.path())
+        .args(["-std=c99", "-O1", "-fPIC", "-shared", "-fvisibility=hidden"])
+        .args(["-Wall", "-Wextra", "-Werror", "-Wno-unused-function"])
+        .args(["-I", "../../include", "-I", "../../vendors/template-c"])
+        .args(extra.iter().filter(|f| !f.is_empty()))
+        .args([source, "-lm", "-o"])
+        .arg(&lib)
+        .status()
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot run the C compiler {}: {e}",
+                compiler.path().display()
+            )
+        });
+    assert!(status.success(), "{stem} failed to compile");
+    println!("cargo:rustc-env={env}={}", lib.display());
+    println!("cargo:rerun-if-changed={source}");
+}
+
 fn main() {
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
-    let compiler = cc::Build::new().cargo_metadata(false).get_compiler();
     for (name, define) in FIXTURES {
-        let lib = out_dir.join(format!(
-            "libvsdk_fixture_{name}{}",
-            std::env::consts::DLL_SUFFIX
-        ));
-        let mut cmd = Command::new(compiler.path());
-        cmd.args([
-            "-std=c99",
-            "-O1",
-            "-fPIC",
-            "-shared",
-            "-fvisibility=hidden",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            "-Wno-unused-function",
-        ]);
-        if !define.is_empty() {
-            cmd.arg(define);
-        }
-        let status = cmd
-            .args(["-I", "../../include", "c/fixture.c", "-lm", "-o"])
-            .arg(&lib)
-            .status()
-            .unwrap_or_else(|e| {
-                panic!(
-                    "cannot run the C compiler {}: {e}",
-                    compiler.path().display()
-                )
-            });
-        assert!(status.success(), "fixture `{name}` failed to compile");
-        println!(
-            "cargo:rustc-env=VSDK_FIXTURE_{}={}",
-            name.to_uppercase(),
-            lib.display()
+        let env = format!("VSDK_FIXTURE_{}", name.to_uppercase());
+        shared_library(
+            &out_dir,
+            &format!("vsdk_fixture_{name}"),
+            &env,
+            "c/fixture.c",
+            &[define],
         );
     }
     for (name, source) in MUTANTS {
-        let lib = out_dir.join(format!(
-            "libvsdk_mutant_{name}{}",
-            std::env::consts::DLL_SUFFIX
-        ));
-        let status = Command::new(compiler.path())
-            .args([
-                "-std=c99",
-                "-O1",
-                "-fPIC",
-                "-shared",
-                "-fvisibility=hidden",
-                "-Wall",
-                "-Wextra",
-                "-Werror",
-            ])
-            .args([
-                "-I",
-                "../../include",
-                "-I",
-                "../../vendors/template-c",
-                source,
-                "-lm",
-                "-o",
-            ])
-            .arg(&lib)
-            .status()
-            .unwrap_or_else(|e| {
-                panic!(
-                    "cannot run the C compiler {}: {e}",
-                    compiler.path().display()
-                )
-            });
-        assert!(status.success(), "mutant `{name}` failed to compile");
-        println!(
-            "cargo:rustc-env=VSDK_MUTANT_{}={}",
-            name.to_uppercase(),
-            lib.display()
-        );
-        println!("cargo:rerun-if-changed={source}");
+        let env = format!("VSDK_MUTANT_{}", name.to_uppercase());
+        shared_library(&out_dir, &format!("vsdk_mutant_{name}"), &env, source, &[]);
     }
     println!("cargo:rerun-if-changed=../../vendors/template-c/template.c");
-    println!("cargo:rerun-if-changed=c/fixture.c");
     println!("cargo:rerun-if-changed=../../include/vips_sdk/provider.h");
 }

@@ -17,15 +17,21 @@ pub fn library_file_name(name: &str) -> String {
     format!("{PREFIX}{name}{}", std::env::consts::DLL_SUFFIX)
 }
 
-/// The directories searched, in order.
-pub fn search_path() -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = std::env::var_os(PROVIDER_PATH_ENV)
+/// The directories listed in environment variable `name` (`:`-separated;
+/// `;` on Windows), empty entries skipped.
+pub fn dirs_from_env(name: &str) -> Vec<PathBuf> {
+    std::env::var_os(name)
         .map(|v| {
             std::env::split_paths(&v)
                 .filter(|p| !p.as_os_str().is_empty())
                 .collect()
         })
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+/// The directories searched, in order.
+pub fn search_path() -> Vec<PathBuf> {
+    let mut dirs = dirs_from_env(PROVIDER_PATH_ENV);
     if let Some(exe_dir) = std::env::current_exe()
         .ok()
         .and_then(|e| e.parent().map(Path::to_path_buf))
