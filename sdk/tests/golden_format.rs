@@ -277,7 +277,10 @@ fn random_damage_behind_a_valid_checksum_never_panics() {
         let result = std::panic::catch_unwind(|| {
             decode(reseal(bad.clone())).map(|f| {
                 // Whatever decodes must also materialise or fail cleanly.
-                f.tensors.iter().map(|t| f.materialize(t).is_ok()).count()
+                f.tensors
+                    .iter()
+                    .filter(|t| f.materialize(t).is_ok())
+                    .count()
             })
         });
         assert!(result.is_ok(), "round {round} (seed {seed}) panicked");
