@@ -599,10 +599,22 @@ impl<F: Fn(Location, &str, String) -> DocumentError> Validator<'_, F> {
                 "a stage needs a graph (at least one node)",
             );
         }
-        let kernel = s.kernel.as_ref().map(|k| {
-            let (n, v) = split_kernel(k);
-            (n.to_string(), v)
-        });
+        let kernel = match &s.kernel {
+            None => None,
+            Some(k) => match split_kernel(k) {
+                (n, v) if v > 0 && !n.is_empty() => Some((n.to_string(), v)),
+                _ => {
+                    return self.err(
+                        at(k),
+                        &format!("{field}.kernel"),
+                        format!(
+                            "`{}`: expected `name@version` with a version >= 1",
+                            k.as_str()
+                        ),
+                    )
+                }
+            },
+        };
         let mismatch_fraction = match &s.mismatch_fraction {
             None => 0.0,
             Some(m) if (0.0..=1.0).contains(&**m) => **m,
