@@ -3,7 +3,8 @@
 
 Standard library only. Reads a JSON list of specs on stdin:
   [{"dtype": "float32", "shape": [3, 4], "seed": 7,
-    "distribution": {"uniform": [low, high]} | {"normal": [mean, std]}}, ...]
+    "distribution": {"uniform": [low, high]} | {"normal": [mean, std]}
+                    | {"test_image": true}}, ...]
 and prints a JSON list with, per spec, the hex of the little-endian bytes and
 the SHA-256 of the canonical float32 bytes. sdk/tests/golden_format.rs checks
 that they equal the SDK's bytes.
@@ -65,7 +66,30 @@ def decode_f32(dtype, raw):
     return struct.unpack("<f", struct.pack("<I", struct.unpack("<H", raw)[0] << 16))[0]
 
 
+def test_image_pixel(y, x, c, h, w, noise):
+    """Element (y, x, c) of the procedural uint8 test image."""
+    if c % 3 == 0:
+        base = x * 255 // max(w - 1, 1)
+    elif c % 3 == 1:
+        base = y * 255 // max(h - 1, 1)
+    else:
+        base = 230 if (x // 16 + y // 16) % 2 == 0 else 25
+    dx, dy = abs(2 * x + 1 - w), abs(2 * y + 1 - h)
+    radius = 2 * min(h, w) // 3
+    if dx * dx + dy * dy < radius * radius:
+        base = 255 - base
+    return (3 * base + noise) // 4
+
+
 def generate(spec):
+    if "test_image" in spec["distribution"]:
+        h, w, c = spec["shape"]
+        raw = bytes(
+            test_image_pixel(i // (w * c), (i // c) % w, i % c, h, w, splitmix64(spec["seed"], i) >> 56)
+            for i in range(h * w * c)
+        )
+        canonical = b"".join(struct.pack("<f", v) for v in raw)
+        return {"hex": raw.hex(), "sha256": hashlib.sha256(canonical).hexdigest()}
     n = 1
     for d in spec["shape"]:
         n *= d

@@ -216,6 +216,7 @@ fn python_regenerates_seeded_tensors_bit_exactly_from_the_docs() {
             let dist = match dist {
                 Distribution::Uniform { low, high } => format!("{{\"uniform\": [{low:?}, {high:?}]}}"),
                 Distribution::Normal { mean, std } => format!("{{\"normal\": [{mean:?}, {std:?}]}}"),
+                    Distribution::TestImage => "{\"test_image\": true}".to_string(),
             };
             format!(
                 "{{\"dtype\": \"{d}\", \"shape\": {shape:?}, \"seed\": {}, \"distribution\": {dist}}}",

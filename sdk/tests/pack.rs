@@ -31,6 +31,7 @@ fn numpy_capture(doc: &Document) -> Vec<PathBuf> {
                 let dist = match s.distribution {
                     Distribution::Uniform { low, high } => format!("{{\"uniform\": [{low:?}, {high:?}]}}"),
                     Distribution::Normal { mean, std } => format!("{{\"normal\": [{mean:?}, {std:?}]}}"),
+                    Distribution::TestImage => "{\"test_image\": true}".to_string(),
                 };
                 Some(format!(
                     "{{\"name\": \"{}\", \"dtype\": \"{}\", \"shape\": {:?}, \"seed\": {}, \"distribution\": {dist}}}",

@@ -393,23 +393,26 @@ impl<F: Fn(Location, &str, String) -> DocumentError> Validator<'_, F> {
             RawSource::Weights(key) => TensorSource::Weights(key.clone()),
             RawSource::Seeded(s) => {
                 let distribution =
-                    match (s.uniform, s.normal) {
-                        (Some([low, high]), None) => Distribution::Uniform { low, high },
-                        (None, Some([mean, std])) => Distribution::Normal { mean, std },
+                    match (s.uniform, s.normal, s.test_image) {
+                        (Some([low, high]), None, false) => Distribution::Uniform { low, high },
+                        (None, Some([mean, std]), false) => Distribution::Normal { mean, std },
+                        (None, None, true) => Distribution::TestImage,
                         _ => return self.err(
                             at(&t.source),
                             &format!("{field}.source.seeded"),
-                            "give exactly one of `uniform: [low, high]` or `normal: [mean, std]`",
+                            "give exactly one of `uniform: [low, high]`, `normal: [mean, std]` or `test_image: true`",
                         ),
                     };
                 if let Err(e) = distribution.validate() {
                     return self.err(at(&t.source), &format!("{field}.source.seeded"), e);
                 }
-                if !dtype.is_float() {
+                let image = distribution == Distribution::TestImage;
+                if (image && dtype != DType::U8) || (!image && !dtype.is_float()) {
+                    let want = if image { "uint8" } else { "float dtypes only" };
                     return self.err(
                         at(&t.dtype),
                         &format!("{field}.dtype"),
-                        format!("{dtype} tensors cannot be seeded (float dtypes only)"),
+                        format!("{dtype} tensors cannot be seeded this way ({want})"),
                     );
                 }
                 if shape.is_none() {

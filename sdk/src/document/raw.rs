@@ -69,6 +69,9 @@ pub struct RawSeeded {
     pub uniform: Option<[f64; 2]>,
     #[serde(default)]
     pub normal: Option<[f64; 2]>,
+    /// The procedural uint8 test image (docs/golden-format.md).
+    #[serde(default)]
+    pub test_image: bool,
 }
 
 #[derive(Debug, Deserialize)]

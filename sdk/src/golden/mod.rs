@@ -289,8 +289,13 @@ fn index_entry(path: &Path, file: &[u8], e: Entry<'_>) -> Result<GoldenTensor, G
         }
         Data::Seeded(s) => {
             s.distribution.validate().map_err(err)?;
-            if !dtype.is_float() {
-                return Err(err(format!("{dtype} tensors cannot be seeded")));
+            // Test images are uint8; every other distribution is for floats.
+            let is_image = s.distribution == Distribution::TestImage;
+            if is_image != (dtype == DType::U8) || (!is_image && !dtype.is_float()) {
+                return Err(err(format!(
+                    "{dtype} tensors cannot be seeded with {:?}",
+                    s.distribution
+                )));
             }
             Source::Seeded(s)
         }
