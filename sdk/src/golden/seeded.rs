@@ -39,7 +39,7 @@ fn test_image_pixel(y: u64, x: u64, c: u64, h: u64, w: u64, noise: u64) -> u8 {
     let mut base = match c % 3 {
         0 => x * 255 / (w - 1).max(1),
         1 => y * 255 / (h - 1).max(1),
-        _ if (x / 16 + y / 16) % 2 == 0 => 230,
+        _ if (x / 16 + y / 16).is_multiple_of(2) => 230,
         _ => 25,
     };
     let (dx, dy) = ((2 * x + 1).abs_diff(w), (2 * y + 1).abs_diff(h));
