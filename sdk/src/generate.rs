@@ -38,16 +38,12 @@ pub fn generate(document: &Document, reference: &Device) -> Result<Vec<u8>, Gene
     // Inputs: seeded tensors, regenerated as the document says.
     let mut values: HashMap<String, HostTensor> = HashMap::new();
     for t in &document.tensors {
-        match &t.source {
-            TensorSource::Seeded(s) => {
-                let shape = t.shape.as_ref().expect("seeded tensors have shapes");
-                values.insert(
-                    t.name.clone(),
-                    s.generate(t.dtype, shape).map_err(GenerateError::Seeded)?,
-                );
+        match t.intrinsic() {
+            Some(v) => {
+                values.insert(t.name.clone(), v.map_err(GenerateError::Seeded)?);
             }
-            _ if produced.contains(&t.name.as_str()) => {}
-            _ => return Err(GenerateError::ExternalInput(t.name.clone())),
+            None if produced.contains(&t.name.as_str()) => {}
+            None => return Err(GenerateError::ExternalInput(t.name.clone())),
         }
     }
     let wide = |t: &HostTensor| {
@@ -70,7 +66,12 @@ pub fn generate(document: &Document, reference: &Device) -> Result<Vec<u8>, Gene
             let args: Vec<&DeviceTensor> =
                 node.inputs.iter().map(|i| &on_device[i.as_str()]).collect();
             let out = reference
-                .execute(node.op.name(), node.op.version(), &node.attrs, &args)
+                .execute(
+                    node.op.name(),
+                    node.op.version(),
+                    &crate::runner::node_attrs(node, Some(DType::F64)),
+                    &args,
+                )
                 .map_err(fail)?;
             on_device.insert(&node.output, out.into_iter().next().expect("one output"));
         }

@@ -70,6 +70,14 @@ pub fn pack(
                 w.seeded(&decl.name, decl.dtype, shape, *s).map_err(fail)?;
                 summary.seeded.push(decl.name.clone());
             }
+            TensorSource::Values(_) => {
+                let t = decl
+                    .intrinsic()
+                    .expect("values are intrinsic")
+                    .map_err(fail)?;
+                w.raw(&decl.name, &t);
+                summary.stored.push(decl.name.clone());
+            }
             TensorSource::Golden | TensorSource::Weights(_) => {
                 let Some((t, from)) = found.remove(&decl.name) else {
                     return Err(fail(format!(

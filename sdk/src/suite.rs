@@ -101,10 +101,26 @@ impl Suite {
                     ),
                 ));
             }
-            if let TensorSource::Seeded(s) = &t.source {
-                if g.source != Source::Seeded(*s) {
+            match &t.source {
+                TensorSource::Seeded(s) if g.source != Source::Seeded(*s) => {
                     return Err(mismatch(&t.at, format!("tensor `{}`: the golden file's recipe differs from the document's seed", t.name)));
                 }
+                TensorSource::Values(_) => {
+                    let literal = t
+                        .intrinsic()
+                        .expect("values are intrinsic")
+                        .map_err(|e| mismatch(&t.at, e))?;
+                    if crate::golden::canonical_sha256(&literal) != g.sha256 {
+                        return Err(mismatch(
+                            &t.at,
+                            format!(
+                                "tensor `{}`: the golden file's values differ from the document's",
+                                t.name
+                            ),
+                        ));
+                    }
+                }
+                _ => {}
             }
             specs.insert(t.name.clone(), g.spec.clone());
         }

@@ -28,6 +28,7 @@ pub fn run(file: &Path, json: bool) -> super::Outcome {
                 TensorSource::Golden => "golden".to_string(),
                 TensorSource::Seeded(s) => format!("seeded {:?} seed {}", s.distribution, s.seed),
                 TensorSource::Weights(k) => format!("weights `{k}`"),
+                TensorSource::Values(v) => format!("{} literal values", v.len()),
             };
             serde_json::json!({ "name": t.name, "dtype": t.dtype.name(), "shape": t.shape, "source": source })
         })

@@ -78,6 +78,8 @@ pub enum TensorSource {
     Seeded(Seeded),
     /// Read from a weights file given at run time, under this key.
     Weights(String),
+    /// Written in the document, row-major (small constants).
+    Values(Vec<f64>),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -150,6 +152,23 @@ pub struct Document {
     pub uses: Vec<Use>,
     pub tensors: Vec<TensorDecl>,
     pub stages: Vec<Stage>,
+}
+
+impl TensorDecl {
+    /// The tensor a document defines by itself: seeded or literal values.
+    /// None for golden and weights tensors.
+    pub fn intrinsic(&self) -> Option<Result<crate::HostTensor, String>> {
+        let shape = self.shape.as_deref()?;
+        match &self.source {
+            TensorSource::Seeded(s) => Some(s.generate(self.dtype, shape)),
+            TensorSource::Values(v) => Some(
+                crate::HostTensor::from_vec(shape, v.clone())
+                    .map(|t| t.cast(self.dtype))
+                    .map_err(|e| e.to_string()),
+            ),
+            _ => None,
+        }
+    }
 }
 
 impl Document {
@@ -391,6 +410,21 @@ impl<F: Fn(Location, &str, String) -> DocumentError> Validator<'_, F> {
         let source = match &*t.source {
             RawSource::Golden => TensorSource::Golden,
             RawSource::Weights(key) => TensorSource::Weights(key.clone()),
+            RawSource::Values(v) => {
+                let n: usize = shape.as_ref().map_or(0, |s| s.iter().product());
+                if shape.is_none() || n != v.len() {
+                    return self.err(
+                        at(&t.source),
+                        &format!("{field}.source.values"),
+                        format!(
+                            "{} values given for shape {:?}: give a shape holding exactly them",
+                            v.len(),
+                            shape
+                        ),
+                    );
+                }
+                TensorSource::Values(v.clone())
+            }
             RawSource::Seeded(s) => {
                 let distribution =
                     match (s.uniform, s.normal, s.test_image) {

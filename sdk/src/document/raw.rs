@@ -59,6 +59,8 @@ pub enum RawSource {
     Seeded(RawSeeded),
     /// A tensor of a weights file given at run time, by key.
     Weights(String),
+    /// The values themselves, row-major (constants such as normalisation means).
+    Values(Vec<f64>),
 }
 
 #[derive(Debug, Deserialize)]

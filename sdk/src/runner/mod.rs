@@ -9,9 +9,9 @@ mod invariants;
 pub use invariants::InvariantResult;
 
 use crate::compare::{self, Criteria, Metrics, Tier};
-use crate::document::Stage;
+use crate::document::{GraphNode, Stage};
 use crate::suite::{Suite, SuiteError};
-use crate::{Device, DeviceTensor, Error, HostTensor, TensorSpec};
+use crate::{AttrValue, Attrs, DType, Device, DeviceTensor, Error, HostTensor, Op, TensorSpec};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::time::Instant;
@@ -236,6 +236,23 @@ pub fn to_tier(t: &HostTensor, tier: Tier) -> HostTensor {
     }
 }
 
+/// A node's attributes when floats are computed in `float`: a cast to a float
+/// type casts to that one instead (the graph says float32; the fp16 tier and
+/// the float64 reference compute in their own type).
+pub(crate) fn node_attrs(node: &GraphNode, float: Option<DType>) -> Attrs {
+    let mut attrs = node.attrs.clone();
+    if let (Op::Cast, Some(f)) = (node.op, float) {
+        for (name, value) in &mut attrs.0 {
+            if let AttrValue::Str(to) = value {
+                if name == "dtype" && DType::from_name(to).is_some_and(DType::is_float) {
+                    *to = f.name().to_string();
+                }
+            }
+        }
+    }
+    attrs
+}
+
 fn tier_spec(s: &TensorSpec, tier: Tier) -> TensorSpec {
     match tier.float_dtype() {
         Some(d) if s.dtype.is_float() => TensorSpec::new(d, &s.shape),
@@ -290,6 +307,7 @@ fn plan(
 
 /// Runs the stage's graph node by node on `device`; returns the named tensors.
 fn run_graph(
+    float: Option<DType>,
     stage: &Stage,
     device: &Device,
     inputs: &HashMap<String, HostTensor>,
@@ -301,7 +319,8 @@ fn run_graph(
     }
     for node in &stage.graph {
         let args: Vec<&DeviceTensor> = node.inputs.iter().map(|i| &on_device[i]).collect();
-        let out = device.execute(node.op.name(), node.op.version(), &node.attrs, &args)?;
+        let attrs = node_attrs(node, float);
+        let out = device.execute(node.op.name(), node.op.version(), &attrs, &args)?;
         on_device.insert(
             node.output.clone(),
             out.into_iter().next().expect("one output"),
@@ -354,7 +373,9 @@ fn run_stage(
     };
     result.execution = Some(execution);
     let actual = match execution {
-        Execution::Decomposed => run_graph(stage, device, inputs, &stage.outputs),
+        Execution::Decomposed => {
+            run_graph(tier.float_dtype(), stage, device, inputs, &stage.outputs)
+        }
         Execution::Fused => run_fused(suite, stage, tier, device, inputs),
     };
     let actual = match actual {
@@ -452,18 +473,24 @@ fn drill_down(
         inputs.iter().map(|(k, v)| (k.clone(), wide(v))).collect();
     for (i, node) in stage.graph.iter().enumerate() {
         let ref_in: Vec<HostTensor> = node.inputs.iter().map(|n| ref_values[n].clone()).collect();
-        let run_on = |dev: &Device, ins: &[HostTensor]| -> Result<HostTensor, Error> {
-            let up: Vec<DeviceTensor> = ins
-                .iter()
-                .map(|t| dev.upload(t))
-                .collect::<Result<_, _>>()?;
-            let refs: Vec<&DeviceTensor> = up.iter().collect();
-            let out = dev.execute(node.op.name(), node.op.version(), &node.attrs, &refs)?;
-            dev.download(&out[0])
-        };
-        let expected = run_on(reference, &ref_in)?;
+        let run_on =
+            |dev: &Device, ins: &[HostTensor], float: Option<DType>| -> Result<HostTensor, Error> {
+                let up: Vec<DeviceTensor> = ins
+                    .iter()
+                    .map(|t| dev.upload(t))
+                    .collect::<Result<_, _>>()?;
+                let refs: Vec<&DeviceTensor> = up.iter().collect();
+                let out = dev.execute(
+                    node.op.name(),
+                    node.op.version(),
+                    &node_attrs(node, float),
+                    &refs,
+                )?;
+                dev.download(&out[0])
+            };
+        let expected = run_on(reference, &ref_in, Some(DType::F64))?;
         let tier_in: Vec<HostTensor> = ref_in.iter().map(|t| to_tier(t, tier)).collect();
-        let actual = run_on(device, &tier_in)?;
+        let actual = run_on(device, &tier_in, tier.float_dtype())?;
         let metrics =
             compare::compare(&actual, &expected, c).map_err(|e| Error::Tensor(e.to_string()))?;
         if !metrics.passed {
