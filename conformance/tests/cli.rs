@@ -195,6 +195,16 @@ fn list_and_inspect() {
     assert_eq!(v["tensors"][7]["name"], "h");
     assert_eq!(v["tensors"][7]["shape"], serde_json::json!([4, 32]));
     assert_eq!(v["tensors"][7]["sha256"].as_str().unwrap().len(), 64);
+    let (code, out, _) = cli(&["inspect", DEMO_DIR, "--json"]);
+    assert_eq!(code, 0, "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let layer_norm = &v["stages"][1];
+    assert_eq!(layer_norm["stage"], "layer_norm");
+    let change = layer_norm["relative_change"].as_f64().unwrap();
+    assert!(
+        change > 0.05 && change.is_finite(),
+        "a stage must change its input: {change}"
+    );
     let (code, out, _) = cli(&["inspect", &format!("{DEMO_DIR}/suite.yaml")]);
     assert_eq!(code, 0);
     assert!(out.contains("demo-mlp 0.1.0 (document sha256"), "{out}");

@@ -14,6 +14,9 @@ fn human(bytes: usize) -> String {
 }
 
 pub fn run(file: &Path, json: bool) -> super::Outcome {
+    if file.is_dir() {
+        return suite(file, json);
+    }
     let head = std::fs::read(file).map_err(|e| format!("{}: cannot read: {e}", file.display()))?;
     let golden_name = file.extension().is_some_and(|e| e == "golden");
     if golden_name || head.starts_with(vips_sdk::golden::MAGIC) {
@@ -119,6 +122,64 @@ fn golden(file: &Path, json: bool) -> super::Outcome {
                 human(r["bytes"].as_u64().unwrap_or(0) as usize),
                 &r["sha256"].as_str().unwrap_or("")[..16],
                 r["storage"].as_str().unwrap_or("")
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A suite directory: per stage, how much its golden output differs from its
+/// first input (`‖out − in‖ / ‖in‖`, where the shapes agree). A stage that
+/// barely changes its input certifies little.
+fn suite(dir: &Path, json: bool) -> super::Outcome {
+    let suite = vips_sdk::suite::Suite::open(dir).map_err(|e| e.to_string())?;
+    let mut rows = Vec::new();
+    for stage in &suite.document.stages {
+        let out = suite.tensor(&stage.outputs[0]).map_err(|e| e.to_string())?;
+        let input = suite.tensor(&stage.inputs[0]).map_err(|e| e.to_string())?;
+        let change = (input.spec.shape == out.spec.shape).then(|| {
+            let (a, b) = (input.to_f64_vec(), out.to_f64_vec());
+            let diff: f64 = a
+                .iter()
+                .zip(&b)
+                .map(|(x, y)| (x - y).powi(2))
+                .sum::<f64>()
+                .sqrt();
+            let norm: f64 = a.iter().map(|x| x * x).sum::<f64>().sqrt();
+            diff / norm.max(f64::MIN_POSITIVE)
+        });
+        let o = out.to_f64_vec();
+        let rms = (o.iter().map(|x| x * x).sum::<f64>() / o.len().max(1) as f64).sqrt();
+        rows.push(serde_json::json!({
+            "stage": stage.name, "input": stage.inputs[0], "output": stage.outputs[0],
+            "relative_change": change, "output_rms": rms,
+        }));
+    }
+    if json {
+        super::print_json(&serde_json::json!({
+            "component": suite.document.component.id, "version": suite.document.component.version,
+            "golden_sha256": hex::encode(suite.golden.file_sha256), "stages": rows,
+        }))?;
+    } else {
+        println!(
+            "{} {}: {} stages",
+            suite.document.component.id,
+            suite.document.component.version,
+            rows.len()
+        );
+        println!(
+            "  {:<16} {:<20} {:>16} {:>12}",
+            "stage", "output", "rel. change", "output rms"
+        );
+        for r in &rows {
+            let change = r["relative_change"]
+                .as_f64()
+                .map_or("(reshaped)".to_string(), |c| format!("{c:.4}"));
+            println!(
+                "  {:<16} {:<20} {change:>16} {:>12.4}",
+                r["stage"].as_str().unwrap_or(""),
+                r["output"].as_str().unwrap_or(""),
+                r["output_rms"].as_f64().unwrap_or(0.0)
             );
         }
     }
