@@ -11,6 +11,7 @@ is spelled out where a reviewer reads it). Edit this script, re-run it, then
 
     python3 tools/make_dinov2_suite.py
 """
+import json
 import math
 import pathlib
 
@@ -54,6 +55,12 @@ CHECKPOINT = {
     "norm2_w": "norm2.weight", "norm2_b": "norm2.bias", "fc1_w": "mlp.fc1.weight", "fc1_b": "mlp.fc1.bias",
     "fc2_w": "mlp.fc2.weight", "fc2_b": "mlp.fc2.bias", "ls2": "ls2.gamma",
 }
+# Tolerances: MARGIN times the largest max-abs error that correct
+# implementations show on the stage (tools/calibrate_tolerances.py writes
+# calibration.json beside each suite), never below the tier's floor; rtol 0.
+MARGIN = 4.0
+FLOOR = {"fp32": 1e-6, "fp16": 1e-3, "bf16": 1e-2}
+
 PAPER = "Oquab et al. 2023, DINOv2: Learning Robust Visual Features without Supervision, arXiv:2304.07193"
 VIT = "Dosovitskiy et al. 2020, An Image is Worth 16x16 Words, arXiv:2010.11929"
 
@@ -91,12 +98,22 @@ def node(op, inputs, output, **attrs):
     return f"      - {flow(d)}"
 
 
+CALIBRATION = {}
+
+
 def stage(name, algorithm, impl, paper, inputs, outputs, graph, verify, notes):
     lines = [f"  - stage: {name}", f"    algorithm: {q(algorithm)}", f"    impl: {q(impl)}"]
     if paper:
         lines.append(f"    paper: {q(paper)}")
     lines += [f"    inputs: [{', '.join(inputs)}]", f"    outputs: [{', '.join(outputs)}]", "    graph:"]
     lines += graph
+    measured = {tier: errs[name] for tier, errs in CALIBRATION.items() if name in errs}
+    if measured:
+        lines.append("    tolerances:")
+        for tier in ["fp32", "fp16", "bf16"]:
+            if tier in measured:
+                atol = max(MARGIN * measured[tier], FLOOR[tier])
+                lines.append(f"      {tier}: {{ atol: {atol:.2e} }}   # measured max abs {measured[tier]:.2e}")
     if verify:
         lines.append("    verify:")
         lines += [f"      - {v}" for v in verify]
@@ -113,6 +130,10 @@ def resize_256(h, w, short):
 
 
 def suite(name, title, image_hw, short, crop):
+    calibration = ROOT / name / "calibration.json"
+    CALIBRATION.clear()
+    if calibration.exists():
+        CALIBRATION.update(json.loads(calibration.read_text())["max_abs_error"])
     h0, w0 = image_hw
     rh, rw = resize_256(h0, w0, short)
     top, left = int(round((rh - crop) / 2.0)), int(round((rw - crop) / 2.0))
@@ -137,6 +158,10 @@ def suite(name, title, image_hw, short, crop):
         "Training checkpoints saved with block chunks use `blocks.{chunk}.{i}.*` instead.",
         "Golden values are computed in float64 by the CPU reference provider (`vips-conformance generate`) "
         "and stored as float32; each stage is fed the float32 golden outputs of the stage before it.",
+        f"Tolerances per stage and tier are {MARGIN:g} x the largest max-abs error of correct implementations "
+        "(CPU provider at fp32/fp16/bf16, the plain-C template at fp32; calibration.json, "
+        f"tools/calibrate_tolerances.py), rtol 0, floors {FLOOR}; they are tight enough that every wrong variant "
+        "of conformance/tests/dinov2.rs fails.",
         "The registers variant (dinov2_vits14_reg) is a different component: 4 register tokens after cls, "
         "without position embedding, and its position embedding is resized with size=(16, 16), antialias=True.",
     ]:
