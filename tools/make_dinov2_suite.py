@@ -159,8 +159,9 @@ def suite(name, title, image_hw, short, crop):
         "Golden values are computed in float64 by the CPU reference provider (`vips-conformance generate`) "
         "and stored as float32; each stage is fed the float32 golden outputs of the stage before it.",
         f"Tolerances per stage and tier are {MARGIN:g} x the largest max-abs error of correct implementations "
-        "(CPU provider at fp32/fp16/bf16, the plain-C template at fp32; calibration.json, "
-        f"tools/calibrate_tolerances.py), rtol 0, floors {FLOOR}; they are tight enough that every wrong variant "
+        "(CPU provider at fp32/fp16/bf16, the plain-C template at fp32, the official PyTorch model at fp32; "
+        "calibration.json, tools/calibrate_tolerances.py then tools/validate_dinov2.py --calibrate), "
+        f"rtol 0, floors {FLOOR}; they are tight enough that every wrong variant "
         "of conformance/tests/dinov2.rs fails.",
         "The registers variant (dinov2_vits14_reg) is a different component: 4 register tokens after cls, "
         "without position embedding, and its position embedding is resized with size=(16, 16), antialias=True.",

@@ -42,6 +42,13 @@ enum Command {
     Pack(commands::pack::Args),
     /// Compute a suite's golden file with the CPU reference provider in float64.
     Generate(commands::generate::Args),
+    /// Write every tensor of a suite (inputs, weights, golden outputs) to a .safetensors file.
+    Export {
+        /// A suite name or directory.
+        suite: String,
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// List providers on the search path (and any given with --provider), their devices and kernels.
     Providers {
         /// Also load this provider library (a path or a name on the search path); repeatable.
@@ -59,6 +66,7 @@ fn main() -> ExitCode {
         Command::Inspect { file, json } => commands::inspect::run(&file, json),
         Command::Pack(args) => commands::pack::run(args),
         Command::Generate(args) => commands::generate::run(args),
+        Command::Export { suite, out } => commands::export::run(&suite, &out),
         Command::Providers { providers, json } => commands::providers::run(providers, json),
     };
     match result {

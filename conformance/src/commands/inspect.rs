@@ -33,7 +33,10 @@ pub fn run(file: &Path, json: bool) -> super::Outcome {
                 TensorSource::Weights(k) => format!("weights `{k}`"),
                 TensorSource::Values(v) => format!("{} literal values", v.len()),
             };
-            serde_json::json!({ "name": t.name, "dtype": t.dtype.name(), "shape": t.shape, "source": source })
+            serde_json::json!({
+                "name": t.name, "dtype": t.dtype.name(), "shape": t.shape, "source": source,
+                "description": t.description,
+            })
         })
         .collect();
     if json {
