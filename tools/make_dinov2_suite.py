@@ -10,7 +10,19 @@ is spelled out where a reviewer reads it). Edit this script, re-run it, then
 `vips-conformance generate <suite>` to recompute the golden files.
 
     python3 tools/make_dinov2_suite.py
+
+Real weights and real photos (the golden set is then yours, generated from
+them and pinning them by SHA-256):
+
+    python3 tools/make_dinov2_suite.py --out DIR [--weights] [--image photo.jpg]
+    vips-conformance generate DIR --tensors dinov2_vits14.safetensors [--tensors DIR/image.npy]
+    vips-conformance run DIR --provider ...
+
+--weights reads every weight from the checkpoint under its official key
+(tools/convert_dinov2_checkpoint.py turns the hub .pth into safetensors);
+--image takes the input from a photo (saved as DIR/image.npy, uint8 RGB).
 """
+import argparse
 import json
 import math
 import pathlib
@@ -87,6 +99,9 @@ def tensor(name, dtype, shape, source, description=None):
     return f"  {name}: {flow(d)}"
 
 
+REAL_WEIGHTS = False
+
+
 def seeded(seed, kind, a, b):
     return {"seeded": {"seed": seed, kind: [repr(float(a)), repr(float(b))]}}
 
@@ -129,7 +144,14 @@ def resize_256(h, w, short):
     return int(short * h / w), short
 
 
-def suite(name, title, image_hw, short, crop):
+def weight(name, key, shape, seed, kind, a, b):
+    if REAL_WEIGHTS:
+        return tensor(name, "float32", shape, {"weights": q(key)}, key)
+    return tensor(name, "float32", shape, seeded(seed, kind, a, b), key)
+
+
+def suite(name, title, image_hw, short, crop, out_dir=None, photo=None):
+    out_dir = out_dir or ROOT / name
     calibration = ROOT / name / "calibration.json"
     CALIBRATION.clear()
     if calibration.exists():
@@ -169,19 +191,22 @@ def suite(name, title, image_hw, short, crop):
         out.append(f"    - {q(n)}")
     out.append("")
     out.append("tensors:")
-    out.append(tensor("image", "uint8", [h0, w0, 3], {"seeded": {"seed": 2304, "test_image": "true"}},
-                      "RGB test image: gradients, a checkerboard, a disc, noise"))
+    if photo:
+        out.append(tensor("image", "uint8", [h0, w0, 3], "golden", f"RGB photo {photo}, given to generate as image.npy"))
+    else:
+        out.append(tensor("image", "uint8", [h0, w0, 3], {"seeded": {"seed": 2304, "test_image": "true"}},
+                          "RGB test image: gradients, a checkerboard, a disc, noise"))
     out.append(tensor("rgb_mean", "float32", [3, 1, 1], {"values": ["0.485", "0.456", "0.406"]}, "ImageNet mean"))
     out.append(tensor("rgb_std", "float32", [3, 1, 1], {"values": ["0.229", "0.224", "0.225"]}, "ImageNet std"))
     out.append(tensor("c255", "float32", [], {"values": ["255.0"]}, "ToTensor's divisor"))
     seed = 1000
     for k, (shape, kind, a, b) in WEIGHTS.items():
         seed += 1
-        out.append(tensor(k, "float32", shape, seeded(seed, kind, a, b), CHECKPOINT[k]))
+        out.append(weight(k, CHECKPOINT[k], shape, seed, kind, a, b))
     for i in range(DEPTH):
         for k, (shape, kind, a, b) in BLOCK.items():
             seed += 1
-            out.append(tensor(f"b{i:02d}_{k}", "float32", shape, seeded(seed, kind, a, b), f"blocks.{i}.{CHECKPOINT[k]}"))
+            out.append(weight(f"b{i:02d}_{k}", f"blocks.{i}.{CHECKPOINT[k]}", shape, seed, kind, a, b))
     out.append(tensor("pixels", "float32", [1, 3, crop, crop], "golden", "normalised input"))
     out.append(tensor("x_patch", "float32", [1, grid * grid, DIM], "golden", "patch tokens"))
     out.append(tensor("x_0", "float32", [1, tokens, DIM], "golden", "tokens with cls and position embedding"))
@@ -350,12 +375,38 @@ def suite(name, title, image_hw, short, crop):
         ["finite: x_norm_clstoken", "finite: x_norm_patchtokens"],
         ["With registers (dinov2_vits14_reg) the patch tokens start at index 5, not 1."],
     ))
-    path = ROOT / name / "suite.yaml"
+    path = pathlib.Path(out_dir) / "suite.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(out) + "\n")
     print(f"wrote {path}")
 
 
-if __name__ == "__main__":
+def main():
+    global REAL_WEIGHTS
+    ap = argparse.ArgumentParser(description="Write the DINOv2 ViT-S/14 suite documents.")
+    ap.add_argument("--out", help="write one 224x224 suite to this directory instead of the committed ones")
+    ap.add_argument("--weights", action="store_true", help="read the weights from a checkpoint (with --out)")
+    ap.add_argument("--image", help="use this photo as the input (with --out)")
+    args = ap.parse_args()
+    if args.out:
+        REAL_WEIGHTS = args.weights
+        out = pathlib.Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        size = (300, 400)
+        if args.image:
+            import numpy as np
+            from PIL import Image
+
+            pixels = np.asarray(Image.open(args.image).convert("RGB"), dtype=np.uint8)
+            np.save(out / "image.npy", pixels)
+            size = pixels.shape[:2]
+        suite("dinov2-vits14", "DINOv2 ViT-S/14 image encoder, official eval pipeline at 224x224", size, 256, 224, out, args.image)
+        return
+    if args.weights or args.image:
+        ap.error("--weights and --image need --out: the committed suites stay seeded")
     suite("dinov2-vits14", "DINOv2 ViT-S/14 image encoder, official eval pipeline at 224x224", (300, 400), 256, 224)
     suite("dinov2-vits14-quick", "DINOv2 ViT-S/14 image encoder, all stages at 56x56 (quick tests)", (75, 100), 64, 56)
+
+
+if __name__ == "__main__":
+    main()

@@ -52,7 +52,7 @@ fn committed_golden_files_are_what_generate_computes() {
     let cpu = cpu();
     for name in ["dinov2-vits14", "dinov2-vits14-quick"] {
         let s = suite(name);
-        let fresh = vips_sdk::generate::generate(&s.document, &cpu).unwrap();
+        let fresh = vips_sdk::generate::generate(&s.document, &cpu, &[]).unwrap();
         let committed = std::fs::read(
             Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("suites")
@@ -239,5 +239,122 @@ fn layer_norm_eps_1e5() {
         "layer_norm_eps",
         &stages.iter().map(String::as_str).collect::<Vec<_>>(),
         "vsdk.layer_norm@1",
+    );
+}
+
+/// The quick document with every seeded weight turned into a `weights`
+/// tensor under its checkpoint key; returns (document text, [(name, key)]).
+fn weights_document() -> (String, Vec<(String, String)>) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("suites/dinov2-vits14-quick");
+    let text = std::fs::read_to_string(dir.join("suite.yaml")).unwrap();
+    let mut keys = Vec::new();
+    let lines: Vec<String> = text
+        .lines()
+        .map(|l| {
+            if !(l.contains("source: { seeded:") && l.contains("description: \""))
+                || l.contains("test_image")
+            {
+                return l.to_string();
+            }
+            let name = l.trim().split(':').next().unwrap().to_string();
+            let key = l
+                .split("description: \"")
+                .nth(1)
+                .unwrap()
+                .split('"')
+                .next()
+                .unwrap()
+                .to_string();
+            let (start, end) = (
+                l.find("source: {").unwrap(),
+                l.find(", description:").unwrap(),
+            );
+            keys.push((name, key.clone()));
+            format!(
+                "{}source: {{ weights: \"{key}\" }}{}",
+                &l[..start],
+                &l[end..]
+            )
+        })
+        .collect();
+    (lines.join("\n") + "\n", keys)
+}
+
+fn checkpoint(path: &Path, tensors: &[(String, vips_sdk::HostTensor)]) {
+    let views: Vec<_> = tensors
+        .iter()
+        .map(|(k, t)| {
+            (
+                k.as_str(),
+                safetensors::tensor::TensorView::new(
+                    safetensors::Dtype::F32,
+                    t.spec.shape.clone(),
+                    &t.bytes,
+                )
+                .unwrap(),
+            )
+        })
+        .collect();
+    safetensors::serialize_to_file(views, None, path).unwrap();
+}
+
+#[test]
+fn real_weights_by_checkpoint_key_are_pinned_in_the_golden_set() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dinov2-weights");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (text, keys) = weights_document();
+    assert_eq!(keys.len(), 6 + 12 * 14, "every weight of the model");
+    std::fs::write(dir.join("suite.yaml"), &text).unwrap();
+    let seeded = suite("dinov2-vits14-quick");
+    // A "checkpoint" holding the seeded values under the official key names.
+    let tensors: Vec<(String, vips_sdk::HostTensor)> = keys
+        .iter()
+        .map(|(name, key)| (key.clone(), (*seeded.tensor(name).unwrap()).clone()))
+        .collect();
+    let ckpt = dir.join("dinov2_vits14.safetensors");
+    checkpoint(&ckpt, &tensors);
+    let doc = vips_sdk::document::Document::open(dir.join("suite.yaml")).unwrap();
+    let cpu = cpu();
+    let bytes = vips_sdk::generate::generate(&doc, &cpu, std::slice::from_ref(&ckpt)).unwrap();
+    std::fs::write(dir.join("suite.golden"), &bytes).unwrap();
+    let real = Suite::open(&dir).unwrap();
+    // Same weights, same arithmetic: the same golden outputs, byte for byte.
+    for out in ["x_1", "x_12", "x_norm_patchtokens"] {
+        assert_eq!(
+            real.tensor(out).unwrap().bytes,
+            seeded.tensor(out).unwrap().bytes,
+            "{out}"
+        );
+    }
+    let r = runner::run(&real, &cpu, Some(&cpu), &opts(&[Tier::Fp32])).unwrap();
+    assert!(r.passed);
+    // A checkpoint missing a key, or with a key of the wrong shape, is named.
+    let missing: Vec<_> = tensors
+        .iter()
+        .filter(|(k, _)| k != "blocks.3.mlp.fc1.weight")
+        .cloned()
+        .collect();
+    checkpoint(&dir.join("missing.safetensors"), &missing);
+    let e = vips_sdk::generate::generate(&doc, &cpu, &[dir.join("missing.safetensors")])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("tensor `b03_fc1_w`: `blocks.3.mlp.fc1.weight` is not in the captures"),
+        "{e}"
+    );
+    let mut misshaped = tensors.clone();
+    let norm = misshaped
+        .iter_mut()
+        .find(|(k, _)| k == "norm.weight")
+        .unwrap();
+    norm.1 = vips_sdk::HostTensor::from_vec(&[383], vec![1.0f32; 383]).unwrap();
+    checkpoint(&dir.join("misshaped.safetensors"), &misshaped);
+    let e = vips_sdk::generate::generate(&doc, &cpu, &[dir.join("misshaped.safetensors")])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("`norm.weight` in")
+            && e.contains("has shape [383], the document declares [384]"),
+        "{e}"
     );
 }

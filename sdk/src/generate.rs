@@ -5,15 +5,16 @@
 
 use crate::document::{Document, TensorSource};
 use crate::golden::{GoldenFile, GoldenWriter};
+use crate::pack::{read_captures, supplied};
 use crate::suite::{Suite, SuiteError};
 use crate::{DType, Device, DeviceTensor, Error, HostTensor};
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum GenerateError {
-    #[error("tensor `{0}` has `source: golden` but no stage produces it: give it to `pack` as a capture instead")]
-    ExternalInput(String),
+    #[error("tensor `{tensor}`: {message}")]
+    Input { tensor: String, message: String },
     #[error("stage `{stage}`: {source}")]
     Reference {
         stage: String,
@@ -29,7 +30,18 @@ pub enum GenerateError {
 }
 
 /// Computes the golden file of `document` on `reference` (the CPU provider).
-pub fn generate(document: &Document, reference: &Device) -> Result<Vec<u8>, GenerateError> {
+/// Inputs no stage produces and `weights` tensors come from `captures`
+/// (e.g. a real photo, or a checkpoint under its official key names); they
+/// are stored in the golden file, pinned by their hashes.
+pub fn generate(
+    document: &Document,
+    reference: &Device,
+    captures: &[PathBuf],
+) -> Result<Vec<u8>, GenerateError> {
+    let mut found = read_captures(captures).map_err(|e| GenerateError::Input {
+        tensor: "(captures)".into(),
+        message: e.to_string(),
+    })?;
     let produced: Vec<&str> = document
         .stages
         .iter()
@@ -43,7 +55,14 @@ pub fn generate(document: &Document, reference: &Device) -> Result<Vec<u8>, Gene
                 values.insert(t.name.clone(), v.map_err(GenerateError::Seeded)?);
             }
             None if produced.contains(&t.name.as_str()) => {}
-            None => return Err(GenerateError::ExternalInput(t.name.clone())),
+            None => {
+                let v =
+                    supplied(t, &mut found, captures).map_err(|message| GenerateError::Input {
+                        tensor: t.name.clone(),
+                        message,
+                    })?;
+                values.insert(t.name.clone(), v);
+            }
         }
     }
     let wide = |t: &HostTensor| {

@@ -1,7 +1,7 @@
 //! `pack`: a golden vector file from a document plus captured tensors.
 
 use crate::capture::{self, CaptureError};
-use crate::document::{Document, TensorSource};
+use crate::document::{Document, TensorDecl, TensorSource};
 use crate::golden::{GoldenFile, GoldenWriter};
 use crate::suite::{Suite, SuiteError};
 use crate::HostTensor;
@@ -26,6 +26,59 @@ pub enum PackError {
     Encode(String),
 }
 
+/// Captured tensors by name (or checkpoint key), with the file each came from.
+pub type Captures = BTreeMap<String, (HostTensor, PathBuf)>;
+
+/// Reads every capture file.
+pub fn read_captures(paths: &[PathBuf]) -> Result<Captures, CaptureError> {
+    let mut found = Captures::new();
+    for path in paths {
+        for (name, t) in capture::read(path)? {
+            found.insert(name, (t, path.clone()));
+        }
+    }
+    Ok(found)
+}
+
+/// The captured value of `decl`: found under its name, or under its
+/// checkpoint key for `weights` tensors; checked against the declared shape
+/// and converted to the declared float type (float64 goldens are stored as
+/// float32). Removes it from `found`.
+pub(crate) fn supplied(
+    decl: &TensorDecl,
+    found: &mut Captures,
+    paths: &[PathBuf],
+) -> Result<HostTensor, String> {
+    let key = match &decl.source {
+        TensorSource::Weights(key) => key.as_str(),
+        _ => decl.name.as_str(),
+    };
+    let Some((t, from)) = found.remove(key) else {
+        let files: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+        return Err(format!(
+            "`{key}` is not in the captures ({})",
+            files.join(", ")
+        ));
+    };
+    if let Some(shape) = &decl.shape {
+        if *shape != t.spec.shape {
+            return Err(format!(
+                "`{key}` in {} has shape {:?}, the document declares {shape:?}",
+                from.display(),
+                t.spec.shape
+            ));
+        }
+    }
+    match (t.spec.dtype, decl.dtype) {
+        (a, b) if a == b => Ok(t),
+        (a, b) if a.is_float() && b.is_float() => Ok(t.cast(b)),
+        (a, b) => Err(format!(
+            "`{key}` in {} is {a}, the document declares {b}",
+            from.display()
+        )),
+    }
+}
+
 /// What `pack` did, for the user.
 #[derive(Debug, Default)]
 pub struct PackSummary {
@@ -41,12 +94,7 @@ pub fn pack(
     document: &Document,
     captures: &[PathBuf],
 ) -> Result<(Vec<u8>, PackSummary), PackError> {
-    let mut found: BTreeMap<String, (HostTensor, PathBuf)> = BTreeMap::new();
-    for path in captures {
-        for (name, t) in capture::read(path)? {
-            found.insert(name, (t, path.clone()));
-        }
-    }
+    let mut found = read_captures(captures)?;
     let mut w = GoldenWriter::new(
         &document.component.id,
         &document.component.version,
@@ -79,36 +127,7 @@ pub fn pack(
                 summary.stored.push(decl.name.clone());
             }
             TensorSource::Golden | TensorSource::Weights(_) => {
-                let Some((t, from)) = found.remove(&decl.name) else {
-                    return Err(fail(format!(
-                        "not found in the captures ({})",
-                        captures
-                            .iter()
-                            .map(|p| p.display().to_string())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    )));
-                };
-                if let Some(shape) = &decl.shape {
-                    if *shape != t.spec.shape {
-                        return Err(fail(format!(
-                            "{} holds shape {:?}, the document declares {shape:?}",
-                            from.display(),
-                            t.spec.shape
-                        )));
-                    }
-                }
-                // Goldens computed in float64 are stored in the declared float type.
-                let t = match (t.spec.dtype, decl.dtype) {
-                    (a, b) if a == b => t,
-                    (a, b) if a.is_float() && b.is_float() => t.cast(b),
-                    (a, b) => {
-                        return Err(fail(format!(
-                            "{} holds {a}, the document declares {b}",
-                            from.display()
-                        )))
-                    }
-                };
+                let t = supplied(decl, &mut found, captures).map_err(fail)?;
                 w.raw(&decl.name, &t);
                 summary.stored.push(decl.name.clone());
             }

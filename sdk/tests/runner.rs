@@ -188,7 +188,7 @@ stages:
 "#;
     let doc = vips_sdk::document::Document::parse(Path::new("fused.yaml"), text).unwrap();
     let cpu = device("cpu");
-    let bytes = vips_sdk::generate::generate(&doc, &cpu).unwrap();
+    let bytes = vips_sdk::generate::generate(&doc, &cpu, &[]).unwrap();
     let suite = Suite::new(
         doc,
         GoldenFile::from_bytes(Path::new("fused.golden"), bytes).unwrap(),

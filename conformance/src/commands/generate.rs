@@ -17,6 +17,10 @@ pub struct Args {
     /// Fail (exit 1) if the file on disk differs instead of writing it.
     #[arg(long)]
     check: bool,
+    /// Inputs the document does not define itself: a photo for a `golden`
+    /// image, a checkpoint for `weights` tensors (.npy, .npz, .safetensors); repeatable.
+    #[arg(long = "tensors")]
+    tensors: Vec<PathBuf>,
 }
 
 pub fn run(args: Args) -> super::Outcome {
@@ -26,7 +30,8 @@ pub fn run(args: Args) -> super::Outcome {
     let reference = Provider::open_by_name("cpu")
         .and_then(|p| p.device(0))
         .map_err(|e| e.to_string())?;
-    let bytes = vips_sdk::generate::generate(&doc, &reference).map_err(|e| e.to_string())?;
+    let bytes =
+        vips_sdk::generate::generate(&doc, &reference, &args.tensors).map_err(|e| e.to_string())?;
     let out = args.out.unwrap_or(golden_path);
     if args.check {
         let on_disk =
