@@ -111,12 +111,12 @@ fn pack_checks_captures_against_the_document() {
         .to_string();
     assert!(
         e.contains("tensor `h`: ")
-            && e.contains("holds shape [4, 31], the document declares [4, 32]"),
+            && e.contains("has shape [4, 31], the document declares [4, 32]"),
         "{e}"
     );
     let missing = vips_sdk::pack::pack(&doc, &[]).unwrap_err().to_string();
     assert!(
-        missing.contains("tensor `h`: not found in the captures"),
+        missing.contains("tensor `h`: `h` is not in the captures"),
         "{missing}"
     );
     std::fs::write(tmp("bad.npy"), b"\x93NUMPY garbage").unwrap();
