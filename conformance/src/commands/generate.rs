@@ -18,8 +18,9 @@ pub struct Args {
     #[arg(long)]
     check: bool,
     /// Inputs the document does not define itself: a photo for a `golden`
-    /// image, a checkpoint for `weights` tensors (.npy, .npz, .safetensors); repeatable.
-    #[arg(long = "tensors")]
+    /// image, a checkpoint for `weights` tensors (.npy, .npz, .safetensors);
+    /// repeatable. `--weights` is the same option.
+    #[arg(long = "tensors", visible_alias = "weights")]
     tensors: Vec<PathBuf>,
 }
 
