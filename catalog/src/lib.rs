@@ -11,9 +11,7 @@ mod shape;
 
 pub use attrs::{AttrValue, Attrs};
 pub use dtype::DType;
-pub use ops::{
-    Conv2d, Crop, Node, Op, Resize, ResizeMode, Sdpa, ALL_OPS, CATALOG_VERSION, KERNEL_PREFIX,
-};
+pub use ops::{Conv2d, Crop, Node, Op, Resize, Sdpa, ALL_OPS, CATALOG_VERSION};
 pub use shape::{broadcast_shapes, TensorSpec};
 
 /// Why a call does not fit the catalog. Messages name the kernel and the

@@ -5,9 +5,6 @@ use crate::{Attrs, CatalogError, DType, TensorSpec};
 /// The catalog version this crate implements.
 pub const CATALOG_VERSION: u32 = 1;
 
-/// Every catalog kernel name starts with this.
-pub const KERNEL_PREFIX: &str = "vsdk.";
-
 /// The kernels of catalog v1. Each is versioned on its own (`name@1`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Op {
@@ -119,15 +116,6 @@ impl Op {
     }
 }
 
-/// How `vsdk.resize_bicubic` maps output to source coordinates.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum ResizeMode {
-    /// Output size given; scale = in / out.
-    Size,
-    /// Scale factor given; out = floor(in * s), scale = 1 / s.
-    ScaleFactor,
-}
-
 #[derive(Debug, Clone, PartialEq)]
 pub struct Resize {
     pub out_h: usize,
@@ -135,7 +123,6 @@ pub struct Resize {
     /// Source pixels per output pixel, per axis (the value used in coordinate maps).
     pub scale_h: f64,
     pub scale_w: f64,
-    pub mode: ResizeMode,
     pub antialias: bool,
 }
 
@@ -327,7 +314,6 @@ impl Node {
                         out_w: ow,
                         scale_h: in_h as f64 / oh as f64,
                         scale_w: in_w as f64 / ow as f64,
-                        mode: ResizeMode::Size,
                         antialias: false,
                     },
                     (None, Some(&[sh, sw]))
@@ -345,7 +331,6 @@ impl Node {
                             out_w: ow as usize,
                             scale_h: 1.0 / sh,
                             scale_w: 1.0 / sw,
-                            mode: ResizeMode::ScaleFactor,
                             antialias: false,
                         }
                     }
