@@ -23,6 +23,7 @@ them and pinning them by SHA-256):
 --image takes the input from a photo (saved as DIR/image.npy, uint8 RGB).
 """
 import argparse
+import re
 import json
 import math
 import pathlib
@@ -30,15 +31,19 @@ import pathlib
 ROOT = pathlib.Path(__file__).resolve().parent.parent / "conformance" / "suites"
 DIM, HEADS, HEAD_DIM, MLP, DEPTH, PATCH, GRID = 384, 6, 64, 1536, 12, 14, 37
 
-# Seeded synthetic weights. Chosen so that every stage changes its input
-# materially (LayerScale around 0.3, not the 1e-5 training init, which would
-# make blocks near-identity and certify nothing) while activations stay in the
-# ranges a trained ViT-S shows (token norms of order 10, attention logits of
-# order 1-3).
+# Seeded synthetic weights with a profile that looks trained: every stage
+# changes its input materially (LayerScale 0.05-0.6, not the 1e-5 training
+# init, which would make blocks near-identity and certify nothing), and, as in
+# trained ViTs (Darcet et al. 2023, arXiv:2309.16588), the residual stream
+# carries a few *outlier channels*: the patch-embedding bias writes
+# OUTLIERS[c] * ACTIVATION_SCALE into channel c of every patch token, which
+# the residual connections carry through all twelve blocks; the class token
+# is a high-norm token (std 1.5 * ACTIVATION_SCALE). --activation-scale 10
+# builds the stress suites: the same model with ten times larger outliers.
 WEIGHTS = {
     "patch_w": ([DIM, 3, PATCH, PATCH], "normal", 0.0, 0.04),
-    "patch_b": ([DIM], "uniform", -0.05, 0.05),
-    "cls_token": ([1, 1, DIM], "normal", 0.0, 0.3),
+    "patch_b": ([DIM], "outliers", None, None),
+    "cls_token": ([1, 1, DIM], "normal", 0.0, "cls"),
     "pos_embed": ([1, GRID * GRID + 1, DIM], "normal", 0.0, 0.3),
     "norm_w": ([DIM], "uniform", 0.7, 1.3),
     "norm_b": ([DIM], "uniform", -0.1, 0.1),
@@ -50,14 +55,14 @@ BLOCK = {
     "qkv_b": ([3 * DIM], "normal", 0.0, 0.02),
     "proj_w": ([DIM, DIM], "normal", 0.0, 0.05),
     "proj_b": ([DIM], "normal", 0.0, 0.02),
-    "ls1": ([DIM], "uniform", 0.1, 0.5),
+    "ls1": ([DIM], "uniform", 0.05, 0.6),
     "norm2_w": ([DIM], "uniform", 0.7, 1.3),
     "norm2_b": ([DIM], "uniform", -0.1, 0.1),
     "fc1_w": ([MLP, DIM], "normal", 0.0, 0.05),
     "fc1_b": ([MLP], "normal", 0.0, 0.05),
     "fc2_w": ([DIM, MLP], "normal", 0.0, 0.025),
     "fc2_b": ([DIM], "normal", 0.0, 0.02),
-    "ls2": ([DIM], "uniform", 0.1, 0.5),
+    "ls2": ([DIM], "uniform", 0.05, 0.6),
 }
 CHECKPOINT = {
     "patch_w": "patch_embed.proj.weight", "patch_b": "patch_embed.proj.bias",
@@ -67,11 +72,11 @@ CHECKPOINT = {
     "norm2_w": "norm2.weight", "norm2_b": "norm2.bias", "fc1_w": "mlp.fc1.weight", "fc1_b": "mlp.fc1.bias",
     "fc2_w": "mlp.fc2.weight", "fc2_b": "mlp.fc2.bias", "ls2": "ls2.gamma",
 }
-# Tolerances: MARGIN times the largest max-abs error that correct
-# implementations show on the stage (tools/calibrate_tolerances.py writes
-# calibration.json beside each suite), never below the tier's floor; rtol 0.
-MARGIN = 4.0
-FLOOR = {"fp32": 1e-6, "fp16": 1e-3, "bf16": 1e-2}
+# The error model's parameters (docs/error-model.md). END_TO_END: chained mode's
+# criterion on the encoder's outputs (relative L2 error, cosine similarity).
+LAMBDA = 6.0
+BIAS_Z = 8.0
+END_TO_END = {"fp32": (1e-4, 0.999999), "fp16": (2e-2, 0.9998), "bf16": (1e-1, 0.995)}
 
 PAPER = "Oquab et al. 2023, DINOv2: Learning Robust Visual Features without Supervision, arXiv:2304.07193"
 VIT = "Dosovitskiy et al. 2020, An Image is Worth 16x16 Words, arXiv:2010.11929"
@@ -100,6 +105,15 @@ def tensor(name, dtype, shape, source, description=None):
 
 
 REAL_WEIGHTS = False
+OUTLIERS = {7: 28.0, 101: -24.0, 202: 18.0, 333: -30.0}
+ACTIVATION_SCALE = 1.0
+
+
+def outlier_bias():
+    """patch_embed.proj.bias: small everywhere (0.05·sin(0.7·c), 4 decimals)
+    but in the outlier channels."""
+    v = [OUTLIERS.get(c, round(0.05 * math.sin(0.7 * c), 4)) for c in range(DIM)]
+    return [repr(x * ACTIVATION_SCALE if c in OUTLIERS else x) for c, x in enumerate(v)]
 
 
 def seeded(seed, kind, a, b):
@@ -113,22 +127,12 @@ def node(op, inputs, output, **attrs):
     return f"      - {flow(d)}"
 
 
-CALIBRATION = {}
-
-
 def stage(name, algorithm, impl, paper, inputs, outputs, graph, verify, notes):
     lines = [f"  - stage: {name}", f"    algorithm: {q(algorithm)}", f"    impl: {q(impl)}"]
     if paper:
         lines.append(f"    paper: {q(paper)}")
     lines += [f"    inputs: [{', '.join(inputs)}]", f"    outputs: [{', '.join(outputs)}]", "    graph:"]
     lines += graph
-    measured = {tier: errs[name] for tier, errs in CALIBRATION.items() if name in errs}
-    if measured:
-        lines.append("    tolerances:")
-        for tier in ["fp32", "fp16", "bf16"]:
-            if tier in measured:
-                atol = max(MARGIN * measured[tier], FLOOR[tier])
-                lines.append(f"      {tier}: {{ atol: {atol:.2e} }}   # measured max abs {measured[tier]:.2e}")
     if verify:
         lines.append("    verify:")
         lines += [f"      - {v}" for v in verify]
@@ -147,15 +151,16 @@ def resize_256(h, w, short):
 def weight(name, key, shape, seed, kind, a, b):
     if REAL_WEIGHTS:
         return tensor(name, "float32", shape, {"weights": q(key)}, key)
+    if kind == "outliers":
+        return tensor(name, "float32", shape, {"values": outlier_bias()},
+                      f"{key}; outlier channels {sorted(OUTLIERS)}")
+    if b == "cls":
+        b = 1.5 * ACTIVATION_SCALE
     return tensor(name, "float32", shape, seeded(seed, kind, a, b), key)
 
 
 def suite(name, title, image_hw, short, crop, out_dir=None, photo=None):
     out_dir = out_dir or ROOT / name
-    calibration = ROOT / name / "calibration.json"
-    CALIBRATION.clear()
-    if calibration.exists():
-        CALIBRATION.update(json.loads(calibration.read_text())["max_abs_error"])
     h0, w0 = image_hw
     rh, rw = resize_256(h0, w0, short)
     top, left = int(round((rh - crop) / 2.0)), int(round((rw - crop) / 2.0))
@@ -180,11 +185,10 @@ def suite(name, title, image_hw, short, crop, out_dir=None, photo=None):
         "Training checkpoints saved with block chunks use `blocks.{chunk}.{i}.*` instead.",
         "Golden values are computed in float64 by the CPU reference provider (`vips-conformance generate`) "
         "and stored as float32; each stage is fed the float32 golden outputs of the stage before it.",
-        f"Tolerances per stage and tier are {MARGIN:g} x the largest max-abs error of correct implementations "
-        "(CPU provider at fp32/fp16/bf16, the plain-C template at fp32, the official PyTorch model at fp32; "
-        "calibration.json, tools/calibrate_tolerances.py then tools/validate_dinov2.py --calibrate), "
-        f"rtol 0, floors {FLOOR}; they are tight enough that every wrong variant "
-        "of conformance/tests/dinov2.rs fails.",
+        "Verdicts follow the SDK's error model (docs/error-model.md): each output, and in a decomposed run each "
+        "operator, is judged against the float64 reference recomputed from the provider's own inputs, within a "
+        "bound derived from the computation (magnitudes of the operands, accumulation lengths, the tier's "
+        "precision). No number here was calibrated on this suite's data.",
         "The registers variant (dinov2_vits14_reg) is a different component: 4 register tokens after cls, "
         "without position embedding, and its position embedding is resized with size=(16, 16), antialias=True.",
     ]:
@@ -216,10 +220,12 @@ def suite(name, title, image_hw, short, crop, out_dir=None, photo=None):
     out.append(tensor("x_norm_clstoken", "float32", [1, DIM], "golden"))
     out.append(tensor("x_norm_patchtokens", "float32", [1, grid * grid, DIM], "golden"))
     out.append("")
+    out.append("# The error model's parameters (docs/error-model.md): lambda, the confidence factor of every")
+    out.append("# accumulation bound; bias_z, the largest bias z-score of a dot product's errors; end_to_end, what")
+    out.append("# chained mode requires of the encoder's outputs against the golden values.")
     out.append("tolerances:")
-    out.append("  fp32: { rtol: 1.0e-5, atol: 1.0e-5 }")
-    out.append("  fp16: { rtol: 2.0e-2, atol: 2.0e-2 }")
-    out.append("  bf16: { rtol: 1.0e-1, atol: 1.0e-1 }")
+    for tier, (rel_l2, cosine) in END_TO_END.items():
+        out.append(f"  {tier}: {{ lambda: {LAMBDA}, bias_z: {BIAS_Z}, end_to_end: {{ rel_l2: {rel_l2:.1e}, cosine: {cosine} }} }}")
     out.append("")
     out.append("stages:")
     out.append(stage(
@@ -296,7 +302,7 @@ def suite(name, title, image_hw, short, crop, out_dir=None, photo=None):
             f"source coordinates use 1/s = {GRID}/{grid + 0.1}, not {GRID}/{grid}. Resizing with size=({grid}, {grid}) "
             "shifts every sample and fails this stage.",
             "timm's vit_small_patch14_dinov2 resizes with size=(16, 16) and antialias=True (a = -0.5): a different "
-            "result at 224 (max abs 0.125 on random weights). It is not this component.",
+            "result at 224 (differences up to about 1.0 in this suite's resized position embedding). It is not this component.",
             "Bicubic with A = -0.75 and clamped borders (PyTorch's upsample_bicubic2d), computed in float32 by "
             "PyTorch; exported graphs (ONNX Resize) sometimes carry A = -0.5 or exclude_outside: check both.",
             "The class token gets the first position embedding, unresized.",
@@ -381,13 +387,30 @@ def suite(name, title, image_hw, short, crop, out_dir=None, photo=None):
     print(f"wrote {path}")
 
 
+def variant(args):
+    """What sets a custom suite apart, for its title (shown in every run's header)."""
+    parts = []
+    if args.weights:
+        parts.append("checkpoint weights")
+    if args.image:
+        parts.append(f"photo {pathlib.Path(args.image).name}")
+    if args.activation_scale != 1.0:
+        parts.append(f"stress: outlier activations x{args.activation_scale:g}")
+    return f" ({', '.join(parts)})" if parts else ""
+
+
 def main():
     global REAL_WEIGHTS
     ap = argparse.ArgumentParser(description="Write the DINOv2 ViT-S/14 suite documents.")
     ap.add_argument("--out", help="write one 224x224 suite to this directory instead of the committed ones")
     ap.add_argument("--weights", action="store_true", help="read the weights from a checkpoint (with --out)")
     ap.add_argument("--image", help="use this photo as the input (with --out)")
+    ap.add_argument("--activation-scale", type=float, default=1.0,
+                    help="multiply the outlier channels and the class token (a stress suite; with --out)")
+    ap.add_argument("--quick", action="store_true", help="56x56 instead of 224x224 (with --out)")
     args = ap.parse_args()
+    global ACTIVATION_SCALE
+    ACTIVATION_SCALE = args.activation_scale
     if args.out:
         REAL_WEIGHTS = args.weights
         out = pathlib.Path(args.out)
@@ -400,10 +423,15 @@ def main():
             pixels = np.asarray(Image.open(args.image).convert("RGB"), dtype=np.uint8)
             np.save(out / "image.npy", pixels)
             size = pixels.shape[:2]
-        suite("dinov2-vits14", "DINOv2 ViT-S/14 image encoder, official eval pipeline at 224x224", size, 256, 224, out, args.image)
+        ident = re.sub("[^a-z0-9_-]", "-", out.name.lower()) or "dinov2-custom"
+        if args.quick:
+            size = (75, 100) if not args.image else size
+            suite(ident, "DINOv2 ViT-S/14 image encoder, all stages at 56x56" + variant(args), size, 64, 56, out, args.image)
+        else:
+            suite(ident, "DINOv2 ViT-S/14 image encoder, official eval pipeline at 224x224" + variant(args), size, 256, 224, out, args.image)
         return
-    if args.weights or args.image:
-        ap.error("--weights and --image need --out: the committed suites stay seeded")
+    if args.weights or args.image or args.quick or args.activation_scale != 1.0:
+        ap.error("--weights, --image, --quick and --activation-scale need --out: the committed suites stay as they are")
     suite("dinov2-vits14", "DINOv2 ViT-S/14 image encoder, official eval pipeline at 224x224", (300, 400), 256, 224)
     suite("dinov2-vits14-quick", "DINOv2 ViT-S/14 image encoder, all stages at 56x56 (quick tests)", (75, 100), 64, 56)
 

@@ -34,7 +34,8 @@ enum Command {
     },
     /// Show what a document or golden file holds: tensors, shapes, hashes, sizes.
     Inspect {
-        file: PathBuf,
+        /// A suite name, a suite directory, a document or a golden file.
+        file: String,
         #[arg(long)]
         json: bool,
     },
@@ -63,7 +64,9 @@ fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Command::Run(args) => commands::run::run(args),
         Command::List { suite, json } => commands::list::run(suite, json),
-        Command::Inspect { file, json } => commands::inspect::run(&file, json),
+        Command::Inspect { file, json } => {
+            suites::resolve(&file).and_then(|p| commands::inspect::run(&p, json))
+        }
         Command::Pack(args) => commands::pack::run(args),
         Command::Generate(args) => commands::generate::run(args),
         Command::Export { suite, out } => commands::export::run(&suite, &out),

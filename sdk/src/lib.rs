@@ -24,6 +24,7 @@ pub use tensor::{Element, HostTensor};
 pub mod capture;
 pub mod compare;
 pub mod document;
+pub mod error_model;
 pub mod generate;
 pub mod golden;
 pub mod pack;

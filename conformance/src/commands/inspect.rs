@@ -153,9 +153,12 @@ fn suite(dir: &Path, json: bool) -> super::Outcome {
         });
         let o = out.to_f64_vec();
         let rms = (o.iter().map(|x| x * x).sum::<f64>() / o.len().max(1) as f64).sqrt();
+        // The activation scale: outlier channels and high-norm tokens show
+        // here long before they show in the rms.
+        let max_abs = o.iter().fold(0.0f64, |m, x| m.max(x.abs()));
         rows.push(serde_json::json!({
             "stage": stage.name, "input": stage.inputs[0], "output": stage.outputs[0],
-            "relative_change": change, "output_rms": rms,
+            "relative_change": change, "output_rms": rms, "output_max_abs": max_abs,
         }));
     }
     if json {
@@ -171,18 +174,19 @@ fn suite(dir: &Path, json: bool) -> super::Outcome {
             rows.len()
         );
         println!(
-            "  {:<16} {:<20} {:>16} {:>12}",
-            "stage", "output", "rel. change", "output rms"
+            "  {:<16} {:<20} {:>16} {:>12} {:>12}",
+            "stage", "output", "rel. change", "output rms", "max |out|"
         );
         for r in &rows {
             let change = r["relative_change"]
                 .as_f64()
                 .map_or("(reshaped)".to_string(), |c| format!("{c:.4}"));
             println!(
-                "  {:<16} {:<20} {change:>16} {:>12.4}",
+                "  {:<16} {:<20} {change:>16} {:>12.4} {:>12.4}",
                 r["stage"].as_str().unwrap_or(""),
                 r["output"].as_str().unwrap_or(""),
-                r["output_rms"].as_f64().unwrap_or(0.0)
+                r["output_rms"].as_f64().unwrap_or(0.0),
+                r["output_max_abs"].as_f64().unwrap_or(0.0)
             );
         }
     }

@@ -36,7 +36,8 @@ pub struct Args {
     /// Run shard k of n (1-based), e.g. 2/4.
     #[arg(long)]
     shard: Option<String>,
-    /// Reference provider for drill-down into failing stages ("none" to skip).
+    /// The reference provider: computes, in float64, the reference and the
+    /// error bounds every verdict is made against.
     #[arg(long, default_value = "cpu")]
     reference: String,
     /// Print JSON instead of the table.
@@ -84,14 +85,9 @@ pub fn run(args: Args) -> super::Outcome {
     let device = Provider::open_by_name(&args.provider)
         .and_then(|p| p.device(args.device))
         .map_err(|e| e.to_string())?;
-    let reference = match args.reference.as_str() {
-        "none" => None,
-        r => Some(
-            Provider::open_by_name(r)
-                .and_then(|p| p.device(0))
-                .map_err(|e| format!("reference provider: {e}"))?,
-        ),
-    };
+    let reference = Provider::open_by_name(&args.reference)
+        .and_then(|p| p.device(0))
+        .map_err(|e| format!("reference provider: {e}"))?;
     let opts = RunOptions {
         mode,
         tiers,
@@ -102,7 +98,7 @@ pub fn run(args: Args) -> super::Outcome {
         return Err("no stage matches the --stage/--shard selection".into());
     }
     let report =
-        runner::run(&suite, &device, reference.as_ref(), &opts).map_err(|e| e.to_string())?;
+        runner::run(&suite, &device, &reference, &opts).map_err(|e| e.to_string())?;
     if let Some(path) = &args.output {
         let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
         std::fs::write(path, text).map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
@@ -123,6 +119,15 @@ fn sci(v: f64) -> String {
     format!("{v:.2e}")
 }
 
+/// A normalised error: plain below 1000, scientific above.
+fn e(v: f64) -> String {
+    if v < 1e3 {
+        format!("{v:.3}")
+    } else {
+        sci(v)
+    }
+}
+
 fn print_table(r: &RunReport) {
     println!(
         "{} {} on {} {} ({})",
@@ -137,15 +142,17 @@ fn print_table(r: &RunReport) {
                 .and_then(|v| v.as_str().map(str::to_string))
                 .unwrap_or_default()
         );
+        // |e| is the error over its bound: below 1 passes; 1 − max|e| is the margin.
         println!(
-            "{:<26} {:<10} {:<13} {:>9} {:>9} {:>14}  {:<38} {:>9}",
+            "{:<22} {:<10} {:<13} {:>8} {:>8} {:>8}  {:<28} {:>10} {:>9}",
             "stage",
             "execution",
             "status",
-            "max abs",
-            "max rel",
-            "mismatches",
-            "worst element (actual vs expected)",
+            "max|e|",
+            "p99|e|",
+            "rms e",
+            "tightest operator (max|e|)",
+            "drift L2",
             "time"
         );
         let (mut pass, mut fail, mut unsupported) = (0, 0, 0);
@@ -162,31 +169,24 @@ fn print_table(r: &RunReport) {
                     "decomposed"
                 }
             });
-            let worst_output = s.outputs.iter().max_by(|a, b| {
-                a.metrics
-                    .mismatch_fraction
-                    .total_cmp(&b.metrics.mismatch_fraction)
-            });
-            let (abs, rel, mism, worst) = match worst_output {
-                Some(o) => {
-                    let m = &o.metrics;
-                    let w = m.worst.as_ref().map_or(String::new(), |w| {
-                        format!(
-                            "{}{:?}: {:.6} vs {:.6}",
-                            o.tensor, w.index, w.actual, w.expected
-                        )
-                    });
-                    (
-                        sci(m.max_abs_error),
-                        sci(m.max_rel_error),
-                        format!("{}/{}", m.mismatches, m.elements),
-                        w,
-                    )
-                }
-                None => ("-".into(), "-".into(), "-".into(), String::new()),
+            let worst_output = s
+                .outputs
+                .iter()
+                .max_by(|a, b| a.judgement.max_e.total_cmp(&b.judgement.max_e));
+            let (max_e, p99, rms, drift) = match worst_output {
+                Some(o) => (
+                    e(o.judgement.max_e),
+                    e(o.judgement.p99_e),
+                    e(o.judgement.rms_e),
+                    sci(o.drift.rel_l2_error),
+                ),
+                None => ("-".into(), "-".into(), "-".into(), "-".into()),
             };
+            let tight = s.tightest_node.as_ref().map_or(String::new(), |n| {
+                format!("{} {}", n.op.trim_start_matches("vsdk."), e(n.judgement.max_e))
+            });
             println!(
-                "{:<26} {:<10} {:<13} {abs:>9} {rel:>9} {mism:>14}  {worst:<38} {:>7.1}ms",
+                "{:<22} {:<10} {:<13} {max_e:>8} {p99:>8} {rms:>8}  {tight:<28} {drift:>10} {:>7.1}ms",
                 s.stage,
                 exec,
                 s.status.label(),
@@ -195,6 +195,15 @@ fn print_table(r: &RunReport) {
             if let Some(reason) = &s.reason {
                 println!("    {reason}");
             }
+            for o in s.outputs.iter().filter(|o| !o.judgement.passed) {
+                println!("    `{}`: {}", o.tensor, o.judgement.reason.as_deref().unwrap_or(""));
+                if let Some(w) = &o.judgement.worst {
+                    println!(
+                        "      worst {:?}: {:.7} vs reference {:.7}, bound {}",
+                        w.index, w.actual, w.reference, sci(w.bound)
+                    );
+                }
+            }
             for inv in s.invariants.iter().filter(|i| !i.held) {
                 println!(
                     "    invariant {} does not hold: {}",
@@ -202,9 +211,13 @@ fn print_table(r: &RunReport) {
                 );
             }
             if let Some(d) = &s.drill_down {
+                let j = &d.judgement;
                 println!(
-                    "    drill-down: first divergent operator is node {} `{}` -> `{}`: max abs {}, {}/{} mismatches",
-                    d.node, d.op, d.output, sci(d.metrics.max_abs_error), d.metrics.mismatches, d.metrics.elements
+                    "    drill-down: first operator out of its bound is node {} `{}` -> `{}`: {}",
+                    d.node,
+                    d.op,
+                    d.output,
+                    j.reason.as_deref().unwrap_or("")
                 );
             }
             if let Some(n) = &s.drill_down_note {
@@ -213,6 +226,17 @@ fn print_table(r: &RunReport) {
         }
         if let Some(first) = &t.first_divergent_stage {
             println!("first divergent stage: {first}");
+        }
+        for e2e in &t.end_to_end {
+            println!(
+                "end to end `{}`: rel L2 {} (limit {}), cosine {:.7} (limit {}): {}",
+                e2e.tensor,
+                sci(e2e.drift.rel_l2_error),
+                sci(e2e.criterion.rel_l2),
+                e2e.drift.cosine_similarity,
+                e2e.criterion.cosine,
+                if e2e.passed { "PASS" } else { "FAIL" }
+            );
         }
         println!("{pass} passed, {fail} failed, {unsupported} not supported");
     }

@@ -4,7 +4,8 @@
 
 mod raw;
 
-use crate::compare::{NanPolicy, Tier, Tolerance};
+use crate::compare::{NanPolicy, Tier};
+use crate::error_model::TierParams;
 use crate::golden::{Distribution, Seeded};
 use crate::{AttrValue, Attrs, DType, Op};
 use indexmap::IndexMap;
@@ -134,8 +135,9 @@ pub struct Stage {
     pub graph: Vec<GraphNode>,
     /// A fused kernel for the whole stage: (name, version).
     pub kernel: Option<(String, u32)>,
-    /// Per tier, the document's default overridden by the stage's own.
-    pub tolerances: BTreeMap<Tier, Tolerance>,
+    /// The error model's parameters per tier: the SDK's defaults, overridden
+    /// field by field by the document's `tolerances`, then by the stage's.
+    pub tolerances: BTreeMap<Tier, TierParams>,
     pub mismatch_fraction: f64,
     pub nan: NanPolicy,
     pub verify: Vec<Invariant>,
@@ -365,7 +367,11 @@ impl<F: Fn(Location, &str, String) -> DocumentError> Validator<'_, F> {
             let decl = self.tensor(&name, t)?;
             self.tensors.insert(name.to_string(), decl);
         }
-        let defaults = self.tolerances("tolerances", &raw.tolerances, &BTreeMap::new())?;
+        let sdk_defaults = Tier::ALL
+            .into_iter()
+            .map(|t| (t, TierParams::default_for(t)))
+            .collect();
+        let defaults = self.tolerances("tolerances", &raw.tolerances, &sdk_defaults)?;
         let mut stages: Vec<Stage> = Vec::new();
         for (i, s) in raw.stages.into_iter().enumerate() {
             let field = format!("stages[{i}]");
@@ -476,8 +482,8 @@ impl<F: Fn(Location, &str, String) -> DocumentError> Validator<'_, F> {
         &self,
         field: &str,
         raw: &IndexMap<Spanned<String>, RawTolerance>,
-        defaults: &BTreeMap<Tier, Tolerance>,
-    ) -> Result<BTreeMap<Tier, Tolerance>, DocumentError> {
+        defaults: &BTreeMap<Tier, TierParams>,
+    ) -> Result<BTreeMap<Tier, TierParams>, DocumentError> {
         let mut out = defaults.clone();
         for (name, t) in raw {
             let f = format!("{field}.{}", name.as_str());
@@ -488,29 +494,31 @@ impl<F: Fn(Location, &str, String) -> DocumentError> Validator<'_, F> {
                     format!("unknown tier `{}` (fp32, fp16, bf16, exact)", name.as_str()),
                 );
             };
-            let tol = match (tier, t.rtol, t.atol, t.lsb) {
-                (Tier::Exact, None, None, lsb) => Tolerance::Exact {
-                    lsb: lsb.unwrap_or(0),
-                },
-                (Tier::Exact, ..) => {
-                    return self.err(at(name), &f, "the exact tier takes `lsb` only")
-                }
-                (_, rtol, atol, None) if rtol.is_some() || atol.is_some() => {
-                    let (rtol, atol) = (rtol.unwrap_or(0.0), atol.unwrap_or(0.0));
-                    if !(rtol >= 0.0 && atol >= 0.0 && rtol.is_finite() && atol.is_finite()) {
-                        return self.err(at(name), &f, "rtol and atol are finite and >= 0");
-                    }
-                    Tolerance::Close { rtol, atol }
-                }
-                _ => {
-                    return self.err(
-                        at(name),
-                        &f,
-                        "give `rtol` and/or `atol` (not `lsb`) for a float tier",
-                    )
-                }
+            let p = out.get_mut(&tier).expect("every tier has defaults");
+            let positive = |v: Option<f64>, what: &str| match v {
+                Some(v) if !(v.is_finite() && v > 0.0) => Err(format!("{what} must be finite and > 0, got {v}")),
+                _ => Ok(()),
             };
-            out.insert(tier, tol);
+            let e2e = t.end_to_end.as_ref();
+            let checks = [
+                positive(t.lambda, "lambda"),
+                positive(t.bias_z, "bias_z"),
+                positive(e2e.and_then(|e| e.rel_l2), "end_to_end.rel_l2"),
+                match e2e.and_then(|e| e.cosine) {
+                    Some(c) if !(c > 0.0 && c <= 1.0) => Err(format!("end_to_end.cosine must lie in (0, 1], got {c}")),
+                    _ => Ok(()),
+                },
+            ];
+            if let Some(Err(msg)) = checks.into_iter().find(Result::is_err) {
+                return self.err(at(name), &f, msg);
+            }
+            p.lambda = t.lambda.unwrap_or(p.lambda);
+            p.bias_z = t.bias_z.unwrap_or(p.bias_z);
+            p.lsb = t.lsb.unwrap_or(p.lsb);
+            if let Some(e) = e2e {
+                p.end_to_end.rel_l2 = e.rel_l2.unwrap_or(p.end_to_end.rel_l2);
+                p.end_to_end.cosine = e.cosine.unwrap_or(p.end_to_end.cosine);
+            }
         }
         Ok(out)
     }
@@ -539,7 +547,7 @@ impl<F: Fn(Location, &str, String) -> DocumentError> Validator<'_, F> {
         &self,
         field: &str,
         s: RawStage,
-        defaults: &BTreeMap<Tier, Tolerance>,
+        defaults: &BTreeMap<Tier, TierParams>,
         earlier: &[Stage],
     ) -> Result<Stage, DocumentError> {
         let earlier_outputs: Vec<&str> = earlier

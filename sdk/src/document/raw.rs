@@ -79,13 +79,27 @@ pub struct RawSeeded {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawTolerance {
+    /// Confidence factor of the accumulation bounds (docs/error-model.md).
     #[serde(default)]
-    pub rtol: Option<f64>,
+    pub lambda: Option<f64>,
+    /// Dot-product operators: largest allowed bias z-score.
     #[serde(default)]
-    pub atol: Option<f64>,
-    /// Exact tier: allowed difference in units of the last place.
+    pub bias_z: Option<f64>,
+    /// Integer outputs: allowed difference in units.
     #[serde(default)]
     pub lsb: Option<u64>,
+    /// Chained mode: the component's outputs against the golden values.
+    #[serde(default)]
+    pub end_to_end: Option<RawEndToEnd>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawEndToEnd {
+    #[serde(default)]
+    pub rel_l2: Option<f64>,
+    #[serde(default)]
+    pub cosine: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]

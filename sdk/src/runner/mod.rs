@@ -8,7 +8,8 @@ mod invariants;
 
 pub use invariants::InvariantResult;
 
-use crate::compare::{self, Criteria, Metrics, Tier};
+use crate::compare::{self, Criteria, Tier};
+use crate::error_model::{self, EndToEnd, Judgement, NodeCheck, Precision, Rules, TierParams};
 use crate::document::{GraphNode, Stage};
 use crate::suite::{Suite, SuiteError};
 use crate::{AttrValue, Attrs, DType, Device, DeviceTensor, Error, HostTensor, Op, TensorSpec};
@@ -75,22 +76,47 @@ pub enum Execution {
     Decomposed,
 }
 
+/// How far an output is from the golden value (not a verdict: in chained mode
+/// the drift accumulates over stages; at fp16/bf16 it includes the rounding
+/// of the inputs).
+#[derive(Debug, Clone, Serialize)]
+pub struct Drift {
+    pub max_abs_error: f64,
+    pub max_rel_error: f64,
+    pub rel_l2_error: f64,
+    pub cosine_similarity: f64,
+}
+
+impl Drift {
+    fn of(actual: &HostTensor, golden: &HostTensor) -> Result<Drift, compare::CompareError> {
+        let everything = Criteria {
+            tolerance: compare::Tolerance::Close {
+                rtol: 0.0,
+                atol: f64::MAX,
+            },
+            nan: compare::NanPolicy::Allow,
+            allowed_mismatch_fraction: 1.0,
+        };
+        let m = compare::compare(actual, golden, &everything)?;
+        Ok(Drift {
+            max_abs_error: m.max_abs_error,
+            max_rel_error: m.max_rel_error,
+            rel_l2_error: m.rel_l2_error,
+            cosine_similarity: m.cosine_similarity,
+        })
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct OutputResult {
     pub tensor: String,
-    pub metrics: Metrics,
+    /// The verdict: the output against the float64 reference computed from
+    /// the stage's own inputs, within the propagated bound; with its margin.
+    pub judgement: Judgement,
+    /// Against the golden value.
+    pub drift: Drift,
     /// Canonical SHA-256 of the actual output.
     pub sha256: String,
-}
-
-/// The first operator of a failing stage that diverges from the reference
-/// when fed the reference's own inputs.
-#[derive(Debug, Clone, Serialize)]
-pub struct DrillDown {
-    pub node: usize,
-    pub op: String,
-    pub output: String,
-    pub metrics: Metrics,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -103,10 +129,23 @@ pub struct StageResult {
     pub invariants: Vec<InvariantResult>,
     /// Why the stage is NOT SUPPORTED or ERROR.
     pub reason: Option<String>,
-    pub drill_down: Option<DrillDown>,
-    /// Set when a failing stage was drilled into and no operator diverged alone.
+    /// Decomposed runs: the node closest to (or furthest past) its bound.
+    pub tightest_node: Option<NodeCheck>,
+    /// A failing stage: the first operator whose own error is out of bounds,
+    /// fed the provider's own inputs.
+    pub drill_down: Option<NodeCheck>,
+    /// Set when a failing stage was drilled into and no operator failed alone.
     pub drill_down_note: Option<String>,
     pub seconds: f64,
+}
+
+/// Chained mode: one of the component's final outputs against its golden value.
+#[derive(Debug, Clone, Serialize)]
+pub struct EndToEndResult {
+    pub tensor: String,
+    pub drift: Drift,
+    pub criterion: EndToEnd,
+    pub passed: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -114,8 +153,11 @@ pub struct TierReport {
     pub tier: Tier,
     pub mode: Mode,
     pub stages: Vec<StageResult>,
-    /// Chained mode: the first stage that did not pass.
+    /// Chained mode: the first stage whose own error is out of bounds.
     pub first_divergent_stage: Option<String>,
+    /// Chained mode: the component's outputs (stage outputs no later stage
+    /// consumes) against the golden values.
+    pub end_to_end: Vec<EndToEndResult>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -129,7 +171,7 @@ pub struct RunReport {
     pub provider_library: String,
     pub device: String,
     pub tiers: Vec<TierReport>,
-    /// Every selected stage passed at every tier.
+    /// Every selected stage passed at every tier (and, chained, end to end).
     pub passed: bool,
 }
 
@@ -146,11 +188,12 @@ pub fn select<'a>(suite: &'a Suite, opts: &RunOptions) -> Vec<&'a Stage> {
         .collect()
 }
 
-/// Runs the suite on `device`; `reference` (the CPU provider) serves drill-down.
+/// Runs the suite on `device`; `reference` (the CPU provider) computes the
+/// float64 reference and the bounds every verdict is made against.
 pub fn run(
     suite: &Suite,
     device: &Device,
-    reference: Option<&Device>,
+    reference: &Device,
     opts: &RunOptions,
 ) -> Result<RunReport, SuiteError> {
     let stages = select(suite, opts);
@@ -162,25 +205,29 @@ pub fn run(
         for stage in &stages {
             let mut inputs = HashMap::new();
             let mut diverged_upstream = None;
+            let mut golden_inputs = true;
             for name in &stage.inputs {
                 let t = match (opts.mode, produced.get(name)) {
                     (Mode::Chained, Some((own, from, passed))) => {
                         if !passed {
                             diverged_upstream.get_or_insert_with(|| from.clone());
                         }
+                        golden_inputs = false;
                         own.clone()
                     }
                     _ => to_tier(&*suite.tensor(name)?, tier),
                 };
                 inputs.insert(name.clone(), t);
             }
-            // Drilling into a stage fed wrong inputs would only find the symptom.
-            let drill = if diverged_upstream.is_none() {
-                reference
-            } else {
-                None
+            let ctx = StageContext {
+                suite,
+                stage,
+                tier,
+                device,
+                reference,
+                golden_inputs,
             };
-            let (mut result, outputs) = run_stage(suite, stage, tier, &inputs, device, drill)?;
+            let (mut result, outputs) = ctx.run(&inputs)?;
             if let (Some(from), true) = (&diverged_upstream, result.status != Status::Pass) {
                 result.drill_down_note = Some(format!(
                     "its inputs come from `{from}`, which already diverged"
@@ -202,18 +249,24 @@ pub fn run(
                     .map(|r| r.stage.clone())
             })
             .flatten();
+        let end_to_end = if opts.mode == Mode::Chained {
+            end_to_end(suite, &stages, tier, &produced)?
+        } else {
+            Vec::new()
+        };
         tiers.push(TierReport {
             tier,
             mode: opts.mode,
             stages: results,
             first_divergent_stage,
+            end_to_end,
         });
     }
     let info = device.provider_info();
     let passed = !tiers.is_empty()
-        && tiers
-            .iter()
-            .all(|t| t.stages.iter().all(|s| s.status == Status::Pass));
+        && tiers.iter().all(|t| {
+            t.stages.iter().all(|s| s.status == Status::Pass) && t.end_to_end.iter().all(|e| e.passed)
+        });
     Ok(RunReport {
         component: suite.document.component.id.clone(),
         component_version: suite.document.component.version.clone(),
@@ -226,6 +279,43 @@ pub fn run(
         tiers,
         passed,
     })
+}
+
+/// The component's outputs (stage outputs no later selected stage consumes),
+/// as the provider computed them from its own earlier outputs, against the
+/// golden values, with the criterion of the last stage producing each.
+fn end_to_end(
+    suite: &Suite,
+    stages: &[&Stage],
+    tier: Tier,
+    produced: &HashMap<String, (HostTensor, String, bool)>,
+) -> Result<Vec<EndToEndResult>, SuiteError> {
+    let mut out = Vec::new();
+    for (i, stage) in stages.iter().enumerate() {
+        for name in &stage.outputs {
+            let consumed = stages[i + 1..].iter().any(|s| s.inputs.contains(name));
+            let Some((actual, _, _)) = produced.get(name) else {
+                continue;
+            };
+            if consumed {
+                continue;
+            }
+            let criterion = stage.tolerances[&tier].end_to_end;
+            let golden = suite.tensor(name)?;
+            let Ok(drift) = Drift::of(actual, &golden) else {
+                continue;
+            };
+            let passed = drift.rel_l2_error <= criterion.rel_l2
+                && drift.cosine_similarity >= criterion.cosine;
+            out.push(EndToEndResult {
+                tensor: name.clone(),
+                drift,
+                criterion,
+                passed,
+            });
+        }
+    }
+    Ok(out)
 }
 
 /// Float tensors take the tier's dtype; integer tensors stay as they are.
@@ -257,18 +347,6 @@ fn tier_spec(s: &TensorSpec, tier: Tier) -> TensorSpec {
     match tier.float_dtype() {
         Some(d) if s.dtype.is_float() => TensorSpec::new(d, &s.shape),
         _ => s.clone(),
-    }
-}
-
-fn criteria(stage: &Stage, tier: Tier) -> Criteria {
-    Criteria {
-        tolerance: stage
-            .tolerances
-            .get(&tier)
-            .copied()
-            .unwrap_or_else(|| tier.torch_default()),
-        nan: stage.nan,
-        allowed_mismatch_fraction: stage.mismatch_fraction,
     }
 }
 
@@ -305,15 +383,17 @@ fn plan(
     })
 }
 
-/// Runs the stage's graph node by node on `device`; returns the named tensors.
+/// Runs the stage's graph node by node on `device`; returns the stage's
+/// inputs and every node's output, downloaded (each node is judged by its
+/// own error).
 fn run_graph(
     float: Option<DType>,
     stage: &Stage,
     device: &Device,
     inputs: &HashMap<String, HostTensor>,
-    wanted: &[String],
 ) -> Result<HashMap<String, HostTensor>, Error> {
     let mut on_device: HashMap<String, DeviceTensor> = HashMap::new();
+    let mut host = inputs.clone();
     for (name, t) in inputs {
         on_device.insert(name.clone(), device.upload(t)?);
     }
@@ -321,106 +401,208 @@ fn run_graph(
         let args: Vec<&DeviceTensor> = node.inputs.iter().map(|i| &on_device[i]).collect();
         let attrs = node_attrs(node, float);
         let out = device.execute(node.op.name(), node.op.version(), &attrs, &args)?;
-        on_device.insert(
-            node.output.clone(),
-            out.into_iter().next().expect("one output"),
-        );
+        let out = out.into_iter().next().expect("one output");
+        host.insert(node.output.clone(), device.download(&out)?);
+        on_device.insert(node.output.clone(), out);
     }
-    wanted
-        .iter()
-        .map(|w| Ok((w.clone(), device.download(&on_device[w])?)))
-        .collect()
+    Ok(host)
 }
 
 type StageRun = (StageResult, HashMap<String, HostTensor>);
 
-fn run_stage(
-    suite: &Suite,
-    stage: &Stage,
+struct StageContext<'a> {
+    suite: &'a Suite,
+    stage: &'a Stage,
     tier: Tier,
-    inputs: &HashMap<String, HostTensor>,
-    device: &Device,
-    reference: Option<&Device>,
-) -> Result<StageRun, SuiteError> {
-    let start = Instant::now();
-    let mut result = StageResult {
-        stage: stage.name.clone(),
-        tier,
-        status: Status::Error,
-        execution: None,
-        outputs: Vec::new(),
-        invariants: Vec::new(),
-        reason: None,
-        drill_down: None,
-        drill_down_note: None,
-        seconds: 0.0,
-    };
-    let finish = |mut r: StageResult, outs| {
-        r.seconds = start.elapsed().as_secs_f64();
-        Ok((r, outs))
-    };
-    let execution = match plan(suite, stage, tier, device) {
-        Ok(Ok(e)) => e,
-        Ok(Err(lacks)) => {
-            result.status = Status::NotSupported;
-            result.reason = Some(lacks);
-            return finish(result, HashMap::new());
-        }
-        Err(e) => {
-            result.reason = Some(e.to_string());
-            return finish(result, HashMap::new());
-        }
-    };
-    result.execution = Some(execution);
-    let actual = match execution {
-        Execution::Decomposed => {
-            run_graph(tier.float_dtype(), stage, device, inputs, &stage.outputs)
-        }
-        Execution::Fused => run_fused(suite, stage, tier, device, inputs),
-    };
-    let actual = match actual {
-        Ok(a) => a,
-        Err(e) => {
-            result.reason = Some(e.to_string());
-            return finish(result, HashMap::new());
-        }
-    };
-    let c = criteria(stage, tier);
-    let mut passed = true;
-    for name in &stage.outputs {
-        let expected = suite.tensor(name)?;
-        match compare::compare_and_hash(&actual[name], &expected, &c) {
-            Ok((metrics, hash)) => {
-                passed &= metrics.passed;
-                result.outputs.push(OutputResult {
-                    tensor: name.clone(),
-                    metrics,
-                    sha256: hex::encode(hash),
-                });
+    device: &'a Device,
+    reference: &'a Device,
+    /// The inputs are the golden tensors (isolated mode, or a first stage).
+    golden_inputs: bool,
+}
+
+impl StageContext<'_> {
+    fn run(&self, inputs: &HashMap<String, HostTensor>) -> Result<StageRun, SuiteError> {
+        let start = Instant::now();
+        let stage = self.stage;
+        let mut result = StageResult {
+            stage: stage.name.clone(),
+            tier: self.tier,
+            status: Status::Error,
+            execution: None,
+            outputs: Vec::new(),
+            invariants: Vec::new(),
+            reason: None,
+            tightest_node: None,
+            drill_down: None,
+            drill_down_note: None,
+            seconds: 0.0,
+        };
+        let finish = |mut r: StageResult, outs| {
+            r.seconds = start.elapsed().as_secs_f64();
+            Ok((r, outs))
+        };
+        let execution = match plan(self.suite, stage, self.tier, self.device) {
+            Ok(Ok(e)) => e,
+            Ok(Err(lacks)) => {
+                result.status = Status::NotSupported;
+                result.reason = Some(lacks);
+                return finish(result, HashMap::new());
             }
             Err(e) => {
-                result.reason = Some(format!("`{name}`: {e}"));
-                return finish(result, actual);
+                result.reason = Some(e.to_string());
+                return finish(result, HashMap::new());
+            }
+        };
+        result.execution = Some(execution);
+        let float = self.tier.float_dtype();
+        let values = match execution {
+            Execution::Decomposed => run_graph(float, stage, self.device, inputs),
+            Execution::Fused => run_fused(self.suite, stage, self.tier, self.device, inputs),
+        };
+        let values = match values {
+            Ok(v) => v,
+            Err(e) => {
+                result.reason = Some(e.to_string());
+                return finish(result, HashMap::new());
+            }
+        };
+        let outputs: HashMap<String, HostTensor> = stage
+            .outputs
+            .iter()
+            .map(|o| (o.clone(), values[o].clone()))
+            .collect();
+        match self.judge(&mut result, inputs, &values, execution) {
+            Ok(()) => {}
+            Err(e) => {
+                result.status = Status::Error;
+                result.reason = Some(e);
             }
         }
+        finish(result, outputs)
     }
-    for inv in &stage.verify {
-        let r = invariants::check(inv, &actual[inv.tensor()]);
-        passed &= r.held;
-        result.invariants.push(r);
+
+    fn params(&self) -> &TierParams {
+        &self.stage.tolerances[&self.tier]
     }
-    result.status = if passed { Status::Pass } else { Status::Fail };
-    if !passed {
-        match reference.map(|r| drill_down(stage, tier, inputs, device, r, &c)) {
-            Some(Ok(Some(d))) => result.drill_down = Some(d),
-            Some(Ok(None)) => {
-                result.drill_down_note = Some("every operator agrees with the reference when fed the reference's inputs: the error accumulates across operators".into())
+
+    /// The verdict: outputs against the reference within the propagated
+    /// bound; in a decomposed run every node against its own; invariants.
+    fn judge(
+        &self,
+        result: &mut StageResult,
+        inputs: &HashMap<String, HostTensor>,
+        values: &HashMap<String, HostTensor>,
+        execution: Execution,
+    ) -> Result<(), String> {
+        let (stage, tier) = (self.stage, self.tier);
+        let params = *self.params();
+        let reference =
+            error_model::stage_reference(stage, tier, inputs, self.reference, &params)
+                .map_err(|e| format!("the reference could not run: {e}"))?;
+        let rules = Rules {
+            nan: stage.nan,
+            allowed_over_fraction: stage.mismatch_fraction,
+            bias_z: None,
+        };
+        let mut passed = true;
+        for name in &stage.outputs {
+            let actual = &values[name];
+            let (ref_value, bound) = (&reference.values[name], &reference.bounds[name]);
+            if ref_value.spec.shape != actual.spec.shape {
+                return Err(format!(
+                    "`{name}`: shape {:?} does not match the reference {:?}",
+                    actual.spec.shape, ref_value.spec.shape
+                ));
             }
+            let golden = self.suite.tensor(name).map_err(|e| e.to_string())?;
+            if self.golden_inputs && tier.float_dtype().is_none_or(|d| d == DType::F32) {
+                check_golden(name, ref_value, &golden)?;
+            }
+            let judgement = error_model::judge(actual, &ref_value.to_f64_vec(), bound, rules);
+            passed &= judgement.passed;
+            let drift = Drift::of(actual, &golden).map_err(|e| format!("`{name}`: {e}"))?;
+            result.outputs.push(OutputResult {
+                tensor: name.clone(),
+                judgement,
+                drift,
+                sha256: hex::encode(crate::golden::canonical_sha256(actual)),
+            });
+        }
+        for inv in &stage.verify {
+            let r = invariants::check(inv, &values[inv.tensor()]);
+            passed &= r.held;
+            result.invariants.push(r);
+        }
+        // Every operator by its own error: in a decomposed run always (its
+        // intermediates are at hand); in a fused one, to locate a failure.
+        let nodes = match execution {
+            Execution::Decomposed => Some(self.check_nodes(values)),
+            Execution::Fused if !passed => Some(
+                run_graph(tier.float_dtype(), stage, self.device, inputs)
+                    .map_err(|e| e.to_string())
+                    .and_then(|v| self.check_nodes(&v)),
+            ),
+            Execution::Fused => None,
+        };
+        match nodes {
+            Some(Ok(checks)) => {
+                let failed = checks.iter().find(|c| !c.judgement.passed).cloned();
+                if execution == Execution::Decomposed {
+                    passed &= failed.is_none();
+                    result.tightest_node = checks
+                        .iter()
+                        .filter(|c| c.judgement.max_e > 0.0 && c.judgement.max_e.is_finite())
+                        .max_by(|a, b| a.judgement.max_e.total_cmp(&b.judgement.max_e))
+                        .cloned();
+                }
+                if !passed {
+                    if failed.is_none() {
+                        result.drill_down_note = Some(
+                            "every operator is within its own bound when fed the provider's own inputs: the error of the fused kernel accumulates across operators".into(),
+                        );
+                    }
+                    result.drill_down = failed;
+                }
+            }
+            Some(Err(e)) if execution == Execution::Decomposed => return Err(e),
             Some(Err(e)) => result.drill_down_note = Some(format!("drill-down could not run: {e}")),
-            None => result.drill_down_note = Some("no reference provider for drill-down".into()),
+            None => {}
         }
+        result.status = if passed { Status::Pass } else { Status::Fail };
+        Ok(())
     }
-    finish(result, actual)
+
+    fn check_nodes(&self, values: &HashMap<String, HostTensor>) -> Result<Vec<NodeCheck>, String> {
+        error_model::check_nodes(
+            self.stage,
+            self.tier,
+            values,
+            self.reference,
+            self.params(),
+            self.stage.nan,
+            self.stage.mismatch_fraction,
+        )
+        .map_err(|e| format!("the reference could not check the operators: {e}"))
+    }
+}
+
+/// The golden values are what the reference computes from the golden inputs
+/// (to float32 storage rounding): a reference provider or golden file that
+/// disagrees makes every verdict meaningless, so the stage is an ERROR.
+fn check_golden(name: &str, reference: &HostTensor, golden: &HostTensor) -> Result<(), String> {
+    let (r, g) = (reference.to_f64_vec(), golden.to_f64_vec());
+    let storage = Precision::of(golden.spec.dtype).map_or(0.0, |p| p.u);
+    let bad = r.iter().zip(&g).position(|(&r, &g)| {
+        let same = r == g || (r.is_nan() && g.is_nan());
+        !same && (r - g).abs() > storage * r.abs() * (1.0 + 1e-9) + f64::from(f32::MIN_POSITIVE)
+    });
+    match bad {
+        None => Ok(()),
+        Some(i) => Err(format!(
+            "the reference provider computes {} for `{name}` at flat index {i} where the golden file holds {}: the golden file was not generated by this reference (re-run `vips-conformance generate`) or the reference provider is broken",
+            r[i], g[i]
+        )),
+    }
 }
 
 fn run_fused(
@@ -449,83 +631,4 @@ fn run_fused(
         .zip(&outs)
         .map(|(n, t)| Ok((n.clone(), device.download(t)?)))
         .collect()
-}
-
-/// How far past a correct implementation's own error a node may be before
-/// drill-down calls it divergent.
-const DRILL_DOWN_MARGIN: f64 = 4.0;
-
-/// Feeds every node the reference's own inputs, on both sides, and returns
-/// the first node whose output diverges from the reference's (float64): by
-/// more than the stage's tolerance and more than `DRILL_DOWN_MARGIN` times the
-/// error of the reference itself computing in the tier's dtype. Stage
-/// tolerances are calibrated on stage outputs, whose scale intermediate
-/// tensors need not share.
-fn drill_down(
-    stage: &Stage,
-    tier: Tier,
-    inputs: &HashMap<String, HostTensor>,
-    device: &Device,
-    reference: &Device,
-    c: &Criteria,
-) -> Result<Option<DrillDown>, Error> {
-    // The reference computes in float64 (how golden values are made).
-    let wide = |t: &HostTensor| {
-        if t.spec.dtype.is_float() {
-            t.cast(crate::DType::F64)
-        } else {
-            t.clone()
-        }
-    };
-    let mut ref_values: HashMap<String, HostTensor> =
-        inputs.iter().map(|(k, v)| (k.clone(), wide(v))).collect();
-    for (i, node) in stage.graph.iter().enumerate() {
-        let ref_in: Vec<HostTensor> = node.inputs.iter().map(|n| ref_values[n].clone()).collect();
-        let run_on =
-            |dev: &Device, ins: &[HostTensor], float: Option<DType>| -> Result<HostTensor, Error> {
-                let up: Vec<DeviceTensor> = ins
-                    .iter()
-                    .map(|t| dev.upload(t))
-                    .collect::<Result<_, _>>()?;
-                let refs: Vec<&DeviceTensor> = up.iter().collect();
-                let out = dev.execute(
-                    node.op.name(),
-                    node.op.version(),
-                    &node_attrs(node, float),
-                    &refs,
-                )?;
-                dev.download(&out[0])
-            };
-        let expected = run_on(reference, &ref_in, Some(DType::F64))?;
-        let tier_in: Vec<HostTensor> = ref_in.iter().map(|t| to_tier(t, tier)).collect();
-        let actual = run_on(device, &tier_in, tier.float_dtype())?;
-        let node_criteria = match c.tolerance {
-            compare::Tolerance::Close { rtol, atol } => {
-                // What a correct implementation misses by at this tier: the
-                // reference itself, computing in the tier's dtype.
-                let control = run_on(reference, &tier_in, tier.float_dtype())?;
-                let control_error = compare::compare(&control, &expected, c)
-                    .map_err(|e| Error::Tensor(e.to_string()))?
-                    .max_abs_error;
-                let atol = atol.max(DRILL_DOWN_MARGIN * control_error);
-                Criteria {
-                    tolerance: compare::Tolerance::Close { rtol, atol },
-                    ..*c
-                }
-            }
-            compare::Tolerance::Exact { .. } => *c,
-        };
-        let metrics = compare::compare(&actual, &expected, &node_criteria)
-            .map_err(|e| Error::Tensor(e.to_string()))?;
-        if !metrics.passed {
-            return Ok(Some(DrillDown {
-                node: i,
-                op: format!("{}@{}", node.op.name(), node.op.version()),
-                output: node.output.clone(),
-                metrics,
-            }));
-        }
-        ref_values.insert(node.output.clone(), expected);
-    }
-    Ok(None)
 }

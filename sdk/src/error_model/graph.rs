@@ -1,0 +1,162 @@
+//! The error model over a stage's graph: the stage's reference and bound
+//! (local bounds propagated node by node), and the check of every node of a
+//! decomposed run against the reference fed that node's own inputs.
+
+use super::ops::{self, Call, Reference};
+use super::{judge, Judgement, Precision, Rules, TierParams};
+use crate::compare::{NanPolicy, Tier};
+use crate::document::Stage;
+use crate::runner::node_attrs;
+use crate::{DType, Device, Error, HostTensor, TensorSpec};
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// A stage's outputs as the reference computes them from the stage's inputs,
+/// and how far a correct implementation may be from each element.
+pub struct StageReference {
+    /// float64 for float outputs.
+    pub values: HashMap<String, HostTensor>,
+    pub bounds: HashMap<String, Vec<f64>>,
+}
+
+fn tier_dtype(tier: Tier, d: DType) -> DType {
+    match tier.float_dtype() {
+        Some(f) if d.is_float() => f,
+        _ => d,
+    }
+}
+
+/// Computes the stage's reference and per-element bound from `inputs`, the
+/// tensors exactly as the provider received them (already in the tier's dtypes).
+pub fn stage_reference(
+    stage: &Stage,
+    tier: Tier,
+    inputs: &HashMap<String, HostTensor>,
+    reference: &Device,
+    params: &TierParams,
+) -> Result<StageReference, Error> {
+    let r = Reference(reference);
+    let mut values: HashMap<String, HostTensor> =
+        inputs.iter().map(|(k, v)| (k.clone(), ops::wide(v))).collect();
+    let mut specs: HashMap<String, TensorSpec> =
+        inputs.iter().map(|(k, v)| (k.clone(), v.spec.clone())).collect();
+    let mut errs: HashMap<String, HostTensor> = HashMap::new();
+    for node in &stage.graph {
+        let in_specs: Vec<TensorSpec> = node.inputs.iter().map(|n| specs[n].clone()).collect();
+        let tier_attrs = node_attrs(node, tier.float_dtype());
+        let (resolved, out_spec) = ops::output_spec(node.op, &tier_attrs, &in_specs)?;
+        let ref_attrs = node_attrs(node, Some(DType::F64));
+        let ins: Vec<&HostTensor> = node.inputs.iter().map(|n| &values[n]).collect();
+        let call = Call {
+            op: node.op,
+            attrs: &ref_attrs,
+            node: &resolved,
+            inputs: &ins,
+            precision: Precision::of(tier_dtype(tier, out_spec.dtype)),
+            params,
+        };
+        let ev = ops::evaluate(&r, &call)?;
+        let in_errs: Vec<Option<&HostTensor>> = node.inputs.iter().map(|n| errs.get(n)).collect();
+        let propagated = ops::propagate(&r, &call, &in_errs, &ev.value)?;
+        let total: Vec<f64> = match propagated {
+            Some(p) => p
+                .to_f64_vec()
+                .iter()
+                .zip(&ev.local)
+                .map(|(a, b)| a + b)
+                .collect(),
+            None => ev.local,
+        };
+        if total.iter().any(|&e| e > 0.0) {
+            errs.insert(node.output.clone(), ops::dense(&ev.value.spec.shape, total));
+        }
+        specs.insert(node.output.clone(), out_spec);
+        values.insert(node.output.clone(), ev.value);
+    }
+    let mut out = StageReference {
+        values: HashMap::new(),
+        bounds: HashMap::new(),
+    };
+    for name in &stage.outputs {
+        let v = values
+            .remove(name)
+            .ok_or_else(|| Error::Tensor(format!("stage output `{name}` was not produced")))?;
+        let b = errs
+            .get(name)
+            .map(HostTensor::to_f64_vec)
+            .unwrap_or_else(|| vec![0.0; v.spec.numel()]);
+        out.bounds.insert(name.clone(), b);
+        out.values.insert(name.clone(), v);
+    }
+    Ok(out)
+}
+
+/// One node of a decomposed run, judged by its own error: its output against
+/// the reference computed from the very inputs the provider's node received.
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeCheck {
+    pub node: usize,
+    pub op: String,
+    pub output: String,
+    pub judgement: Judgement,
+}
+
+/// Checks every node of a decomposed run. `values` holds the stage's inputs
+/// and every node output as the provider produced them.
+pub fn check_nodes(
+    stage: &Stage,
+    tier: Tier,
+    values: &HashMap<String, HostTensor>,
+    reference: &Device,
+    params: &TierParams,
+    nan: NanPolicy,
+    allowed_over_fraction: f64,
+) -> Result<Vec<NodeCheck>, Error> {
+    let r = Reference(reference);
+    let mut checks = Vec::with_capacity(stage.graph.len());
+    for (i, node) in stage.graph.iter().enumerate() {
+        let got = |n: &String| {
+            values
+                .get(n)
+                .ok_or_else(|| Error::Tensor(format!("node input `{n}` was not kept")))
+        };
+        let own: Vec<&HostTensor> = node.inputs.iter().map(got).collect::<Result<_, _>>()?;
+        let actual = got(&node.output)?;
+        let in_specs: Vec<TensorSpec> = own.iter().map(|t| t.spec.clone()).collect();
+        let (resolved, _) =
+            ops::output_spec(node.op, &node_attrs(node, tier.float_dtype()), &in_specs)?;
+        let wide: Vec<HostTensor> = own.iter().map(|t| ops::wide(t)).collect();
+        let ins: Vec<&HostTensor> = wide.iter().collect();
+        let ref_attrs = node_attrs(node, Some(DType::F64));
+        let call = Call {
+            op: node.op,
+            attrs: &ref_attrs,
+            node: &resolved,
+            inputs: &ins,
+            precision: Precision::of(actual.spec.dtype),
+            params,
+        };
+        let ev = ops::evaluate(&r, &call)?;
+        if ev.value.spec.shape != actual.spec.shape {
+            return Err(Error::Tensor(format!(
+                "node {i} ({}): the provider's output has shape {:?}, the reference {:?}",
+                node.op.name(),
+                actual.spec.shape,
+                ev.value.spec.shape
+            )));
+        }
+        let rules = Rules {
+            nan,
+            allowed_over_fraction,
+            bias_z: ev.dot.then_some(params.bias_z),
+        };
+        let judgement = judge(actual, &ev.value.to_f64_vec(), &ev.local, rules);
+        checks.push(NodeCheck {
+            node: i,
+            op: format!("{}@{}", node.op.name(), node.op.version()),
+            output: node.output.clone(),
+            judgement,
+        });
+    }
+    Ok(checks)
+}

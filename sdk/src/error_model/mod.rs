@@ -1,0 +1,276 @@
+//! The error model (docs/error-model.md): how far a correct implementation
+//! may be from the float64 reference, per element, derived from the
+//! computation itself rather than from one data set.
+//!
+//! Every float operator has a *local bound*: the rounding error a correct
+//! implementation makes when computing it from exact inputs at the tier's
+//! precision (`ops`). A stage's bound *propagates* those local bounds through
+//! its graph with the absolute value of each operator's first derivative
+//! (`graph`). The verdict on a tensor compares `e = (actual − reference) /
+//! bound` per element (`judge`): `|e| ≤ 1` everywhere, and for dot-product
+//! operators no systematic bias (`|Σe| ≤ z·√(Σe²)`).
+//!
+//! Everything scales with the data: bounds are built from magnitudes of the
+//! tensors involved (|x|, |w|·|x|, ...), so multiplying a suite's inputs or
+//! weights by 10 multiplies reference and bound alike.
+
+mod graph;
+mod ops;
+
+pub use graph::{check_nodes, stage_reference, NodeCheck, StageReference};
+
+use crate::compare::{NanPolicy, Tier};
+use crate::{DType, HostTensor};
+use serde::{Deserialize, Serialize};
+
+/// The arithmetic a tier implies for one tensor's dtype.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Precision {
+    /// Unit roundoff of the tensor's dtype (half an ulp, relative): 2^-24 for
+    /// float32, 2^-11 for float16, 2^-8 for bfloat16.
+    pub u: f64,
+    /// Unit roundoff of accumulations (sums, dot products, statistics), which
+    /// run in float32 or wider at every tier (as TOSA's profiles and every
+    /// tensor-core GEMM do): `min(u, 2^-24)`.
+    pub u_acc: f64,
+    /// The dtype's smallest normal number: results below it may be flushed.
+    pub tiny: f64,
+}
+
+impl Precision {
+    /// None for integer dtypes (they are compared exactly, or within `lsb`).
+    pub fn of(dtype: DType) -> Option<Precision> {
+        let (u, tiny) = match dtype {
+            DType::F64 => (2f64.powi(-53), f64::MIN_POSITIVE),
+            DType::F32 => (2f64.powi(-24), f64::from(f32::MIN_POSITIVE)),
+            DType::F16 => (2f64.powi(-11), 2f64.powi(-14)),
+            DType::BF16 => (2f64.powi(-8), f64::from(f32::MIN_POSITIVE)),
+            _ => return None,
+        };
+        Some(Precision {
+            u,
+            u_acc: u.min(2f64.powi(-24)),
+            tiny,
+        })
+    }
+}
+
+/// The end-to-end criterion of chained mode: the component's final outputs,
+/// computed by the provider from its own earlier outputs, against the golden
+/// values. Both measures are scale-free.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct EndToEnd {
+    /// Largest `‖a − g‖₂ / ‖g‖₂`.
+    pub rel_l2: f64,
+    /// Smallest cosine similarity.
+    pub cosine: f64,
+}
+
+/// The parameters of the error model at one tier (a document's `tolerances`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct TierParams {
+    /// Confidence factor λ of the probabilistic accumulation bound
+    /// `λ·√n·u` (Higham & Mary 2019): it fails a correct sum of `n` terms with
+    /// probability below `2n·exp(−λ²/2)`.
+    pub lambda: f64,
+    /// Dot-product operators: the largest allowed `|Σe| / √(Σe²)`, a z-score
+    /// of the mean normalised error. Unbiased rounding keeps it near N(0, 1).
+    pub bias_z: f64,
+    /// Integer outputs may differ from the reference by this many units.
+    pub lsb: u64,
+    pub end_to_end: EndToEnd,
+}
+
+impl TierParams {
+    /// The SDK's defaults (docs/error-model.md, "Parameters").
+    pub fn default_for(tier: Tier) -> TierParams {
+        let end_to_end = match tier {
+            Tier::Fp32 | Tier::Exact => EndToEnd {
+                rel_l2: 1e-4,
+                cosine: 0.999_999,
+            },
+            Tier::Fp16 => EndToEnd {
+                rel_l2: 2e-2,
+                cosine: 0.9998,
+            },
+            Tier::Bf16 => EndToEnd {
+                rel_l2: 1e-1,
+                cosine: 0.995,
+            },
+        };
+        TierParams {
+            lambda: 6.0,
+            bias_z: 8.0,
+            lsb: 0,
+            end_to_end,
+        }
+    }
+}
+
+/// The element whose normalised error is largest.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WorstElement {
+    pub index: Vec<usize>,
+    pub actual: f64,
+    pub reference: f64,
+    /// The allowed error there.
+    pub bound: f64,
+}
+
+/// What the error model says about one tensor: its margin (how close to
+/// failing) and the verdict.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Judgement {
+    pub elements: u64,
+    /// Elements outside their bound (`|e| > 1`), NaN and Inf mismatches included.
+    pub over_bound: u64,
+    /// The largest `|e|`: below 1 passes; the margin is `1 − max_e`.
+    pub max_e: f64,
+    /// Percentiles of `|e|`.
+    pub p50_e: f64,
+    pub p90_e: f64,
+    pub p99_e: f64,
+    /// `√(mean e²)`.
+    pub rms_e: f64,
+    /// Dot-product operators: `Σe / √(Σe²)` (None where not tested).
+    pub bias_z: Option<f64>,
+    /// Largest `|actual − reference|` over finite pairs.
+    pub max_abs_error: f64,
+    pub worst: Option<WorstElement>,
+    pub passed: bool,
+    /// Why it failed, in words.
+    pub reason: Option<String>,
+}
+
+/// How a tensor is judged.
+#[derive(Debug, Clone, Copy)]
+pub struct Rules {
+    pub nan: NanPolicy,
+    /// Fraction of elements allowed outside their bound.
+    pub allowed_over_fraction: f64,
+    /// Test the bias of the errors (dot-product operators), with this z.
+    pub bias_z: Option<f64>,
+}
+
+/// Judges `actual` against the float64 `reference` with per-element `bound`
+/// (all three the same length, row-major over `shape`).
+pub fn judge(
+    actual: &HostTensor,
+    reference: &[f64],
+    bound: &[f64],
+    rules: Rules,
+) -> Judgement {
+    let a = actual.to_f64_vec();
+    debug_assert_eq!(a.len(), reference.len());
+    debug_assert_eq!(a.len(), bound.len());
+    let mut e = Vec::with_capacity(a.len());
+    let (mut over, mut sum, mut sumsq, mut max_abs) = (0u64, 0.0f64, 0.0f64, 0.0f64);
+    let mut worst: Option<(usize, f64)> = None;
+    let mut nonfinite_reason = None;
+    for (i, ((&x, &r), &b)) in a.iter().zip(reference).zip(bound).enumerate() {
+        let ei = if x.is_finite() && r.is_finite() {
+            let d = x - r;
+            max_abs = max_abs.max(d.abs());
+            if d == 0.0 {
+                0.0
+            } else if b > 0.0 {
+                d / b
+            } else {
+                f64::INFINITY.copysign(d)
+            }
+        } else {
+            let ok = if x.is_nan() || r.is_nan() {
+                x.is_nan() && r.is_nan() && rules.nan == NanPolicy::Allow
+            } else {
+                x == r
+            };
+            if ok {
+                0.0
+            } else {
+                nonfinite_reason.get_or_insert(i);
+                f64::INFINITY
+            }
+        };
+        let m = ei.abs();
+        if m > 1.0 {
+            over += 1;
+        }
+        if worst.is_none_or(|(_, w)| m > w) {
+            worst = Some((i, m));
+        }
+        if m.is_finite() {
+            sum += ei;
+            sumsq += ei * ei;
+        }
+        e.push(m);
+    }
+    let n = e.len();
+    let pct = |e: &mut Vec<f64>, p: f64| -> f64 {
+        if n == 0 {
+            return 0.0;
+        }
+        let k = (((n - 1) as f64) * p).round() as usize;
+        *e.select_nth_unstable_by(k, f64::total_cmp).1
+    };
+    let (p50, p90, p99) = (pct(&mut e, 0.5), pct(&mut e, 0.9), pct(&mut e, 0.99));
+    let max_e = worst.map_or(0.0, |(_, m)| m);
+    let bias_z = rules.bias_z.map(|_| {
+        if sumsq > 0.0 {
+            sum / sumsq.sqrt()
+        } else {
+            0.0
+        }
+    });
+    let allowed = (rules.allowed_over_fraction * n as f64).floor() as u64;
+    let mut reason = None;
+    if over > allowed {
+        reason = Some(match nonfinite_reason {
+            Some(i) => format!(
+                "{over} of {n} elements outside their bound (a NaN or Inf where the reference has {} at flat index {i})",
+                reference[i]
+            ),
+            None => format!("{over} of {n} elements outside their bound (largest |e| {max_e:.3})"),
+        });
+    } else if let (Some(z), Some(limit)) = (bias_z, rules.bias_z) {
+        if z.abs() > limit {
+            reason = Some(format!(
+                "systematic bias: the mean normalised error is {z:.1} standard deviations from 0 (limit {limit})"
+            ));
+        }
+    }
+    let worst = worst.map(|(i, _)| WorstElement {
+        index: unravel(i, &actual.spec.shape),
+        actual: a[i],
+        reference: reference[i],
+        bound: bound[i],
+    });
+    Judgement {
+        elements: n as u64,
+        over_bound: over,
+        max_e,
+        p50_e: p50,
+        p90_e: p90,
+        p99_e: p99,
+        rms_e: if n > 0 {
+            (sumsq / n as f64).sqrt()
+        } else {
+            0.0
+        },
+        bias_z,
+        max_abs_error: max_abs,
+        worst,
+        passed: reason.is_none(),
+        reason,
+    }
+}
+
+fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
+    let mut idx = vec![0; shape.len()];
+    for d in (0..shape.len()).rev() {
+        if shape[d] > 0 {
+            idx[d] = flat % shape[d];
+            flat /= shape[d];
+        }
+    }
+    idx
+}

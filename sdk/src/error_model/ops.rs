@@ -1,0 +1,510 @@
+//! Per-operator rules of the error model (docs/error-model.md, "Operators"):
+//! the reference value (float64, on the reference provider), the *local
+//! bound* (what a correct implementation may add computing the operator from
+//! exact inputs) and the *propagation* of errors already in the inputs.
+//!
+//! Magnitude passes that a catalog kernel can compute (|a|·|w| for linear and
+//! conv2d, broadcasting sums for elementwise operators, data movement of error
+//! tensors) run on the reference provider; the rest is host code here.
+
+use super::{Precision, TierParams};
+use crate::{Attrs, DType, Device, Error, HostTensor, Node, Op, TensorSpec};
+use rayon::prelude::*;
+
+/// Runs catalog kernels on the reference provider, in float64.
+pub(super) struct Reference<'a>(pub &'a Device);
+
+impl Reference<'_> {
+    pub fn exec(&self, op: Op, attrs: &Attrs, inputs: &[&HostTensor]) -> Result<HostTensor, Error> {
+        let dev = self.0;
+        let up = inputs
+            .iter()
+            .map(|t| dev.upload(t))
+            .collect::<Result<Vec<_>, _>>()?;
+        let refs: Vec<_> = up.iter().collect();
+        let out = dev.execute(op.name(), op.version(), attrs, &refs)?;
+        dev.download(&out[0])
+    }
+
+    fn binary(&self, op: Op, a: &HostTensor, b: &HostTensor) -> Result<HostTensor, Error> {
+        self.exec(op, &Attrs::new(), &[a, b])
+    }
+}
+
+/// A float64 tensor.
+pub(super) fn dense(shape: &[usize], v: Vec<f64>) -> HostTensor {
+    HostTensor::from_vec(shape, v).expect("length matches the shape")
+}
+
+fn abs(t: &HostTensor) -> HostTensor {
+    dense(
+        &t.spec.shape,
+        t.to_f64_vec().into_iter().map(f64::abs).collect(),
+    )
+}
+
+fn zeros(shape: &[usize]) -> HostTensor {
+    dense(shape, vec![0.0; shape.iter().product()])
+}
+
+/// One operator evaluated on the reference.
+pub(super) struct Evaluated {
+    /// float64 for float outputs, the integer dtype otherwise.
+    pub value: HostTensor,
+    /// The local bound per element.
+    pub local: Vec<f64>,
+    /// A dot product (linear, conv2d): its errors are also tested for bias.
+    pub dot: bool,
+}
+
+/// Everything an operator rule needs about one call.
+pub(super) struct Call<'a> {
+    pub op: Op,
+    /// Attributes as the reference runs them (casts to floats go to float64).
+    pub attrs: &'a Attrs,
+    /// The resolved node (shapes and attributes checked by the catalog).
+    pub node: &'a Node,
+    /// Exact inputs: float64 for floats.
+    pub inputs: &'a [&'a HostTensor],
+    /// The precision of the output at the tier (None: integer output).
+    pub precision: Option<Precision>,
+    pub params: &'a TierParams,
+}
+
+/// `λ·√n`: the probabilistic growth factor of a sum of `n` terms.
+fn growth(lambda: f64, n: usize) -> f64 {
+    lambda * (n.max(1) as f64).sqrt()
+}
+
+/// `u·|v| + c·u_acc·m + tiny` per element: the output rounding plus a
+/// multiple of the accumulation roundoff times a magnitude.
+fn rounding(p: Precision, value: &[f64], c: f64, magnitude: &[f64]) -> Vec<f64> {
+    value
+        .iter()
+        .zip(magnitude)
+        .map(|(&v, &m)| p.u * v.abs() + c * p.u_acc * m + p.tiny)
+        .collect()
+}
+
+pub(super) fn evaluate(r: &Reference, c: &Call) -> Result<Evaluated, Error> {
+    let value = r.exec(c.op, c.attrs, c.inputs)?;
+    let Some(p) = c.precision else {
+        // Integer outputs: exact, within `lsb`.
+        let local = vec![c.params.lsb as f64; value.spec.numel()];
+        return Ok(Evaluated {
+            value,
+            local,
+            dot: false,
+        });
+    };
+    let v = value.to_f64_vec();
+    let lambda = c.params.lambda;
+    let mut dot = false;
+    let local = match c.node {
+        Node::Linear | Node::Conv2d(_) => {
+            dot = true;
+            let mags: Vec<HostTensor> = c.inputs.iter().map(|t| abs(t)).collect();
+            let refs: Vec<&HostTensor> = mags.iter().collect();
+            let bnd = r.exec(c.op, c.attrs, &refs)?.to_f64_vec();
+            let w = &c.inputs[1].spec.shape;
+            let n = w[1..].iter().product::<usize>() + usize::from(c.inputs.len() == 3);
+            let g = growth(lambda, n);
+            v.iter()
+                .zip(&bnd)
+                .map(|(&v, &b)| p.u * v.abs() + g * p.u_acc * b + p.tiny)
+                .collect()
+        }
+        Node::ResizeBicubic(rz) => {
+            let x = &c.inputs[0];
+            let (ih, iw) = (x.spec.shape[2], x.spec.shape[3]);
+            let taps = |scale: f64| {
+                if rz.antialias {
+                    (4.0 * scale.max(1.0)).ceil() as usize + 1
+                } else {
+                    4
+                }
+            };
+            // Coordinates and weights computed in float32 (as PyTorch does)
+            // move each tap by up to about u·in: the `4·in` term.
+            let g = growth(lambda, taps(rz.scale_h) * taps(rz.scale_w)) + 4.0 * ih.max(iw) as f64;
+            let bnd = plane_max_bound(x, &value.spec.shape)?;
+            rounding(p, &v, g, &bnd)
+        }
+        Node::Add | Node::Sub => {
+            let bnd = r
+                .binary(Op::Add, &abs(c.inputs[0]), &abs(c.inputs[1]))?
+                .to_f64_vec();
+            rounding(p, &v, 1.0, &bnd)
+        }
+        Node::Mul => rounding(p, &v, 1.0, &v.iter().map(|x| x.abs()).collect::<Vec<_>>()),
+        Node::Div => rounding(p, &v, 2.0, &v.iter().map(|x| x.abs()).collect::<Vec<_>>()),
+        Node::Cast(_) => rounding(p, &v, 0.0, &v),
+        Node::Gelu => {
+            // erf is an approximation everywhere: a few ulps of 1 + erf,
+            // times |x| / 2, plus the final products.
+            let x = c.inputs[0].to_f64_vec();
+            let m: Vec<f64> = v.iter().zip(&x).map(|(v, x)| v.abs() + x.abs()).collect();
+            rounding(p, &v, 4.0, &m)
+        }
+        Node::Softmax { axis } => {
+            softmax_local(&c.inputs[0].to_f64_vec(), &v, &value.spec.shape, *axis, p, lambda)
+        }
+        Node::LayerNorm { axis, eps } => layer_norm(c.inputs, *axis, *eps, None, p, lambda).0,
+        Node::Sdpa(s) => sdpa(c.inputs, s.scale, None, p, lambda).0,
+        // Data movement: exact.
+        Node::Crop(_) | Node::Reshape | Node::Permute { .. } | Node::Concat { .. } => {
+            vec![0.0; v.len()]
+        }
+        Node::ResizePilBicubic { .. } => vec![c.params.lsb as f64; v.len()],
+    };
+    Ok(Evaluated { value, local, dot })
+}
+
+/// Propagates the errors already in the inputs (None: exact) to the output,
+/// to first order, through the absolute value of the operator's derivative.
+pub(super) fn propagate(
+    r: &Reference,
+    c: &Call,
+    errs: &[Option<&HostTensor>],
+    value: &HostTensor,
+) -> Result<Option<HostTensor>, Error> {
+    if errs.iter().all(Option::is_none) {
+        return Ok(None);
+    }
+    let out_shape = &value.spec.shape;
+    let err = |i: usize| -> HostTensor {
+        errs.get(i)
+            .copied()
+            .flatten()
+            .cloned()
+            .unwrap_or_else(|| zeros(&c.inputs[i].spec.shape))
+    };
+    let sum = |a: HostTensor, b: HostTensor| r.binary(Op::Add, &a, &b);
+    let e = match c.node {
+        Node::Linear | Node::Conv2d(_) => {
+            // E_x·|w| + |x|·E_w + E_b: both magnitude passes are the operator
+            // itself on non-negative tensors.
+            let (ax, aw) = (abs(c.inputs[0]), abs(c.inputs[1]));
+            let mut total: Option<HostTensor> = None;
+            if let Some(ex) = errs[0] {
+                total = Some(r.exec(c.op, c.attrs, &[ex, &aw])?);
+            }
+            if let Some(ew) = errs.get(1).copied().flatten() {
+                let t = r.exec(c.op, c.attrs, &[&ax, ew])?;
+                total = Some(match total {
+                    Some(s) => sum(s, t)?,
+                    None => t,
+                });
+            }
+            let mut total = total.unwrap_or_else(|| zeros(out_shape));
+            if let Some(eb) = errs.get(2).copied().flatten() {
+                let eb = match c.node {
+                    // conv2d's bias is per output channel: [O] -> [O, 1, 1].
+                    Node::Conv2d(_) => dense(&[eb.spec.numel(), 1, 1], eb.to_f64_vec()),
+                    _ => eb.clone(),
+                };
+                total = sum(total, eb)?;
+            }
+            total
+        }
+        Node::Add | Node::Sub => sum(err(0), err(1))?,
+        Node::Mul => sum(
+            r.binary(Op::Mul, &err(0), &abs(c.inputs[1]))?,
+            r.binary(Op::Mul, &abs(c.inputs[0]), &err(1))?,
+        )?,
+        Node::Div => {
+            let b = c.inputs[1];
+            let b2 = r.binary(Op::Mul, b, b)?;
+            sum(
+                r.binary(Op::Div, &err(0), &abs(b))?,
+                r.binary(
+                    Op::Div,
+                    &r.binary(Op::Mul, &abs(c.inputs[0]), &err(1))?,
+                    &b2,
+                )?,
+            )?
+        }
+        Node::Crop(_) | Node::Reshape | Node::Permute { .. } | Node::Cast(_) => {
+            let attrs = if matches!(c.node, Node::Cast(_)) {
+                Attrs::new().with("dtype", crate::AttrValue::Str("float64".into()))
+            } else {
+                c.attrs.clone()
+            };
+            r.exec(c.op, &attrs, &[&err(0)])?
+        }
+        Node::Concat { .. } => {
+            let all: Vec<HostTensor> = (0..c.inputs.len()).map(err).collect();
+            let refs: Vec<&HostTensor> = all.iter().collect();
+            r.exec(c.op, c.attrs, &refs)?
+        }
+        Node::Gelu => {
+            // d/dx x·Φ(x) = Φ(x) + x·φ(x)
+            let x = c.inputs[0].to_f64_vec();
+            let v = value.to_f64_vec();
+            let ex = err(0).to_f64_vec();
+            let d = x
+                .iter()
+                .zip(&v)
+                .zip(&ex)
+                .map(|((&x, &v), &e)| {
+                    let phi_cdf = if x == 0.0 { 0.5 } else { v / x };
+                    let pdf = (-0.5 * x * x).exp() / (2.0 * std::f64::consts::PI).sqrt();
+                    (phi_cdf + x * pdf).abs() * e
+                })
+                .collect();
+            dense(out_shape, d)
+        }
+        Node::Softmax { axis } => dense(
+            out_shape,
+            softmax_propagate(&value.to_f64_vec(), &err(0).to_f64_vec(), out_shape, *axis),
+        ),
+        Node::LayerNorm { axis, eps } => {
+            let errs: Vec<HostTensor> = (0..3).map(err).collect();
+            let p = c.precision.expect("float");
+            dense(out_shape, layer_norm(c.inputs, *axis, *eps, Some(&errs), p, c.params.lambda).1)
+        }
+        Node::Sdpa(s) => {
+            let errs: Vec<HostTensor> = (0..3).map(err).collect();
+            let p = c.precision.expect("float");
+            dense(out_shape, sdpa(c.inputs, s.scale, Some(&errs), p, c.params.lambda).1)
+        }
+        Node::ResizeBicubic(_) => dense(out_shape, plane_max_bound(&err(0), out_shape)?),
+        Node::ResizePilBicubic { .. } => {
+            // An integer output of inexact inputs: bounded by the largest
+            // input error, rounded up to whole units.
+            let m = err(0).to_f64_vec().into_iter().fold(0.0, f64::max);
+            dense(out_shape, vec![(2.0 * m).ceil(); value.spec.numel()])
+        }
+    };
+    Ok(Some(e))
+}
+
+/// `2·max|x|` over each `[H, W]` plane of an NCHW tensor, spread over the
+/// output plane: `Σ|w| ≤ 1.375` per axis for both bicubic variants, so
+/// `Σ|w|·|x| ≤ 1.89·max|x|` in 2-D.
+fn plane_max_bound(x: &HostTensor, out_shape: &[usize]) -> Result<Vec<f64>, Error> {
+    let planes = out_shape[0] * out_shape[1];
+    let (plane_in, plane_out) = (
+        x.spec.shape[2] * x.spec.shape[3],
+        out_shape[2] * out_shape[3],
+    );
+    let v = x.to_f64_vec();
+    if v.len() != planes * plane_in {
+        return Err(Error::Tensor("resize bound: unexpected input shape".into()));
+    }
+    Ok(v.chunks(plane_in.max(1))
+        .flat_map(|p| {
+            let m = 2.0 * p.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+            std::iter::repeat_n(m, plane_out)
+        })
+        .collect())
+}
+
+/// Lanes of `shape` along `axis`: (outer, n, inner).
+fn lanes(shape: &[usize], axis: usize) -> (usize, usize, usize) {
+    (
+        shape[..axis].iter().product(),
+        shape[axis],
+        shape[axis + 1..].iter().product(),
+    )
+}
+
+fn softmax_local(x: &[f64], p_out: &[f64], shape: &[usize], axis: usize, p: Precision, lambda: f64) -> Vec<f64> {
+    let (outer, n, inner) = lanes(shape, axis);
+    let g = growth(lambda, n);
+    let mut out = vec![0.0; x.len()];
+    for o in 0..outer {
+        for i in 0..inner {
+            let at = |j: usize| (o * n + j) * inner + i;
+            let m = (0..n).map(|j| x[at(j)]).fold(f64::NEG_INFINITY, f64::max);
+            for j in 0..n {
+                let (pj, d) = (p_out[at(j)], (x[at(j)] - m).abs());
+                out[at(j)] = p.u * pj + p.u_acc * pj * (4.0 + d + g) + p.tiny;
+            }
+        }
+    }
+    out
+}
+
+fn softmax_propagate(p_out: &[f64], e: &[f64], shape: &[usize], axis: usize) -> Vec<f64> {
+    let (outer, n, inner) = lanes(shape, axis);
+    let mut out = vec![0.0; p_out.len()];
+    for o in 0..outer {
+        for i in 0..inner {
+            let at = |j: usize| (o * n + j) * inner + i;
+            let mean: f64 = (0..n).map(|j| p_out[at(j)] * e[at(j)]).sum();
+            for j in 0..n {
+                out[at(j)] = p_out[at(j)] * (e[at(j)] + mean);
+            }
+        }
+    }
+    out
+}
+
+/// LayerNorm over axes `axis..`: (local bound, propagated error). The
+/// statistics are centred sums (two-pass or Welford); see the docs for the
+/// derivation.
+fn layer_norm(
+    inputs: &[&HostTensor],
+    axis: usize,
+    eps: f64,
+    errs: Option<&[HostTensor]>,
+    p: Precision,
+    lambda: f64,
+) -> (Vec<f64>, Vec<f64>) {
+    let x = inputs[0].to_f64_vec();
+    let (gamma, beta) = (inputs[1].to_f64_vec(), inputs[2].to_f64_vec());
+    let d: usize = inputs[0].spec.shape[axis..].iter().product();
+    let e: Option<[Vec<f64>; 3]> =
+        errs.map(|e| [e[0].to_f64_vec(), e[1].to_f64_vec(), e[2].to_f64_vec()]);
+    let g = growth(lambda, d);
+    let u = p.u_acc;
+    let mut local = vec![0.0; x.len()];
+    let mut prop = vec![0.0; if e.is_some() { x.len() } else { 0 }];
+    let dn = d.max(1) as f64;
+    for (r, row) in x.chunks(d.max(1)).enumerate() {
+        let base = r * d;
+        let mu = row.iter().sum::<f64>() / dn;
+        let var = row.iter().map(|v| (v - mu) * (v - mu)).sum::<f64>() / dn;
+        let s = (var + eps).sqrt();
+        let m_abs = row.iter().map(|v| v.abs()).sum::<f64>() / dn;
+        let d_mu = g * u * m_abs;
+        let dc = |v: f64| u * (v.abs() + mu.abs()) + d_mu;
+        let d_var = g * u * var + 2.0 * row.iter().map(|&v| (v - mu).abs() * dc(v)).sum::<f64>() / dn;
+        let ds = 0.5 * d_var / (var + eps) + u;
+        for (j, &v) in row.iter().enumerate() {
+            let xh = (v - mu) / s;
+            let y = gamma[j] * xh + beta[j];
+            local[base + j] = gamma[j].abs() * (dc(v) / s + xh.abs() * (ds + 2.0 * u))
+                + u * ((gamma[j] * xh).abs() + beta[j].abs())
+                + p.u * y.abs()
+                + p.tiny;
+        }
+        if let Some([ex, eg, eb]) = &e {
+            let ex = &ex[base..base + d];
+            let mean_e = ex.iter().sum::<f64>() / dn;
+            let mean_xe = row
+                .iter()
+                .zip(ex)
+                .map(|(&v, &e)| ((v - mu) / s).abs() * e)
+                .sum::<f64>()
+                / dn;
+            for (j, &v) in row.iter().enumerate() {
+                let xh = ((v - mu) / s).abs();
+                prop[base + j] = gamma[j].abs() / s * (ex[j] + mean_e + xh * mean_xe)
+                    + eg[j] * xh
+                    + eb[j];
+            }
+        }
+    }
+    (local, prop)
+}
+
+/// Attention `softmax(s·q kᵀ) v` per batch index: (local bound, propagated
+/// error), the two passes sharing the logits and probabilities.
+fn sdpa(
+    inputs: &[&HostTensor],
+    scale: f64,
+    errs: Option<&[HostTensor]>,
+    p: Precision,
+    lambda: f64,
+) -> (Vec<f64>, Vec<f64>) {
+    let (q, k, v) = (
+        inputs[0].to_f64_vec(),
+        inputs[1].to_f64_vec(),
+        inputs[2].to_f64_vec(),
+    );
+    let qs = &inputs[0].spec.shape;
+    let r = qs.len();
+    let (lq, dk) = (qs[r - 2], qs[r - 1]);
+    let lk = inputs[1].spec.shape[r - 2];
+    let dv = inputs[2].spec.shape[r - 1];
+    let batch: usize = qs[..r - 2].iter().product();
+    let e: Option<[Vec<f64>; 3]> =
+        errs.map(|e| [e[0].to_f64_vec(), e[1].to_f64_vec(), e[2].to_f64_vec()]);
+    let (gd, gk) = (growth(lambda, dk), growth(lambda, lk));
+    let u = p.u_acc;
+    let rows = batch * lq;
+    let mut local = vec![0.0; rows * dv];
+    let mut prop = vec![0.0; rows * dv];
+    local
+        .par_chunks_mut(dv.max(1))
+        .zip(prop.par_chunks_mut(dv.max(1)))
+        .enumerate()
+        .for_each(|(row, (loc, pr))| {
+            let (b, i) = (row / lq.max(1), row % lq.max(1));
+            let qi = &q[(b * lq + i) * dk..][..dk];
+            let kb = &k[b * lk * dk..][..lk * dk];
+            let vb = &v[b * lk * dv..][..lk * dv];
+            let mut s = vec![0.0; lk];
+            let mut a = vec![0.0; lk];
+            for j in 0..lk {
+                let kj = &kb[j * dk..][..dk];
+                s[j] = scale * qi.iter().zip(kj).map(|(x, y)| x * y).sum::<f64>();
+                a[j] = scale.abs() * qi.iter().zip(kj).map(|(x, y)| (x * y).abs()).sum::<f64>();
+            }
+            let m = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let mut pj: Vec<f64> = s.iter().map(|x| (x - m).exp()).collect();
+            let z: f64 = pj.iter().sum();
+            pj.iter_mut().for_each(|x| *x /= z);
+            // Local: logits, then probabilities (stored at the tier's
+            // precision, as an unfused implementation does), then P·v.
+            let ds: Vec<f64> = (0..lk).map(|j| gd * u * a[j] + u * s[j].abs()).collect();
+            let mean_ds: f64 = (0..lk).map(|j| pj[j] * ds[j]).sum();
+            let dp: Vec<f64> = (0..lk)
+                .map(|j| {
+                    pj[j] * (ds[j] + mean_ds) + u * pj[j] * (4.0 + (s[j] - m).abs() + gk) + p.u * pj[j]
+                })
+                .collect();
+            for c in 0..dv {
+                let (mut o, mut bnd, mut spread) = (0.0, 0.0, 0.0);
+                for j in 0..lk {
+                    let vj = vb[j * dv + c];
+                    o += pj[j] * vj;
+                    bnd += pj[j] * vj.abs();
+                    spread += dp[j] * vj.abs();
+                }
+                loc[c] = spread + gk * u * bnd + p.u * o.abs() + p.tiny;
+            }
+            if let Some([eq, ek, ev]) = &e {
+                let eqi = &eq[(b * lq + i) * dk..][..dk];
+                let ekb = &ek[b * lk * dk..][..lk * dk];
+                let evb = &ev[b * lk * dv..][..lk * dv];
+                let es: Vec<f64> = (0..lk)
+                    .map(|j| {
+                        let kj = &kb[j * dk..][..dk];
+                        let ekj = &ekb[j * dk..][..dk];
+                        scale.abs()
+                            * (0..dk)
+                                .map(|d| eqi[d] * kj[d].abs() + qi[d].abs() * ekj[d])
+                                .sum::<f64>()
+                    })
+                    .collect();
+                let mean_es: f64 = (0..lk).map(|j| pj[j] * es[j]).sum();
+                for c in 0..dv {
+                    pr[c] = (0..lk)
+                        .map(|j| {
+                            pj[j] * (es[j] + mean_es) * vb[j * dv + c].abs() + pj[j] * evb[j * dv + c]
+                        })
+                        .sum();
+                }
+            }
+        });
+    (local, prop)
+}
+
+/// The spec of a node's output when computed at the tier (for its precision).
+pub(super) fn output_spec(op: Op, attrs: &Attrs, inputs: &[TensorSpec]) -> Result<(Node, TensorSpec), Error> {
+    let (node, outs) = Node::infer(op, attrs, inputs)
+        .map_err(|e| Error::Tensor(format!("{}: {e}", op.name())))?;
+    Ok((node, outs.into_iter().next().expect("one output")))
+}
+
+/// Float tensors as float64 (how the reference computes).
+pub(super) fn wide(t: &HostTensor) -> HostTensor {
+    if t.spec.dtype.is_float() && t.spec.dtype != DType::F64 {
+        t.cast(DType::F64)
+    } else {
+        t.clone()
+    }
+}
