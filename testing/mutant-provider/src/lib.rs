@@ -11,9 +11,24 @@
 //! | `crop_off_by_one` | a `vsdk.crop` of uint8 data starts one row lower |
 //! | `resize_no_antialias` | `vsdk.resize_pil_bicubic` keeps the filter at 4 taps when downsampling (computed here; needs a host-memory target such as the CPU provider) |
 //!
+//! Kernels computed here in float32 (`kernels`; host-memory targets only):
+//!
+//! | mutation | what changes | correct? |
+//! |---|---|---|
+//! | `sum_reversed` | `vsdk.linear` sums `x·w` from the last term to the first | yes |
+//! | `sum_pairwise` | `vsdk.linear` sums pairwise (blocks of 8) | yes |
+//! | `fma` | `vsdk.linear` accumulates with fused multiply-add | yes |
+//! | `online_softmax` | `vsdk.sdpa` in one pass with a streaming softmax | yes |
+//! | `layer_norm_unbiased` | `vsdk.layer_norm` divides by N − 1 | no |
+//! | `resize_cubic_a05` | `vsdk.resize_bicubic` (no antialias) with a = −0.5 | no |
+//! | `gemm_round_up` | `vsdk.linear` rounds every output one ulp up | no |
+//!
 //! Both variables are read once, when the first instance is created; one
 //! process tests one mutation. Conformance tests run it through the CLI.
 
+mod kernels;
+
+use kernels::Sum;
 use libloading::Library;
 use std::ffi::{c_char, c_void, CStr};
 use std::sync::OnceLock;
@@ -375,6 +390,22 @@ unsafe extern "C" fn execute(
             // SAFETY: a valid resize call; the target keeps tensors in host memory.
             unsafe { resize_without_antialias(call) };
             return Ok(());
+        }
+        let own: Option<fn(&vsdk_provider_kit::KernelCall) -> Result<(), ProviderError>> =
+            match (t.mutation.as_str(), kernel.to_bytes()) {
+                ("sum_reversed", b"vsdk.linear") => Some(|c| kernels::linear(c, Sum::Reversed)),
+                ("sum_pairwise", b"vsdk.linear") => Some(|c| kernels::linear(c, Sum::Pairwise)),
+                ("fma", b"vsdk.linear") => Some(|c| kernels::linear(c, Sum::Fma)),
+                ("gemm_round_up", b"vsdk.linear") => Some(|c| kernels::linear(c, Sum::RoundUp)),
+                ("online_softmax", b"vsdk.sdpa") => Some(kernels::sdpa_online),
+                ("layer_norm_unbiased", b"vsdk.layer_norm") => Some(kernels::layer_norm_unbiased),
+                ("resize_cubic_a05", b"vsdk.resize_bicubic") => Some(kernels::resize_a05),
+                _ => None,
+            };
+        if let Some(kernel) = own {
+            // SAFETY: the host's call, valid for this call.
+            let checked = unsafe { vsdk_provider_kit::KernelCall::from_raw(call) }?;
+            return kernel(&checked);
         }
         let mut keep = Rewrite::default();
         // SAFETY: as above.

@@ -1,0 +1,241 @@
+//! Kernels the mutant computes itself, on the target's host memory, in
+//! float32 (rounded once to a 16-bit output dtype):
+//!
+//! - *legitimate variants*, which a correct error model must accept: sums in
+//!   another order (reversed, pairwise), contracted with FMA, attention with a
+//!   streaming (online) softmax;
+//! - *subtle bugs*, which it must refuse: LayerNorm with the unbiased (N − 1)
+//!   variance, bicubic resize with a = −0.5, a GEMM whose every output is
+//!   rounded up by one ulp.
+
+use half::{bf16, f16};
+use vsdk_catalog::{DType, Node, Op};
+use vsdk_provider_kit::{KernelCall, ProviderError, TensorArg};
+
+/// How a mutant `vsdk.linear` accumulates `Σ x·w`.
+#[derive(Clone, Copy, PartialEq)]
+pub enum Sum {
+    Reversed,
+    Pairwise,
+    Fma,
+    /// Forward in float64, rounded to the output dtype, then one ulp up.
+    RoundUp,
+}
+
+fn read(t: &TensorArg) -> Result<Vec<f32>, ProviderError> {
+    let n = t.numel();
+    let mut out = Vec::with_capacity(n);
+    let mut idx = vec![0usize; t.shape.len()];
+    for _ in 0..n {
+        let off: usize = idx.iter().zip(&t.strides).map(|(i, s)| i * s).sum();
+        // SAFETY: the host's descriptor: every index within shape is inside
+        // the buffer it allocated, in host memory (the target is the CPU provider).
+        let v = unsafe {
+            let p = t.ptr.add(off * t.dtype.size_bytes());
+            match t.dtype {
+                DType::F32 => p.cast::<f32>().read_unaligned(),
+                DType::F16 => f16::from_bits(p.cast::<u16>().read_unaligned()).to_f32(),
+                DType::BF16 => bf16::from_bits(p.cast::<u16>().read_unaligned()).to_f32(),
+                d => return Err(ProviderError::invalid(format!("mutant kernels: {d} inputs"))),
+            }
+        };
+        out.push(v);
+        for d in (0..idx.len()).rev() {
+            idx[d] += 1;
+            if idx[d] < t.shape[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+    Ok(out)
+}
+
+/// Writes a compact output (the host allocates outputs compact).
+fn write(t: &TensorArg, v: &[f32], round_up: bool) {
+    for (i, &x) in v.iter().enumerate() {
+        // SAFETY: a compact output of `v.len()` elements, in host memory.
+        unsafe {
+            let p = t.ptr.add(i * t.dtype.size_bytes());
+            match t.dtype {
+                DType::F16 => {
+                    let h = f16::from_f32(x);
+                    p.cast::<u16>().write_unaligned(if round_up { up16(h.to_bits()) } else { h.to_bits() })
+                }
+                DType::BF16 => {
+                    let h = bf16::from_f32(x);
+                    p.cast::<u16>().write_unaligned(if round_up { up16(h.to_bits()) } else { h.to_bits() })
+                }
+                _ => p.cast::<f32>().write_unaligned(if round_up { x.next_up() } else { x }),
+            }
+        }
+    }
+}
+
+/// The next 16-bit float toward +∞ (for finite values).
+fn up16(bits: u16) -> u16 {
+    match bits {
+        0x8000 | 0x0000 => 1,
+        b if b & 0x8000 != 0 => b - 1,
+        b => b + 1,
+    }
+}
+
+fn pairwise(v: &[f32]) -> f32 {
+    if v.len() <= 8 {
+        return v.iter().fold(0.0, |a, &x| a + x);
+    }
+    let (l, r) = v.split_at(v.len() / 2);
+    pairwise(l) + pairwise(r)
+}
+
+pub fn linear(call: &KernelCall, sum: Sum) -> Result<(), ProviderError> {
+    let (x, w) = (read(&call.inputs[0])?, read(&call.inputs[1])?);
+    let b = call.inputs.get(2).map(read).transpose()?;
+    let k = *call.inputs[1].shape.last().unwrap_or(&0);
+    let n = call.inputs[1].shape[0];
+    let rows = if k == 0 { 0 } else { x.len() / k };
+    let mut out = vec![0.0f32; rows * n];
+    for r in 0..rows {
+        let xr = &x[r * k..][..k];
+        for j in 0..n {
+            let wj = &w[j * k..][..k];
+            let bias = b.as_ref().map_or(0.0, |b| b[j]);
+            out[r * n + j] = match sum {
+                Sum::Reversed => (0..k).rev().fold(0.0f32, |a, i| a + xr[i] * wj[i]) + bias,
+                Sum::Pairwise => {
+                    let p: Vec<f32> = xr.iter().zip(wj).map(|(a, b)| a * b).collect();
+                    pairwise(&p) + bias
+                }
+                Sum::Fma => xr.iter().zip(wj).fold(0.0f32, |a, (x, w)| x.mul_add(*w, a)) + bias,
+                Sum::RoundUp => {
+                    (xr.iter().zip(wj).map(|(a, b)| f64::from(*a) * f64::from(*b)).sum::<f64>()
+                        + f64::from(bias)) as f32
+                }
+            };
+        }
+    }
+    write(&call.outputs[0], &out, sum == Sum::RoundUp);
+    Ok(())
+}
+
+/// Attention with a streaming softmax (FlashAttention's recurrence): one pass
+/// over the keys, rescaling the running sum and output at each new maximum.
+pub fn sdpa_online(call: &KernelCall) -> Result<(), ProviderError> {
+    let (q, k, v) = (read(&call.inputs[0])?, read(&call.inputs[1])?, read(&call.inputs[2])?);
+    let qs = &call.inputs[0].shape;
+    let r = qs.len();
+    let (lq, d) = (qs[r - 2], qs[r - 1]);
+    let lk = call.inputs[1].shape[r - 2];
+    let dv = call.inputs[2].shape[r - 1];
+    let batch: usize = qs[..r - 2].iter().product();
+    let scale = match resolved(call, Op::Sdpa)? {
+        Node::Sdpa(s) => s.scale as f32,
+        _ => unreachable!("sdpa"),
+    };
+    let mut out = vec![0.0f32; batch * lq * dv];
+    for b in 0..batch {
+        for i in 0..lq {
+            let qi = &q[(b * lq + i) * d..][..d];
+            let (mut m, mut l) = (f32::NEG_INFINITY, 0.0f32);
+            let acc = &mut out[(b * lq + i) * dv..][..dv];
+            for j in 0..lk {
+                let kj = &k[(b * lk + j) * d..][..d];
+                let s = scale * qi.iter().zip(kj).map(|(a, b)| a * b).sum::<f32>();
+                let m_new = m.max(s);
+                let corr = (m - m_new).exp();
+                let p = (s - m_new).exp();
+                l = l * corr + p;
+                let vj = &v[(b * lk + j) * dv..][..dv];
+                for (a, vv) in acc.iter_mut().zip(vj) {
+                    *a = *a * corr + p * vv;
+                }
+                m = m_new;
+            }
+            acc.iter_mut().for_each(|a| *a /= l);
+        }
+    }
+    write(&call.outputs[0], &out, false);
+    Ok(())
+}
+
+/// LayerNorm dividing the squared deviations by N − 1 (Bessel's correction,
+/// `torch.var`'s default) instead of N.
+pub fn layer_norm_unbiased(call: &KernelCall) -> Result<(), ProviderError> {
+    let (x, g, b) = (read(&call.inputs[0])?, read(&call.inputs[1])?, read(&call.inputs[2])?);
+    let (axis, eps) = match resolved(call, Op::LayerNorm)? {
+        Node::LayerNorm { axis, eps } => (axis, eps as f32),
+        _ => unreachable!("layer_norm"),
+    };
+    let d: usize = call.inputs[0].shape[axis..].iter().product();
+    let mut out = vec![0.0f32; x.len()];
+    for (row, o) in x.chunks(d.max(1)).zip(out.chunks_mut(d.max(1))) {
+        let mu = row.iter().sum::<f32>() / d as f32;
+        let var = row.iter().map(|v| (v - mu) * (v - mu)).sum::<f32>() / (d as f32 - 1.0);
+        let s = (var + eps).sqrt();
+        for (j, (o, v)) in o.iter_mut().zip(row).enumerate() {
+            *o = (v - mu) / s * g[j] + b[j];
+        }
+    }
+    write(&call.outputs[0], &out, false);
+    Ok(())
+}
+
+/// Non-antialiased bicubic resize with Keys' a = −0.5 (OpenCV's and Pillow's
+/// constant) where the catalog says PyTorch's a = −0.75.
+pub fn resize_a05(call: &KernelCall) -> Result<(), ProviderError> {
+    let rz = match resolved(call, Op::ResizeBicubic)? {
+        Node::ResizeBicubic(r) => r,
+        _ => unreachable!("resize"),
+    };
+    if rz.antialias {
+        return Err(ProviderError::invalid("mutant resize: antialias is not mutated"));
+    }
+    let x = read(&call.inputs[0])?;
+    let s = &call.inputs[0].shape;
+    let (planes, ih, iw) = (s[0] * s[1], s[2], s[3]);
+    let taps = |out: usize, inn: usize, scale: f64| -> Vec<[(usize, f32); 4]> {
+        let a = -0.5f64;
+        let c1 = |d: f64| ((a + 2.0) * d - (a + 3.0)) * d * d + 1.0;
+        let c2 = |d: f64| ((a * d - 5.0 * a) * d + 8.0 * a) * d - 4.0 * a;
+        (0..out)
+            .map(|i| {
+                let src = scale * (i as f64 + 0.5) - 0.5;
+                let i0 = (src.floor() as i64).min(inn as i64 - 1);
+                let t = (src - i0 as f64).clamp(0.0, 1.0);
+                let w = [c2(t + 1.0), c1(t), c1(1.0 - t), c2(2.0 - t)];
+                let mut out = [(0usize, 0.0f32); 4];
+                for (k, o) in out.iter_mut().enumerate() {
+                    let j = (i0 - 1 + k as i64).clamp(0, inn as i64 - 1) as usize;
+                    *o = (j, w[k] as f32);
+                }
+                out
+            })
+            .collect()
+    };
+    let (ty, tx) = (taps(rz.out_h, ih, rz.scale_h), taps(rz.out_w, iw, rz.scale_w));
+    let mut out = vec![0.0f32; planes * rz.out_h * rz.out_w];
+    for p in 0..planes {
+        let xp = &x[p * ih * iw..][..ih * iw];
+        for (oy, ry) in ty.iter().enumerate() {
+            for (ox, rx) in tx.iter().enumerate() {
+                let mut acc = 0.0f32;
+                for &(yy, wy) in ry {
+                    for &(xx, wx) in rx {
+                        acc += wy * wx * xp[yy * iw + xx];
+                    }
+                }
+                out[(p * rz.out_h + oy) * rz.out_w + ox] = acc;
+            }
+        }
+    }
+    write(&call.outputs[0], &out, false);
+    Ok(())
+}
+
+fn resolved(call: &KernelCall, op: Op) -> Result<Node, ProviderError> {
+    let specs: Vec<_> = call.inputs.iter().map(TensorArg::spec).collect();
+    Node::infer(op, &call.attrs, &specs)
+        .map(|(n, _)| n)
+        .map_err(|e| ProviderError::invalid(e.to_string()))
+}
