@@ -2,8 +2,9 @@
 //! file:line:column, the field path and the cause.
 
 use std::path::Path;
-use vips_sdk::compare::{Tier, Tolerance};
+use vips_sdk::compare::Tier;
 use vips_sdk::document::*;
+use vips_sdk::error_model::{EndToEnd, TierParams};
 use vips_sdk::Op;
 
 const DEMO: &str = concat!(
@@ -37,14 +38,41 @@ fn the_demo_suite_loads() {
     );
     assert_eq!(
         s.tolerances[&Tier::Fp32],
-        Tolerance::Close {
-            rtol: 1e-5,
-            atol: 1e-5
+        TierParams::default_for(Tier::Fp32)
+    );
+    // A document's entry overrides the defaults field by field: fp16 sets
+    // only end_to_end.rel_l2, so its cosine is the SDK's default.
+    let fp16 = s.tolerances[&Tier::Fp16];
+    let default16 = TierParams::default_for(Tier::Fp16);
+    assert_eq!(
+        fp16.end_to_end,
+        EndToEnd {
+            rel_l2: 2e-2,
+            cosine: default16.end_to_end.cosine
         }
     );
+    assert_eq!(s.tolerances[&Tier::Bf16].end_to_end.cosine, 0.995);
     assert_eq!(d.stages[2].verify.len(), 3);
     assert_eq!(d.tensor("w1").unwrap().shape, Some(vec![32, 16]));
     assert_eq!(d.stages[1].at.line, 45);
+}
+
+#[test]
+fn a_stage_overrides_one_field_and_keeps_the_rest() {
+    let text = demo_text().replace(
+        "    inputs: [h, gamma, beta]\n",
+        "    inputs: [h, gamma, beta]\n    tolerances: { fp16: { bias_z: 4.0 } }\n",
+    );
+    let d = Document::parse(Path::new("doc.yaml"), &text).unwrap();
+    let (doc_level, stage) = (
+        d.stages[0].tolerances[&Tier::Fp16],
+        d.stages[1].tolerances[&Tier::Fp16],
+    );
+    assert_eq!(stage.bias_z, 4.0);
+    assert_eq!(
+        (stage.lambda, stage.end_to_end, stage.lsb),
+        (doc_level.lambda, doc_level.end_to_end, doc_level.lsb)
+    );
 }
 
 #[test]
@@ -103,9 +131,19 @@ fn semantic_mistakes_are_located() {
             "component.version: `0.1` is not a semantic version",
         ),
         (
-            "  fp16: { rtol: 1.0e-2, atol: 1.0e-2 }",
-            "  fp8: { rtol: 1.0e-2, atol: 1.0e-2 }",
+            "  fp16: { lambda: 6.0,",
+            "  fp8: { lambda: 6.0,",
             "tolerances.fp8: unknown tier `fp8`",
+        ),
+        (
+            "  fp32: { lambda: 6.0 }",
+            "  fp32: { lambda: -1.0 }",
+            "tolerances.fp32: lambda must be finite and > 0, got -1",
+        ),
+        (
+            "  fp32: { lambda: 6.0 }",
+            "  fp32: { rtol: 1.0e-5 }",
+            "Unknown field `rtol`, expected one of `lambda`, `bias_z`, `lsb`, or `end_to_end`",
         ),
         (
             "outputs: [logits] }",

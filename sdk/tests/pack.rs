@@ -76,7 +76,7 @@ fn numpy_captures_pack_into_a_golden_file_the_runner_accepts() {
     let golden = GoldenFile::from_bytes(Path::new("packed.golden"), bytes).unwrap();
     let suite = Suite::new(doc.clone(), golden).unwrap();
     let cpu = Provider::open_by_name("cpu").unwrap().device(0).unwrap();
-    let report = runner::run(&suite, &cpu, Some(&cpu), &RunOptions::default()).unwrap();
+    let report = runner::run(&suite, &cpu, &cpu, &RunOptions::default()).unwrap();
     assert!(report.passed, "{:#?}", report.tiers[0].stages);
     // NumPy's values and the SDK's generate agree to float32 rounding.
     let committed = Suite::open(Path::new(DEMO).parent().unwrap()).unwrap();

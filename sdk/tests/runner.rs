@@ -38,7 +38,7 @@ fn cpu_and_template_pass_in_both_modes() {
     let cpu = device("cpu");
     for dev in [device("cpu"), device(vsdk_template_c::LIBRARY_PATH)] {
         for mode in [Mode::Isolated, Mode::Chained] {
-            let r = runner::run(&suite, &dev, Some(&cpu), &opts(mode, &[Tier::Fp32])).unwrap();
+            let r = runner::run(&suite, &dev, &cpu, &opts(mode, &[Tier::Fp32])).unwrap();
             let statuses: Vec<Status> = r.tiers[0].stages.iter().map(|s| s.status).collect();
             assert!(r.passed, "{} {mode:?}: {statuses:?}", r.provider);
             assert_eq!(statuses.len(), 3);
@@ -49,7 +49,7 @@ fn cpu_and_template_pass_in_both_modes() {
     let r = runner::run(
         &suite,
         &cpu,
-        Some(&cpu),
+        &cpu,
         &opts(Mode::Isolated, &[Tier::Fp16, Tier::Bf16]),
     )
     .unwrap();
@@ -70,13 +70,7 @@ fn a_wrong_gelu_fails_its_stage_and_drill_down_names_it() {
         device("cpu"),
         device(vsdk_broken_providers::MUTANT_GELU_TANH),
     );
-    let r = runner::run(
-        &suite,
-        &mutant,
-        Some(&cpu),
-        &opts(Mode::Isolated, &[Tier::Fp32]),
-    )
-    .unwrap();
+    let r = runner::run(&suite, &mutant, &cpu, &opts(Mode::Isolated, &[Tier::Fp32])).unwrap();
     let stages = &r.tiers[0].stages;
     assert_eq!(
         stages.iter().map(|s| s.status).collect::<Vec<_>>(),
@@ -87,20 +81,16 @@ fn a_wrong_gelu_fails_its_stage_and_drill_down_names_it() {
         (d.node, d.op.as_str(), d.output.as_str()),
         (1, "vsdk.gelu@1", "h")
     );
+    // The tanh form is off by up to ~5e-4: far outside GELU's bound of a few
+    // float32 ulps.
+    let j = &d.judgement;
     assert!(
-        d.metrics.max_abs_error > 1e-5 && d.metrics.max_abs_error < 1e-3,
-        "{:?}",
-        d.metrics
+        j.max_abs_error > 1e-5 && j.max_abs_error < 1e-3 && j.max_e > 10.0,
+        "{j:?}"
     );
     assert!(!r.passed);
     // Chained: the first divergent stage is named, and later stages blame it.
-    let r = runner::run(
-        &suite,
-        &mutant,
-        Some(&cpu),
-        &opts(Mode::Chained, &[Tier::Fp32]),
-    )
-    .unwrap();
+    let r = runner::run(&suite, &mutant, &cpu, &opts(Mode::Chained, &[Tier::Fp32])).unwrap();
     assert_eq!(
         r.tiers[0].first_divergent_stage.as_deref(),
         Some("fc1_gelu")
@@ -121,7 +111,7 @@ fn missing_kernels_are_not_supported_and_block_certification() {
     let r = runner::run(
         &suite,
         &template,
-        None,
+        &device("cpu"),
         &opts(Mode::Isolated, &[Tier::Fp16]),
     )
     .unwrap();
@@ -174,8 +164,6 @@ component: { id: fused-demo, version: 0.1.0, title: "one GELU stage with a fused
 tensors:
   a: { dtype: float32, shape: [3, 5], source: { seeded: { seed: 7, normal: [0.0, 2.0] } } }
   y: { dtype: float32, shape: [3, 5], source: golden }
-tolerances:
-  fp32: { rtol: 1.0e-5, atol: 1.0e-6 }
 stages:
   - stage: act
     algorithm: "y = GELU(a)"
@@ -195,14 +183,14 @@ stages:
     )
     .unwrap();
     let fixture = device(vsdk_broken_providers::WORKING);
-    let r = runner::run(&suite, &fixture, Some(&cpu), &RunOptions::default()).unwrap();
+    let r = runner::run(&suite, &fixture, &cpu, &RunOptions::default()).unwrap();
     let s = &r.tiers[0].stages[0];
     assert_eq!(
         (s.status, s.execution),
         (Status::Pass, Some(runner::Execution::Fused))
     );
     // The CPU provider has no such kernel: it runs the graph.
-    let r = runner::run(&suite, &cpu, Some(&cpu), &RunOptions::default()).unwrap();
+    let r = runner::run(&suite, &cpu, &cpu, &RunOptions::default()).unwrap();
     assert_eq!(
         r.tiers[0].stages[0].execution,
         Some(runner::Execution::Decomposed)

@@ -97,8 +97,7 @@ pub fn run(args: Args) -> super::Outcome {
     if runner::select(&suite, &opts).is_empty() {
         return Err("no stage matches the --stage/--shard selection".into());
     }
-    let report =
-        runner::run(&suite, &device, &reference, &opts).map_err(|e| e.to_string())?;
+    let report = runner::run(&suite, &device, &reference, &opts).map_err(|e| e.to_string())?;
     if let Some(path) = &args.output {
         let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
         std::fs::write(path, text).map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
@@ -183,7 +182,11 @@ fn print_table(r: &RunReport) {
                 None => ("-".into(), "-".into(), "-".into(), "-".into()),
             };
             let tight = s.tightest_node.as_ref().map_or(String::new(), |n| {
-                format!("{} {}", n.op.trim_start_matches("vsdk."), e(n.judgement.max_e))
+                format!(
+                    "{} {}",
+                    n.op.trim_start_matches("vsdk."),
+                    e(n.judgement.max_e)
+                )
             });
             println!(
                 "{:<22} {:<10} {:<13} {max_e:>8} {p99:>8} {rms:>8}  {tight:<28} {drift:>10} {:>7.1}ms",
@@ -196,11 +199,18 @@ fn print_table(r: &RunReport) {
                 println!("    {reason}");
             }
             for o in s.outputs.iter().filter(|o| !o.judgement.passed) {
-                println!("    `{}`: {}", o.tensor, o.judgement.reason.as_deref().unwrap_or(""));
+                println!(
+                    "    `{}`: {}",
+                    o.tensor,
+                    o.judgement.reason.as_deref().unwrap_or("")
+                );
                 if let Some(w) = &o.judgement.worst {
                     println!(
                         "      worst {:?}: {:.7} vs reference {:.7}, bound {}",
-                        w.index, w.actual, w.reference, sci(w.bound)
+                        w.index,
+                        w.actual,
+                        w.reference,
+                        sci(w.bound)
                     );
                 }
             }

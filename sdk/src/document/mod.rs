@@ -496,7 +496,9 @@ impl<F: Fn(Location, &str, String) -> DocumentError> Validator<'_, F> {
             };
             let p = out.get_mut(&tier).expect("every tier has defaults");
             let positive = |v: Option<f64>, what: &str| match v {
-                Some(v) if !(v.is_finite() && v > 0.0) => Err(format!("{what} must be finite and > 0, got {v}")),
+                Some(v) if !(v.is_finite() && v > 0.0) => {
+                    Err(format!("{what} must be finite and > 0, got {v}"))
+                }
                 _ => Ok(()),
             };
             let e2e = t.end_to_end.as_ref();
@@ -505,7 +507,9 @@ impl<F: Fn(Location, &str, String) -> DocumentError> Validator<'_, F> {
                 positive(t.bias_z, "bias_z"),
                 positive(e2e.and_then(|e| e.rel_l2), "end_to_end.rel_l2"),
                 match e2e.and_then(|e| e.cosine) {
-                    Some(c) if !(c > 0.0 && c <= 1.0) => Err(format!("end_to_end.cosine must lie in (0, 1], got {c}")),
+                    Some(c) if !(c > 0.0 && c <= 1.0) => {
+                        Err(format!("end_to_end.cosine must lie in (0, 1], got {c}"))
+                    }
                     _ => Ok(()),
                 },
             ];

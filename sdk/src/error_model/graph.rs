@@ -36,11 +36,16 @@ pub fn stage_reference(
     params: &TierParams,
 ) -> Result<StageReference, Error> {
     let r = Reference(reference);
-    let mut values: HashMap<String, HostTensor> =
-        inputs.iter().map(|(k, v)| (k.clone(), ops::wide(v))).collect();
-    let mut specs: HashMap<String, TensorSpec> =
-        inputs.iter().map(|(k, v)| (k.clone(), v.spec.clone())).collect();
-    let mut errs: HashMap<String, HostTensor> = HashMap::new();
+    let mut values: HashMap<String, HostTensor> = inputs
+        .iter()
+        .map(|(k, v)| (k.clone(), ops::wide(v)))
+        .collect();
+    let mut specs: HashMap<String, TensorSpec> = inputs
+        .iter()
+        .map(|(k, v)| (k.clone(), v.spec.clone()))
+        .collect();
+    // The variance E² of each tensor's error (absent: exact).
+    let mut vars: HashMap<String, HostTensor> = HashMap::new();
     for node in &stage.graph {
         let in_specs: Vec<TensorSpec> = node.inputs.iter().map(|n| specs[n].clone()).collect();
         let tier_attrs = node_attrs(node, tier.float_dtype());
@@ -56,19 +61,24 @@ pub fn stage_reference(
             params,
         };
         let ev = ops::evaluate(&r, &call)?;
-        let in_errs: Vec<Option<&HostTensor>> = node.inputs.iter().map(|n| errs.get(n)).collect();
-        let propagated = ops::propagate(&r, &call, &in_errs, &ev.value)?;
+        let in_vars: Vec<Option<&HostTensor>> = node.inputs.iter().map(|n| vars.get(n)).collect();
+        let propagated = ops::propagate(&r, &call, &in_vars, &ev.value)?;
+        // The node's own error adds as one more independent term, at
+        // confidence 1: the stage's bound applies λ once, to the whole sum
+        // (Hoeffding: a sum of independent errors bounded by B_k exceeds
+        // λ·√(Σ B_k²) with probability below 2·exp(−λ²/2)).
+        let local = ev.local(1.0).into_iter().map(|b| b * b);
         let total: Vec<f64> = match propagated {
             Some(p) => p
                 .to_f64_vec()
                 .iter()
-                .zip(&ev.local)
+                .zip(local)
                 .map(|(a, b)| a + b)
                 .collect(),
-            None => ev.local,
+            None => local.collect(),
         };
         if total.iter().any(|&e| e > 0.0) {
-            errs.insert(node.output.clone(), ops::dense(&ev.value.spec.shape, total));
+            vars.insert(node.output.clone(), ops::dense(&ev.value.spec.shape, total));
         }
         specs.insert(node.output.clone(), out_spec);
         values.insert(node.output.clone(), ev.value);
@@ -81,10 +91,15 @@ pub fn stage_reference(
         let v = values
             .remove(name)
             .ok_or_else(|| Error::Tensor(format!("stage output `{name}` was not produced")))?;
-        let b = errs
-            .get(name)
-            .map(HostTensor::to_f64_vec)
-            .unwrap_or_else(|| vec![0.0; v.spec.numel()]);
+        let b = vars.get(name).map_or_else(
+            || vec![0.0; v.spec.numel()],
+            |v| {
+                v.to_f64_vec()
+                    .into_iter()
+                    .map(|v| params.lambda * v.sqrt())
+                    .collect()
+            },
+        );
         out.bounds.insert(name.clone(), b);
         out.values.insert(name.clone(), v);
     }
@@ -150,7 +165,12 @@ pub fn check_nodes(
             allowed_over_fraction,
             bias_z: ev.dot.then_some(params.bias_z),
         };
-        let judgement = judge(actual, &ev.value.to_f64_vec(), &ev.local, rules);
+        let judgement = judge(
+            actual,
+            &ev.value.to_f64_vec(),
+            &ev.local(params.lambda),
+            rules,
+        );
         checks.push(NodeCheck {
             node: i,
             op: format!("{}@{}", node.op.name(), node.op.version()),

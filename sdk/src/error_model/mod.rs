@@ -154,12 +154,7 @@ pub struct Rules {
 
 /// Judges `actual` against the float64 `reference` with per-element `bound`
 /// (all three the same length, row-major over `shape`).
-pub fn judge(
-    actual: &HostTensor,
-    reference: &[f64],
-    bound: &[f64],
-    rules: Rules,
-) -> Judgement {
+pub fn judge(actual: &HostTensor, reference: &[f64], bound: &[f64], rules: Rules) -> Judgement {
     let a = actual.to_f64_vec();
     debug_assert_eq!(a.len(), reference.len());
     debug_assert_eq!(a.len(), bound.len());
@@ -214,13 +209,9 @@ pub fn judge(
     };
     let (p50, p90, p99) = (pct(&mut e, 0.5), pct(&mut e, 0.9), pct(&mut e, 0.99));
     let max_e = worst.map_or(0.0, |(_, m)| m);
-    let bias_z = rules.bias_z.map(|_| {
-        if sumsq > 0.0 {
-            sum / sumsq.sqrt()
-        } else {
-            0.0
-        }
-    });
+    let bias_z = rules
+        .bias_z
+        .map(|_| if sumsq > 0.0 { sum / sumsq.sqrt() } else { 0.0 });
     let allowed = (rules.allowed_over_fraction * n as f64).floor() as u64;
     let mut reason = None;
     if over > allowed {

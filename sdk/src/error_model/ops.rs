@@ -51,10 +51,30 @@ fn zeros(shape: &[usize]) -> HostTensor {
 pub(super) struct Evaluated {
     /// float64 for float outputs, the integer dtype otherwise.
     pub value: HostTensor,
-    /// The local bound per element.
-    pub local: Vec<f64>,
+    /// The local bound per element is `fixed + λ·scaled`: roundings bounded
+    /// outright plus accumulations bounded with confidence λ.
+    fixed: Vec<f64>,
+    scaled: Vec<f64>,
     /// A dot product (linear, conv2d): its errors are also tested for bias.
     pub dot: bool,
+}
+
+impl Evaluated {
+    /// The local bound at confidence `lambda`.
+    pub fn local(&self, lambda: f64) -> Vec<f64> {
+        self.fixed
+            .iter()
+            .zip(&self.scaled)
+            .map(|(a, c)| a + lambda * c)
+            .collect()
+    }
+}
+
+/// Splits a bound that is affine in λ into its two parts.
+fn affine(f: impl Fn(f64) -> Vec<f64>) -> (Vec<f64>, Vec<f64>) {
+    let (a, b) = (f(0.0), f(1.0));
+    let c = b.iter().zip(&a).map(|(b, a)| b - a).collect();
+    (a, c)
 }
 
 /// Everything an operator rule needs about one call.
@@ -90,17 +110,21 @@ pub(super) fn evaluate(r: &Reference, c: &Call) -> Result<Evaluated, Error> {
     let value = r.exec(c.op, c.attrs, c.inputs)?;
     let Some(p) = c.precision else {
         // Integer outputs: exact, within `lsb`.
-        let local = vec![c.params.lsb as f64; value.spec.numel()];
+        let n = value.spec.numel();
         return Ok(Evaluated {
             value,
-            local,
+            fixed: vec![c.params.lsb as f64; n],
+            scaled: vec![0.0; n],
             dot: false,
         });
     };
     let v = value.to_f64_vec();
-    let lambda = c.params.lambda;
     let mut dot = false;
-    let local = match c.node {
+    let exact = |b: Vec<f64>| {
+        let n = b.len();
+        (b, vec![0.0; n])
+    };
+    let (fixed, scaled) = match c.node {
         Node::Linear | Node::Conv2d(_) => {
             dot = true;
             let mags: Vec<HostTensor> = c.inputs.iter().map(|t| abs(t)).collect();
@@ -108,11 +132,13 @@ pub(super) fn evaluate(r: &Reference, c: &Call) -> Result<Evaluated, Error> {
             let bnd = r.exec(c.op, c.attrs, &refs)?.to_f64_vec();
             let w = &c.inputs[1].spec.shape;
             let n = w[1..].iter().product::<usize>() + usize::from(c.inputs.len() == 3);
-            let g = growth(lambda, n);
-            v.iter()
-                .zip(&bnd)
-                .map(|(&v, &b)| p.u * v.abs() + g * p.u_acc * b + p.tiny)
-                .collect()
+            affine(|lambda| {
+                let g = growth(lambda, n);
+                v.iter()
+                    .zip(&bnd)
+                    .map(|(&v, &b)| p.u * v.abs() + g * p.u_acc * b + p.tiny)
+                    .collect()
+            })
         }
         Node::ResizeBicubic(rz) => {
             let x = &c.inputs[0];
@@ -126,101 +152,123 @@ pub(super) fn evaluate(r: &Reference, c: &Call) -> Result<Evaluated, Error> {
             };
             // Coordinates and weights computed in float32 (as PyTorch does)
             // move each tap by up to about u·in: the `4·in` term.
-            let g = growth(lambda, taps(rz.scale_h) * taps(rz.scale_w)) + 4.0 * ih.max(iw) as f64;
-            let bnd = plane_max_bound(x, &value.spec.shape)?;
-            rounding(p, &v, g, &bnd)
+            let bnd = plane_max(x, &value.spec.shape, 2.0)?;
+            let n = taps(rz.scale_h) * taps(rz.scale_w);
+            affine(|lambda| rounding(p, &v, growth(lambda, n) + 4.0 * ih.max(iw) as f64, &bnd))
         }
         Node::Add | Node::Sub => {
             let bnd = r
                 .binary(Op::Add, &abs(c.inputs[0]), &abs(c.inputs[1]))?
                 .to_f64_vec();
-            rounding(p, &v, 1.0, &bnd)
+            exact(rounding(p, &v, 1.0, &bnd))
         }
-        Node::Mul => rounding(p, &v, 1.0, &v.iter().map(|x| x.abs()).collect::<Vec<_>>()),
-        Node::Div => rounding(p, &v, 2.0, &v.iter().map(|x| x.abs()).collect::<Vec<_>>()),
-        Node::Cast(_) => rounding(p, &v, 0.0, &v),
+        Node::Mul => exact(rounding(
+            p,
+            &v,
+            1.0,
+            &v.iter().map(|x| x.abs()).collect::<Vec<_>>(),
+        )),
+        Node::Div => exact(rounding(
+            p,
+            &v,
+            2.0,
+            &v.iter().map(|x| x.abs()).collect::<Vec<_>>(),
+        )),
+        Node::Cast(_) => exact(rounding(p, &v, 0.0, &v)),
         Node::Gelu => {
             // erf is an approximation everywhere: a few ulps of 1 + erf,
             // times |x| / 2, plus the final products.
             let x = c.inputs[0].to_f64_vec();
             let m: Vec<f64> = v.iter().zip(&x).map(|(v, x)| v.abs() + x.abs()).collect();
-            rounding(p, &v, 4.0, &m)
+            exact(rounding(p, &v, 4.0, &m))
         }
         Node::Softmax { axis } => {
-            softmax_local(&c.inputs[0].to_f64_vec(), &v, &value.spec.shape, *axis, p, lambda)
+            let x = c.inputs[0].to_f64_vec();
+            affine(|lambda| softmax_local(&x, &v, &value.spec.shape, *axis, p, lambda))
         }
-        Node::LayerNorm { axis, eps } => layer_norm(c.inputs, *axis, *eps, None, p, lambda).0,
-        Node::Sdpa(s) => sdpa(c.inputs, s.scale, None, p, lambda).0,
+        Node::LayerNorm { axis, eps } => {
+            affine(|lambda| layer_norm(c.inputs, *axis, *eps, None, p, lambda).0)
+        }
+        Node::Sdpa(s) => affine(|lambda| sdpa(c.inputs, s.scale, None, p, lambda).0),
         // Data movement: exact.
         Node::Crop(_) | Node::Reshape | Node::Permute { .. } | Node::Concat { .. } => {
-            vec![0.0; v.len()]
+            exact(vec![0.0; v.len()])
         }
-        Node::ResizePilBicubic { .. } => vec![c.params.lsb as f64; v.len()],
+        Node::ResizePilBicubic { .. } => exact(vec![c.params.lsb as f64; v.len()]),
     };
-    Ok(Evaluated { value, local, dot })
+    Ok(Evaluated {
+        value,
+        fixed,
+        scaled,
+        dot,
+    })
 }
 
-/// Propagates the errors already in the inputs (None: exact) to the output,
-/// to first order, through the absolute value of the operator's derivative.
+/// Propagates the errors already in the inputs to the output, to first
+/// order. Errors travel as *variances* `E²` (None: exact): through a linear
+/// map `y = Σ_j J_ij·x_j` independent errors add as `Σ_j J_ij²·E_j²` (root
+/// sum of squares), where summing `|J_ij|·E_j` would assume every rounding
+/// error of every earlier operator points the same way and grows the bound by
+/// `√n` per layer.
 pub(super) fn propagate(
     r: &Reference,
     c: &Call,
-    errs: &[Option<&HostTensor>],
+    vars: &[Option<&HostTensor>],
     value: &HostTensor,
 ) -> Result<Option<HostTensor>, Error> {
-    if errs.iter().all(Option::is_none) {
+    if vars.iter().all(Option::is_none) {
         return Ok(None);
     }
     let out_shape = &value.spec.shape;
-    let err = |i: usize| -> HostTensor {
-        errs.get(i)
+    let var = |i: usize| -> HostTensor {
+        vars.get(i)
             .copied()
             .flatten()
             .cloned()
             .unwrap_or_else(|| zeros(&c.inputs[i].spec.shape))
     };
     let sum = |a: HostTensor, b: HostTensor| r.binary(Op::Add, &a, &b);
-    let e = match c.node {
+    let v = match c.node {
         Node::Linear | Node::Conv2d(_) => {
-            // E_x·|w| + |x|·E_w + E_b: both magnitude passes are the operator
-            // itself on non-negative tensors.
-            let (ax, aw) = (abs(c.inputs[0]), abs(c.inputs[1]));
+            // V_x·w² + x²·V_w + V_b: both passes are the operator itself.
+            let (x2, w2) = (square(c.inputs[0]), square(c.inputs[1]));
             let mut total: Option<HostTensor> = None;
-            if let Some(ex) = errs[0] {
-                total = Some(r.exec(c.op, c.attrs, &[ex, &aw])?);
+            if let Some(vx) = vars[0] {
+                total = Some(r.exec(c.op, c.attrs, &[vx, &w2])?);
             }
-            if let Some(ew) = errs.get(1).copied().flatten() {
-                let t = r.exec(c.op, c.attrs, &[&ax, ew])?;
+            if let Some(vw) = vars.get(1).copied().flatten() {
+                let t = r.exec(c.op, c.attrs, &[&x2, vw])?;
                 total = Some(match total {
                     Some(s) => sum(s, t)?,
                     None => t,
                 });
             }
             let mut total = total.unwrap_or_else(|| zeros(out_shape));
-            if let Some(eb) = errs.get(2).copied().flatten() {
-                let eb = match c.node {
+            if let Some(vb) = vars.get(2).copied().flatten() {
+                let vb = match c.node {
                     // conv2d's bias is per output channel: [O] -> [O, 1, 1].
-                    Node::Conv2d(_) => dense(&[eb.spec.numel(), 1, 1], eb.to_f64_vec()),
-                    _ => eb.clone(),
+                    Node::Conv2d(_) => dense(&[vb.spec.numel(), 1, 1], vb.to_f64_vec()),
+                    _ => vb.clone(),
                 };
-                total = sum(total, eb)?;
+                total = sum(total, vb)?;
             }
             total
         }
-        Node::Add | Node::Sub => sum(err(0), err(1))?,
+        Node::Add | Node::Sub => sum(var(0), var(1))?,
         Node::Mul => sum(
-            r.binary(Op::Mul, &err(0), &abs(c.inputs[1]))?,
-            r.binary(Op::Mul, &abs(c.inputs[0]), &err(1))?,
+            r.binary(Op::Mul, &var(0), &square(c.inputs[1]))?,
+            r.binary(Op::Mul, &square(c.inputs[0]), &var(1))?,
         )?,
         Node::Div => {
-            let b = c.inputs[1];
-            let b2 = r.binary(Op::Mul, b, b)?;
+            // V_a / b² + a²·V_b / b⁴
+            let b2 = square(c.inputs[1]);
+            let b4 = r.binary(Op::Mul, &b2, &b2)?;
             sum(
-                r.binary(Op::Div, &err(0), &abs(b))?,
+                r.binary(Op::Div, &var(0), &b2)?,
                 r.binary(
                     Op::Div,
-                    &r.binary(Op::Mul, &abs(c.inputs[0]), &err(1))?,
-                    &b2,
+                    &r.binary(Op::Mul, &square(c.inputs[0]), &var(1))?,
+                    &b4,
                 )?,
             )?
         }
@@ -230,59 +278,74 @@ pub(super) fn propagate(
             } else {
                 c.attrs.clone()
             };
-            r.exec(c.op, &attrs, &[&err(0)])?
+            r.exec(c.op, &attrs, &[&var(0)])?
         }
         Node::Concat { .. } => {
-            let all: Vec<HostTensor> = (0..c.inputs.len()).map(err).collect();
+            let all: Vec<HostTensor> = (0..c.inputs.len()).map(var).collect();
             let refs: Vec<&HostTensor> = all.iter().collect();
             r.exec(c.op, c.attrs, &refs)?
         }
         Node::Gelu => {
             // d/dx x·Φ(x) = Φ(x) + x·φ(x)
             let x = c.inputs[0].to_f64_vec();
-            let v = value.to_f64_vec();
-            let ex = err(0).to_f64_vec();
+            let y = value.to_f64_vec();
+            let vx = var(0).to_f64_vec();
             let d = x
                 .iter()
-                .zip(&v)
-                .zip(&ex)
-                .map(|((&x, &v), &e)| {
-                    let phi_cdf = if x == 0.0 { 0.5 } else { v / x };
+                .zip(&y)
+                .zip(&vx)
+                .map(|((&x, &y), &v)| {
+                    let cdf = if x == 0.0 { 0.5 } else { y / x };
                     let pdf = (-0.5 * x * x).exp() / (2.0 * std::f64::consts::PI).sqrt();
-                    (phi_cdf + x * pdf).abs() * e
+                    (cdf + x * pdf).powi(2) * v
                 })
                 .collect();
             dense(out_shape, d)
         }
         Node::Softmax { axis } => dense(
             out_shape,
-            softmax_propagate(&value.to_f64_vec(), &err(0).to_f64_vec(), out_shape, *axis),
+            softmax_propagate(&value.to_f64_vec(), &var(0).to_f64_vec(), out_shape, *axis),
         ),
         Node::LayerNorm { axis, eps } => {
-            let errs: Vec<HostTensor> = (0..3).map(err).collect();
+            let vars: Vec<HostTensor> = (0..3).map(var).collect();
             let p = c.precision.expect("float");
-            dense(out_shape, layer_norm(c.inputs, *axis, *eps, Some(&errs), p, c.params.lambda).1)
+            dense(
+                out_shape,
+                layer_norm(c.inputs, *axis, *eps, Some(&vars), p, c.params.lambda).1,
+            )
         }
         Node::Sdpa(s) => {
-            let errs: Vec<HostTensor> = (0..3).map(err).collect();
+            let vars: Vec<HostTensor> = (0..3).map(var).collect();
             let p = c.precision.expect("float");
-            dense(out_shape, sdpa(c.inputs, s.scale, Some(&errs), p, c.params.lambda).1)
+            dense(
+                out_shape,
+                sdpa(c.inputs, s.scale, Some(&vars), p, c.params.lambda).1,
+            )
         }
-        Node::ResizeBicubic(_) => dense(out_shape, plane_max_bound(&err(0), out_shape)?),
+        // Σ w² ≤ max|w|·Σ|w| ≤ 1.89 in 2-D: at most twice the plane's largest variance.
+        Node::ResizeBicubic(_) => dense(out_shape, plane_max(&var(0), out_shape, 2.0)?),
         Node::ResizePilBicubic { .. } => {
-            // An integer output of inexact inputs: bounded by the largest
-            // input error, rounded up to whole units.
-            let m = err(0).to_f64_vec().into_iter().fold(0.0, f64::max);
-            dense(out_shape, vec![(2.0 * m).ceil(); value.spec.numel()])
+            // An integer output of inexact inputs: twice the largest input
+            // error, rounded up to whole units.
+            let m = var(0).to_f64_vec().into_iter().fold(0.0, f64::max).sqrt();
+            let e = (2.0 * m).ceil();
+            dense(out_shape, vec![e * e; value.spec.numel()])
         }
     };
-    Ok(Some(e))
+    Ok(Some(v))
 }
 
-/// `2·max|x|` over each `[H, W]` plane of an NCHW tensor, spread over the
-/// output plane: `Σ|w| ≤ 1.375` per axis for both bicubic variants, so
+fn square(t: &HostTensor) -> HostTensor {
+    dense(
+        &t.spec.shape,
+        t.to_f64_vec().into_iter().map(|x| x * x).collect(),
+    )
+}
+
+/// `factor·max|x|` over each `[H, W]` plane of an NCHW tensor, spread over
+/// the output plane. Both bicubic variants have `Σ|w| ≤ 1.375` per axis, so
 /// `Σ|w|·|x| ≤ 1.89·max|x|` in 2-D.
-fn plane_max_bound(x: &HostTensor, out_shape: &[usize]) -> Result<Vec<f64>, Error> {
+fn plane_max(x: &HostTensor, out_shape: &[usize], factor: f64) -> Result<Vec<f64>, Error> {
     let planes = out_shape[0] * out_shape[1];
     let (plane_in, plane_out) = (
         x.spec.shape[2] * x.spec.shape[3],
@@ -294,7 +357,7 @@ fn plane_max_bound(x: &HostTensor, out_shape: &[usize]) -> Result<Vec<f64>, Erro
     }
     Ok(v.chunks(plane_in.max(1))
         .flat_map(|p| {
-            let m = 2.0 * p.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+            let m = factor * p.iter().fold(0.0f64, |m, x| m.max(x.abs()));
             std::iter::repeat_n(m, plane_out)
         })
         .collect())
@@ -309,7 +372,14 @@ fn lanes(shape: &[usize], axis: usize) -> (usize, usize, usize) {
     )
 }
 
-fn softmax_local(x: &[f64], p_out: &[f64], shape: &[usize], axis: usize, p: Precision, lambda: f64) -> Vec<f64> {
+fn softmax_local(
+    x: &[f64],
+    p_out: &[f64],
+    shape: &[usize],
+    axis: usize,
+    p: Precision,
+    lambda: f64,
+) -> Vec<f64> {
     let (outer, n, inner) = lanes(shape, axis);
     let g = growth(lambda, n);
     let mut out = vec![0.0; x.len()];
@@ -326,15 +396,16 @@ fn softmax_local(x: &[f64], p_out: &[f64], shape: &[usize], axis: usize, p: Prec
     out
 }
 
-fn softmax_propagate(p_out: &[f64], e: &[f64], shape: &[usize], axis: usize) -> Vec<f64> {
+/// `∂P_i/∂x_j = P_i(δ_ij − P_j)`, so `Σ_j J_ij²·V_j ≤ P_i²(V_i + Σ_j P_j²·V_j)`.
+fn softmax_propagate(p_out: &[f64], v: &[f64], shape: &[usize], axis: usize) -> Vec<f64> {
     let (outer, n, inner) = lanes(shape, axis);
     let mut out = vec![0.0; p_out.len()];
     for o in 0..outer {
         for i in 0..inner {
             let at = |j: usize| (o * n + j) * inner + i;
-            let mean: f64 = (0..n).map(|j| p_out[at(j)] * e[at(j)]).sum();
+            let spread: f64 = (0..n).map(|j| p_out[at(j)].powi(2) * v[at(j)]).sum();
             for j in 0..n {
-                out[at(j)] = p_out[at(j)] * (e[at(j)] + mean);
+                out[at(j)] = p_out[at(j)].powi(2) * (v[at(j)] + spread);
             }
         }
     }
@@ -348,7 +419,7 @@ fn layer_norm(
     inputs: &[&HostTensor],
     axis: usize,
     eps: f64,
-    errs: Option<&[HostTensor]>,
+    vars: Option<&[HostTensor]>,
     p: Precision,
     lambda: f64,
 ) -> (Vec<f64>, Vec<f64>) {
@@ -356,7 +427,7 @@ fn layer_norm(
     let (gamma, beta) = (inputs[1].to_f64_vec(), inputs[2].to_f64_vec());
     let d: usize = inputs[0].spec.shape[axis..].iter().product();
     let e: Option<[Vec<f64>; 3]> =
-        errs.map(|e| [e[0].to_f64_vec(), e[1].to_f64_vec(), e[2].to_f64_vec()]);
+        vars.map(|e| [e[0].to_f64_vec(), e[1].to_f64_vec(), e[2].to_f64_vec()]);
     let g = growth(lambda, d);
     let u = p.u_acc;
     let mut local = vec![0.0; x.len()];
@@ -370,7 +441,8 @@ fn layer_norm(
         let m_abs = row.iter().map(|v| v.abs()).sum::<f64>() / dn;
         let d_mu = g * u * m_abs;
         let dc = |v: f64| u * (v.abs() + mu.abs()) + d_mu;
-        let d_var = g * u * var + 2.0 * row.iter().map(|&v| (v - mu).abs() * dc(v)).sum::<f64>() / dn;
+        let d_var =
+            g * u * var + 2.0 * row.iter().map(|&v| (v - mu).abs() * dc(v)).sum::<f64>() / dn;
         let ds = 0.5 * d_var / (var + eps) + u;
         for (j, &v) in row.iter().enumerate() {
             let xh = (v - mu) / s;
@@ -380,20 +452,23 @@ fn layer_norm(
                 + p.u * y.abs()
                 + p.tiny;
         }
-        if let Some([ex, eg, eb]) = &e {
-            let ex = &ex[base..base + d];
-            let mean_e = ex.iter().sum::<f64>() / dn;
-            let mean_xe = row
+        if let Some([vx, vg, vb]) = &e {
+            // J_ij = γ_i/s·(δ_ij − 1/D − x̂_i·x̂_j/D); (a + b)² ≤ 2a² + 2b² bounds
+            // the off-diagonal part.
+            let vx = &vx[base..base + d];
+            let mean_v = vx.iter().sum::<f64>() / dn;
+            let mean_xv = row
                 .iter()
-                .zip(ex)
-                .map(|(&v, &e)| ((v - mu) / s).abs() * e)
+                .zip(vx)
+                .map(|(&v, &e)| ((v - mu) / s).powi(2) * e)
                 .sum::<f64>()
                 / dn;
             for (j, &v) in row.iter().enumerate() {
-                let xh = ((v - mu) / s).abs();
-                prop[base + j] = gamma[j].abs() / s * (ex[j] + mean_e + xh * mean_xe)
-                    + eg[j] * xh
-                    + eb[j];
+                let xh2 = ((v - mu) / s).powi(2);
+                prop[base + j] = (gamma[j] / s).powi(2)
+                    * (vx[j] + 2.0 * (mean_v + xh2 * mean_xv) / dn)
+                    + vg[j] * xh2
+                    + vb[j];
             }
         }
     }
@@ -405,7 +480,7 @@ fn layer_norm(
 fn sdpa(
     inputs: &[&HostTensor],
     scale: f64,
-    errs: Option<&[HostTensor]>,
+    vars: Option<&[HostTensor]>,
     p: Precision,
     lambda: f64,
 ) -> (Vec<f64>, Vec<f64>) {
@@ -421,7 +496,7 @@ fn sdpa(
     let dv = inputs[2].spec.shape[r - 1];
     let batch: usize = qs[..r - 2].iter().product();
     let e: Option<[Vec<f64>; 3]> =
-        errs.map(|e| [e[0].to_f64_vec(), e[1].to_f64_vec(), e[2].to_f64_vec()]);
+        vars.map(|e| [e[0].to_f64_vec(), e[1].to_f64_vec(), e[2].to_f64_vec()]);
     let (gd, gk) = (growth(lambda, dk), growth(lambda, lk));
     let u = p.u_acc;
     let rows = batch * lq;
@@ -453,7 +528,9 @@ fn sdpa(
             let mean_ds: f64 = (0..lk).map(|j| pj[j] * ds[j]).sum();
             let dp: Vec<f64> = (0..lk)
                 .map(|j| {
-                    pj[j] * (ds[j] + mean_ds) + u * pj[j] * (4.0 + (s[j] - m).abs() + gk) + p.u * pj[j]
+                    pj[j] * (ds[j] + mean_ds)
+                        + u * pj[j] * (4.0 + (s[j] - m).abs() + gk)
+                        + p.u * pj[j]
                 })
                 .collect();
             for c in 0..dv {
@@ -466,25 +543,28 @@ fn sdpa(
                 }
                 loc[c] = spread + gk * u * bnd + p.u * o.abs() + p.tiny;
             }
-            if let Some([eq, ek, ev]) = &e {
-                let eqi = &eq[(b * lq + i) * dk..][..dk];
-                let ekb = &ek[b * lk * dk..][..lk * dk];
-                let evb = &ev[b * lk * dv..][..lk * dv];
-                let es: Vec<f64> = (0..lk)
+            if let Some([vq, vk, vv]) = &e {
+                // Variances: logits, probabilities (as softmax), then P·v.
+                let vqi = &vq[(b * lq + i) * dk..][..dk];
+                let vkb = &vk[b * lk * dk..][..lk * dk];
+                let vvb = &vv[b * lk * dv..][..lk * dv];
+                let vs: Vec<f64> = (0..lk)
                     .map(|j| {
                         let kj = &kb[j * dk..][..dk];
-                        let ekj = &ekb[j * dk..][..dk];
-                        scale.abs()
+                        let vkj = &vkb[j * dk..][..dk];
+                        scale
+                            * scale
                             * (0..dk)
-                                .map(|d| eqi[d] * kj[d].abs() + qi[d].abs() * ekj[d])
+                                .map(|d| vqi[d] * kj[d] * kj[d] + qi[d] * qi[d] * vkj[d])
                                 .sum::<f64>()
                     })
                     .collect();
-                let mean_es: f64 = (0..lk).map(|j| pj[j] * es[j]).sum();
+                let spread: f64 = (0..lk).map(|j| pj[j] * pj[j] * vs[j]).sum();
                 for c in 0..dv {
                     pr[c] = (0..lk)
                         .map(|j| {
-                            pj[j] * (es[j] + mean_es) * vb[j * dv + c].abs() + pj[j] * evb[j * dv + c]
+                            let vj = vb[j * dv + c];
+                            pj[j] * pj[j] * ((vs[j] + spread) * vj * vj + vvb[j * dv + c])
                         })
                         .sum();
                 }
@@ -494,9 +574,13 @@ fn sdpa(
 }
 
 /// The spec of a node's output when computed at the tier (for its precision).
-pub(super) fn output_spec(op: Op, attrs: &Attrs, inputs: &[TensorSpec]) -> Result<(Node, TensorSpec), Error> {
-    let (node, outs) = Node::infer(op, attrs, inputs)
-        .map_err(|e| Error::Tensor(format!("{}: {e}", op.name())))?;
+pub(super) fn output_spec(
+    op: Op,
+    attrs: &Attrs,
+    inputs: &[TensorSpec],
+) -> Result<(Node, TensorSpec), Error> {
+    let (node, outs) =
+        Node::infer(op, attrs, inputs).map_err(|e| Error::Tensor(format!("{}: {e}", op.name())))?;
     Ok((node, outs.into_iter().next().expect("one output")))
 }
 

@@ -9,8 +9,8 @@ mod invariants;
 pub use invariants::InvariantResult;
 
 use crate::compare::{self, Criteria, Tier};
-use crate::error_model::{self, EndToEnd, Judgement, NodeCheck, Precision, Rules, TierParams};
 use crate::document::{GraphNode, Stage};
+use crate::error_model::{self, EndToEnd, Judgement, NodeCheck, Precision, Rules, TierParams};
 use crate::suite::{Suite, SuiteError};
 use crate::{AttrValue, Attrs, DType, Device, DeviceTensor, Error, HostTensor, Op, TensorSpec};
 use serde::Serialize;
@@ -265,7 +265,8 @@ pub fn run(
     let info = device.provider_info();
     let passed = !tiers.is_empty()
         && tiers.iter().all(|t| {
-            t.stages.iter().all(|s| s.status == Status::Pass) && t.end_to_end.iter().all(|e| e.passed)
+            t.stages.iter().all(|s| s.status == Status::Pass)
+                && t.end_to_end.iter().all(|e| e.passed)
         });
     Ok(RunReport {
         component: suite.document.component.id.clone(),
@@ -496,9 +497,8 @@ impl StageContext<'_> {
     ) -> Result<(), String> {
         let (stage, tier) = (self.stage, self.tier);
         let params = *self.params();
-        let reference =
-            error_model::stage_reference(stage, tier, inputs, self.reference, &params)
-                .map_err(|e| format!("the reference could not run: {e}"))?;
+        let reference = error_model::stage_reference(stage, tier, inputs, self.reference, &params)
+            .map_err(|e| format!("the reference could not run: {e}"))?;
         let rules = Rules {
             nan: stage.nan,
             allowed_over_fraction: stage.mismatch_fraction,

@@ -36,7 +36,11 @@ fn read(t: &TensorArg) -> Result<Vec<f32>, ProviderError> {
                 DType::F32 => p.cast::<f32>().read_unaligned(),
                 DType::F16 => f16::from_bits(p.cast::<u16>().read_unaligned()).to_f32(),
                 DType::BF16 => bf16::from_bits(p.cast::<u16>().read_unaligned()).to_f32(),
-                d => return Err(ProviderError::invalid(format!("mutant kernels: {d} inputs"))),
+                d => {
+                    return Err(ProviderError::invalid(format!(
+                        "mutant kernels: {d} inputs"
+                    )))
+                }
             }
         };
         out.push(v);
@@ -60,13 +64,23 @@ fn write(t: &TensorArg, v: &[f32], round_up: bool) {
             match t.dtype {
                 DType::F16 => {
                     let h = f16::from_f32(x);
-                    p.cast::<u16>().write_unaligned(if round_up { up16(h.to_bits()) } else { h.to_bits() })
+                    p.cast::<u16>().write_unaligned(if round_up {
+                        up16(h.to_bits())
+                    } else {
+                        h.to_bits()
+                    })
                 }
                 DType::BF16 => {
                     let h = bf16::from_f32(x);
-                    p.cast::<u16>().write_unaligned(if round_up { up16(h.to_bits()) } else { h.to_bits() })
+                    p.cast::<u16>().write_unaligned(if round_up {
+                        up16(h.to_bits())
+                    } else {
+                        h.to_bits()
+                    })
                 }
-                _ => p.cast::<f32>().write_unaligned(if round_up { x.next_up() } else { x }),
+                _ => p
+                    .cast::<f32>()
+                    .write_unaligned(if round_up { x.next_up() } else { x }),
             }
         }
     }
@@ -109,7 +123,10 @@ pub fn linear(call: &KernelCall, sum: Sum) -> Result<(), ProviderError> {
                 }
                 Sum::Fma => xr.iter().zip(wj).fold(0.0f32, |a, (x, w)| x.mul_add(*w, a)) + bias,
                 Sum::RoundUp => {
-                    (xr.iter().zip(wj).map(|(a, b)| f64::from(*a) * f64::from(*b)).sum::<f64>()
+                    (xr.iter()
+                        .zip(wj)
+                        .map(|(a, b)| f64::from(*a) * f64::from(*b))
+                        .sum::<f64>()
                         + f64::from(bias)) as f32
                 }
             };
@@ -122,7 +139,11 @@ pub fn linear(call: &KernelCall, sum: Sum) -> Result<(), ProviderError> {
 /// Attention with a streaming softmax (FlashAttention's recurrence): one pass
 /// over the keys, rescaling the running sum and output at each new maximum.
 pub fn sdpa_online(call: &KernelCall) -> Result<(), ProviderError> {
-    let (q, k, v) = (read(&call.inputs[0])?, read(&call.inputs[1])?, read(&call.inputs[2])?);
+    let (q, k, v) = (
+        read(&call.inputs[0])?,
+        read(&call.inputs[1])?,
+        read(&call.inputs[2])?,
+    );
     let qs = &call.inputs[0].shape;
     let r = qs.len();
     let (lq, d) = (qs[r - 2], qs[r - 1]);
@@ -162,7 +183,11 @@ pub fn sdpa_online(call: &KernelCall) -> Result<(), ProviderError> {
 /// LayerNorm dividing the squared deviations by N − 1 (Bessel's correction,
 /// `torch.var`'s default) instead of N.
 pub fn layer_norm_unbiased(call: &KernelCall) -> Result<(), ProviderError> {
-    let (x, g, b) = (read(&call.inputs[0])?, read(&call.inputs[1])?, read(&call.inputs[2])?);
+    let (x, g, b) = (
+        read(&call.inputs[0])?,
+        read(&call.inputs[1])?,
+        read(&call.inputs[2])?,
+    );
     let (axis, eps) = match resolved(call, Op::LayerNorm)? {
         Node::LayerNorm { axis, eps } => (axis, eps as f32),
         _ => unreachable!("layer_norm"),
@@ -189,7 +214,9 @@ pub fn resize_a05(call: &KernelCall) -> Result<(), ProviderError> {
         _ => unreachable!("resize"),
     };
     if rz.antialias {
-        return Err(ProviderError::invalid("mutant resize: antialias is not mutated"));
+        return Err(ProviderError::invalid(
+            "mutant resize: antialias is not mutated",
+        ));
     }
     let x = read(&call.inputs[0])?;
     let s = &call.inputs[0].shape;
@@ -213,7 +240,10 @@ pub fn resize_a05(call: &KernelCall) -> Result<(), ProviderError> {
             })
             .collect()
     };
-    let (ty, tx) = (taps(rz.out_h, ih, rz.scale_h), taps(rz.out_w, iw, rz.scale_w));
+    let (ty, tx) = (
+        taps(rz.out_h, ih, rz.scale_h),
+        taps(rz.out_w, iw, rz.scale_w),
+    );
     let mut out = vec![0.0f32; planes * rz.out_h * rz.out_w];
     for p in 0..planes {
         let xp = &x[p * ih * iw..][..ih * iw];
