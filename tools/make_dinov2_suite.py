@@ -85,6 +85,16 @@ PAPER = "Oquab et al. 2023, DINOv2: Learning Robust Visual Features without Supe
 VIT = "Dosovitskiy et al. 2020, An Image is Worth 16x16 Words, arXiv:2010.11929"
 
 
+def yfloat(v):
+    """A float as YAML 1.2 reads it and YAML 1.1 readers do too: `1e-06` is a
+    string to YAML 1.1 (its float pattern wants a dot), so write `1.0e-06`."""
+    r = repr(float(v))
+    if "e" in r and "." not in r.split("e")[0]:
+        m, e = r.split("e")
+        r = f"{m}.0e{e}"
+    return r
+
+
 def q(s):
     return '"' + s.replace('\\', '\\\\').replace('"', '\\"') + '"'
 
@@ -117,17 +127,17 @@ def outlier_bias():
     """The fc2 bias of block OUTLIER_BLOCK: small everywhere (0.02·sin(0.7·c),
     4 decimals) but in the outlier channels."""
     v = [OUTLIERS.get(c, round(0.02 * math.sin(0.7 * c), 4)) for c in range(DIM)]
-    return [repr(x * ACTIVATION_SCALE if c in OUTLIERS else x) for c, x in enumerate(v)]
+    return [yfloat(x * ACTIVATION_SCALE if c in OUTLIERS else x) for c, x in enumerate(v)]
 
 
 def seeded(seed, kind, a, b):
-    return {"seeded": {"seed": seed, kind: [repr(float(a)), repr(float(b))]}}
+    return {"seeded": {"seed": seed, kind: [yfloat(a), yfloat(b)]}}
 
 
 def node(op, inputs, output, **attrs):
     d = {"op": op, "inputs": inputs, "outputs": [output]}
     if attrs:
-        d["attrs"] = {k: (repr(v) if isinstance(v, float) else v) for k, v in attrs.items()}
+        d["attrs"] = {k: (yfloat(v) if isinstance(v, float) else v) for k, v in attrs.items()}
     return f"      - {flow(d)}"
 
 
@@ -156,8 +166,7 @@ def weight(name, key, shape, seed, kind, a, b):
     if REAL_WEIGHTS:
         return tensor(name, "float32", shape, {"weights": q(key)}, key)
     if kind == "outliers":
-        return tensor(name, "float32", shape, {"values": outlier_bias()},
-                      f"{key}; outlier channels {sorted(OUTLIERS)}")
+        return tensor(name, "float32", shape, {"values": outlier_bias()}, key)
     if b == "cls":
         b = 1.5 * ACTIVATION_SCALE
     return tensor(name, "float32", shape, seeded(seed, kind, a, b), key)
@@ -187,6 +196,11 @@ def suite(name, title, image_hw, short, crop, out_dir=None, photo=None):
         "Weights are seeded synthetic tensors (docs/golden-format.md) named after the official checkpoint: "
         "`blocks.{i}.attn.qkv.weight` is `b{i}_qkv_w`, and so on (each tensor's description gives its checkpoint key). "
         "Training checkpoints saved with block chunks use `blocks.{chunk}.{i}.*` instead.",
+        "The weights look trained (tools/make_dinov2_suite.py, WEIGHTS): LayerScale 0.05-0.6; from block "
+        f"{OUTLIER_BLOCK} on the residual stream carries outlier channels {sorted(OUTLIERS)} (block {OUTLIER_BLOCK}'s "
+        f"fc2 bias writes up to {max(abs(v) for v in OUTLIERS.values()) * ACTIVATION_SCALE:g} into them), and the class "
+        f"token is a high-norm token (std {1.5 * ACTIVATION_SCALE:g}); `vips-conformance inspect` shows each stage's "
+        "activation scale. Trained ViTs carry such activations (Darcet et al. 2023, arXiv:2309.16588).",
         "Golden values are computed in float64 by the CPU reference provider (`vips-conformance generate`) "
         "and stored as float32; each stage is fed the float32 golden outputs of the stage before it.",
         "Verdicts follow the SDK's error model (docs/error-model.md): each output, and in a decomposed run each "
@@ -295,7 +309,7 @@ def suite(name, title, image_hw, short, crop, out_dir=None, photo=None):
             node("vsdk.crop", ["pos_embed"], "pos_grid_flat", offsets=[0, 1, 0], sizes=[1, GRID * GRID, DIM]),
             node("vsdk.reshape", ["pos_grid_flat"], "pos_grid", shape=[1, GRID, GRID, DIM]),
             node("vsdk.permute", ["pos_grid"], "pos_nchw", perm=[0, 3, 1, 2]),
-            node("vsdk.resize_bicubic", ["pos_nchw"], "pos_resized", scale_factor=[repr(sf), repr(sf)], antialias=0),
+            node("vsdk.resize_bicubic", ["pos_nchw"], "pos_resized", scale_factor=[yfloat(sf), yfloat(sf)], antialias=0),
             node("vsdk.permute", ["pos_resized"], "pos_nhwc", perm=[0, 2, 3, 1]),
             node("vsdk.reshape", ["pos_nhwc"], "pos_patch", shape=[1, grid * grid, DIM]),
             node("vsdk.concat", ["pos_cls", "pos_patch"], "pos", axis=1),

@@ -407,9 +407,11 @@ fn weights_document() -> (String, Vec<(String, String)>) {
     let lines: Vec<String> = text
         .lines()
         .map(|l| {
-            if !(l.contains("source: { seeded:") && l.contains("description: \""))
-                || l.contains("test_image")
-            {
+            // Weights are seeded, or literal values (the outlier bias), and
+            // described by their checkpoint key.
+            let weight = l.contains("source: { seeded:")
+                || (l.contains("source: { values:") && l.contains("description: \"blocks."));
+            if !(weight && l.contains("description: \"")) || l.contains("test_image") {
                 return l.to_string();
             }
             let name = l.trim().split(':').next().unwrap().to_string();

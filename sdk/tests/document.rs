@@ -204,7 +204,9 @@ fn composition_pins_the_used_document_by_hash() {
     std::fs::write(dir.join("model.yaml"), model_doc(&good)).unwrap();
     let d = Document::open(dir.join("model.yaml")).unwrap();
     assert_eq!(d.uses[0].component, "demo-mlp");
-    let bad = format!("{}0", &good[..63]);
+    // Another hash: the last hex digit changed (to a different one).
+    let last = if good.ends_with('0') { "1" } else { "0" };
+    let bad = format!("{}{last}", &good[..63]);
     std::fs::write(dir.join("stale.yaml"), model_doc(&bad)).unwrap();
     let e = Document::open(dir.join("stale.yaml"))
         .unwrap_err()

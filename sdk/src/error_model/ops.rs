@@ -9,7 +9,6 @@
 
 use super::{Precision, TierParams};
 use crate::{Attrs, DType, Device, Error, HostTensor, Node, Op, TensorSpec};
-use rayon::prelude::*;
 
 /// Runs catalog kernels on the reference provider, in float64.
 pub(super) struct Reference<'a>(pub &'a Device);
@@ -189,7 +188,10 @@ pub(super) fn evaluate(r: &Reference, c: &Call) -> Result<Evaluated, Error> {
         Node::LayerNorm { axis, eps } => {
             affine(|lambda| layer_norm(c.inputs, *axis, *eps, None, p, lambda).0)
         }
-        Node::Sdpa(s) => affine(|lambda| sdpa(c.inputs, s.scale, None, p, lambda).0),
+        Node::Sdpa(s) => {
+            let (fixed, scaled, _) = sdpa(c.inputs, s.scale, None, p);
+            (fixed, scaled)
+        }
         // Data movement: exact.
         Node::Crop(_) | Node::Reshape | Node::Permute { .. } | Node::Concat { .. } => {
             exact(vec![0.0; v.len()])
@@ -317,10 +319,7 @@ pub(super) fn propagate(
         Node::Sdpa(s) => {
             let vars: Vec<HostTensor> = (0..3).map(var).collect();
             let p = c.precision.expect("float");
-            dense(
-                out_shape,
-                sdpa(c.inputs, s.scale, Some(&vars), p, c.params.lambda).1,
-            )
+            dense(out_shape, sdpa(c.inputs, s.scale, Some(&vars), p).2)
         }
         // Σ w² ≤ max|w|·Σ|w| ≤ 1.89 in 2-D: at most twice the plane's largest variance.
         Node::ResizeBicubic(_) => dense(out_shape, plane_max(&var(0), out_shape, 2.0)?),
@@ -475,15 +474,58 @@ fn layer_norm(
     (local, prop)
 }
 
-/// Attention `softmax(s·q kᵀ) v` per batch index: (local bound, propagated
-/// error), the two passes sharing the logits and probabilities.
+/// `a [m, k] · b`, where `b` is `[k, n]`, or `[n, k]` read transposed.
+fn matmul(a: &[f64], b: &[f64], (m, k, n): (usize, usize, usize), b_transposed: bool) -> Vec<f64> {
+    let mut out = vec![0.0; m * n];
+    if m == 0 || n == 0 || k == 0 {
+        return out;
+    }
+    let (b_rs, b_cs) = if b_transposed {
+        (1, k as isize)
+    } else {
+        (n as isize, 1)
+    };
+    // SAFETY: `a` holds m·k and `b` k·n elements at the given strides (the
+    // callers pass row-major tensors of those shapes), `out` m·n; no overlap.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            out.as_mut_ptr(),
+            1,
+            n as isize,
+            false,
+            a.as_ptr(),
+            1,
+            k as isize,
+            b.as_ptr(),
+            b_cs,
+            b_rs,
+            0.0,
+            1.0,
+            false,
+            false,
+            false,
+            gemm::Parallelism::Rayon(0),
+        );
+    }
+    out
+}
+
+fn map2(a: &[f64], b: &[f64], f: impl Fn(f64, f64) -> f64) -> Vec<f64> {
+    a.iter().zip(b).map(|(&x, &y)| f(x, y)).collect()
+}
+
+/// Attention `softmax(s·q kᵀ) v` per batch index, as matrix products: the
+/// local bound as `(fixed, scaled)` (it is affine in λ) and, given input
+/// variances, the propagated variance.
 fn sdpa(
     inputs: &[&HostTensor],
     scale: f64,
     vars: Option<&[HostTensor]>,
     p: Precision,
-    lambda: f64,
-) -> (Vec<f64>, Vec<f64>) {
+) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
     let (q, k, v) = (
         inputs[0].to_f64_vec(),
         inputs[1].to_f64_vec(),
@@ -497,80 +539,81 @@ fn sdpa(
     let batch: usize = qs[..r - 2].iter().product();
     let e: Option<[Vec<f64>; 3]> =
         vars.map(|e| [e[0].to_f64_vec(), e[1].to_f64_vec(), e[2].to_f64_vec()]);
-    let (gd, gk) = (growth(lambda, dk), growth(lambda, lk));
+    let (gd, gk) = (growth(1.0, dk), growth(1.0, lk));
     let u = p.u_acc;
-    let rows = batch * lq;
-    let mut local = vec![0.0; rows * dv];
-    let mut prop = vec![0.0; rows * dv];
-    local
-        .par_chunks_mut(dv.max(1))
-        .zip(prop.par_chunks_mut(dv.max(1)))
-        .enumerate()
-        .for_each(|(row, (loc, pr))| {
-            let (b, i) = (row / lq.max(1), row % lq.max(1));
-            let qi = &q[(b * lq + i) * dk..][..dk];
-            let kb = &k[b * lk * dk..][..lk * dk];
-            let vb = &v[b * lk * dv..][..lk * dv];
-            let mut s = vec![0.0; lk];
-            let mut a = vec![0.0; lk];
+    let abs = |x: &[f64]| x.iter().map(|v| v.abs()).collect::<Vec<_>>();
+    let sq = |x: &[f64]| x.iter().map(|v| v * v).collect::<Vec<_>>();
+    let (mut fixed, mut scaled, mut prop) = (Vec::new(), Vec::new(), Vec::new());
+    for b in 0..batch {
+        let qb = &q[b * lq * dk..][..lq * dk];
+        let kb = &k[b * lk * dk..][..lk * dk];
+        let vb = &v[b * lk * dv..][..lk * dv];
+        let mut s = matmul(qb, kb, (lq, dk, lk), true);
+        s.iter_mut().for_each(|x| *x *= scale);
+        let mut a = matmul(&abs(qb), &abs(kb), (lq, dk, lk), true);
+        a.iter_mut().for_each(|x| *x *= scale.abs());
+        // Per row: probabilities, then the local error of logits and
+        // probabilities, split into the fixed part and the part ∝ λ. An
+        // unfused kernel stores P at the tier's precision.
+        let (mut pm, mut dp0, mut dp1) =
+            (vec![0.0; lq * lk], vec![0.0; lq * lk], vec![0.0; lq * lk]);
+        for i in 0..lq {
+            let row = i * lk..(i + 1) * lk;
+            let (si, ai) = (&s[row.clone()], &a[row.clone()]);
+            let m = si.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let pi = &mut pm[row.clone()];
+            pi.iter_mut().zip(si).for_each(|(p, x)| *p = (x - m).exp());
+            let z: f64 = pi.iter().sum();
+            pi.iter_mut().for_each(|p| *p /= z);
+            let (mean0, mean1) = (0..lk).fold((0.0, 0.0), |(m0, m1), j| {
+                (m0 + pi[j] * u * si[j].abs(), m1 + pi[j] * gd * u * ai[j])
+            });
             for j in 0..lk {
-                let kj = &kb[j * dk..][..dk];
-                s[j] = scale * qi.iter().zip(kj).map(|(x, y)| x * y).sum::<f64>();
-                a[j] = scale.abs() * qi.iter().zip(kj).map(|(x, y)| (x * y).abs()).sum::<f64>();
+                let at = i * lk + j;
+                dp0[at] = pi[j] * (u * si[j].abs() + mean0)
+                    + u * pi[j] * (4.0 + (si[j] - m).abs())
+                    + p.u * pi[j];
+                dp1[at] = pi[j] * (gd * u * ai[j] + mean1) + u * pi[j] * gk;
             }
-            let m = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            let mut pj: Vec<f64> = s.iter().map(|x| (x - m).exp()).collect();
-            let z: f64 = pj.iter().sum();
-            pj.iter_mut().for_each(|x| *x /= z);
-            // Local: logits, then probabilities (stored at the tier's
-            // precision, as an unfused implementation does), then P·v.
-            let ds: Vec<f64> = (0..lk).map(|j| gd * u * a[j] + u * s[j].abs()).collect();
-            let mean_ds: f64 = (0..lk).map(|j| pj[j] * ds[j]).sum();
-            let dp: Vec<f64> = (0..lk)
-                .map(|j| {
-                    pj[j] * (ds[j] + mean_ds)
-                        + u * pj[j] * (4.0 + (s[j] - m).abs() + gk)
-                        + p.u * pj[j]
-                })
-                .collect();
-            for c in 0..dv {
-                let (mut o, mut bnd, mut spread) = (0.0, 0.0, 0.0);
-                for j in 0..lk {
-                    let vj = vb[j * dv + c];
-                    o += pj[j] * vj;
-                    bnd += pj[j] * vj.abs();
-                    spread += dp[j] * vj.abs();
-                }
-                loc[c] = spread + gk * u * bnd + p.u * o.abs() + p.tiny;
-            }
-            if let Some([vq, vk, vv]) = &e {
-                // Variances: logits, probabilities (as softmax), then P·v.
-                let vqi = &vq[(b * lq + i) * dk..][..dk];
-                let vkb = &vk[b * lk * dk..][..lk * dk];
-                let vvb = &vv[b * lk * dv..][..lk * dv];
-                let vs: Vec<f64> = (0..lk)
-                    .map(|j| {
-                        let kj = &kb[j * dk..][..dk];
-                        let vkj = &vkb[j * dk..][..dk];
-                        scale
-                            * scale
-                            * (0..dk)
-                                .map(|d| vqi[d] * kj[d] * kj[d] + qi[d] * qi[d] * vkj[d])
-                                .sum::<f64>()
-                    })
-                    .collect();
-                let spread: f64 = (0..lk).map(|j| pj[j] * pj[j] * vs[j]).sum();
-                for c in 0..dv {
-                    pr[c] = (0..lk)
-                        .map(|j| {
-                            let vj = vb[j * dv + c];
-                            pj[j] * pj[j] * ((vs[j] + spread) * vj * vj + vvb[j * dv + c])
-                        })
-                        .sum();
+        }
+        let va = abs(vb);
+        let o = matmul(&pm, vb, (lq, lk, dv), false);
+        let bnd = matmul(&pm, &va, (lq, lk, dv), false);
+        let f = matmul(&dp0, &va, (lq, lk, dv), false);
+        let g = matmul(&dp1, &va, (lq, lk, dv), false);
+        fixed.extend(f.iter().zip(&o).map(|(f, o)| f + p.u * o.abs() + p.tiny));
+        scaled.extend(map2(&g, &bnd, |g, b| g + gk * u * b));
+        if let Some([vq, vk, vv]) = &e {
+            // Variances: logits, probabilities (as softmax), then P·v.
+            let vqb = &vq[b * lq * dk..][..lq * dk];
+            let vkb = &vk[b * lk * dk..][..lk * dk];
+            let vvb = &vv[b * lk * dv..][..lk * dv];
+            let vs = map2(
+                &matmul(vqb, &sq(kb), (lq, dk, lk), true),
+                &matmul(&sq(qb), vkb, (lq, dk, lk), true),
+                |x, y| scale * scale * (x + y),
+            );
+            let p2 = sq(&pm);
+            let mut w = vec![0.0; lq * lk];
+            for i in 0..lq {
+                let row = i * lk..(i + 1) * lk;
+                let spread: f64 = p2[row.clone()]
+                    .iter()
+                    .zip(&vs[row.clone()])
+                    .map(|(p, v)| p * v)
+                    .sum();
+                for at in row {
+                    w[at] = p2[at] * (vs[at] + spread);
                 }
             }
-        });
-    (local, prop)
+            prop.extend(map2(
+                &matmul(&w, &sq(vb), (lq, lk, dv), false),
+                &matmul(&p2, vvb, (lq, lk, dv), false),
+                |x, y| x + y,
+            ));
+        }
+    }
+    (fixed, scaled, prop)
 }
 
 /// The spec of a node's output when computed at the tier (for its precision).

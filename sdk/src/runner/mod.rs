@@ -129,7 +129,9 @@ pub struct StageResult {
     pub invariants: Vec<InvariantResult>,
     /// Why the stage is NOT SUPPORTED or ERROR.
     pub reason: Option<String>,
-    /// Decomposed runs: the node closest to (or furthest past) its bound.
+    /// Decomposed runs: every operator judged by its own error, in graph order.
+    pub nodes: Vec<NodeCheck>,
+    /// Decomposed runs: the operator closest to (or furthest past) its bound.
     pub tightest_node: Option<NodeCheck>,
     /// A failing stage: the first operator whose own error is out of bounds,
     /// fed the provider's own inputs.
@@ -433,6 +435,7 @@ impl StageContext<'_> {
             outputs: Vec::new(),
             invariants: Vec::new(),
             reason: None,
+            nodes: Vec::new(),
             tightest_node: None,
             drill_down: None,
             drill_down_note: None,
@@ -554,6 +557,7 @@ impl StageContext<'_> {
                         .filter(|c| c.judgement.max_e > 0.0 && c.judgement.max_e.is_finite())
                         .max_by(|a, b| a.judgement.max_e.total_cmp(&b.judgement.max_e))
                         .cloned();
+                    result.nodes = checks;
                 }
                 if !passed {
                     if failed.is_none() {

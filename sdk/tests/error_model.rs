@@ -1,0 +1,257 @@
+//! The error model (docs/error-model.md): the normalised-error verdict on
+//! random data, NaN and bias rules, and the property the model exists for:
+//! scaling a suite's inputs or weights by 10 changes no verdict.
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::path::Path;
+use vips_sdk::compare::{NanPolicy, Tier};
+use vips_sdk::error_model::{judge, Precision, Rules};
+use vips_sdk::golden::GoldenFile;
+use vips_sdk::runner::{self, Mode, RunOptions, Status};
+use vips_sdk::suite::Suite;
+use vips_sdk::{DType, Device, HostTensor, Provider};
+
+fn rules(bias: Option<f64>) -> Rules {
+    Rules {
+        nan: NanPolicy::Fail,
+        allowed_over_fraction: 0.0,
+        bias_z: bias,
+    }
+}
+
+fn rng() -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(rand::random())
+}
+
+/// Random references, bounds, and actual values `r + f·B` with `f` drawn
+/// from `errors`.
+fn sample(n: usize, errors: impl Fn(&mut ChaCha8Rng) -> f64) -> (HostTensor, Vec<f64>, Vec<f64>) {
+    let mut g = rng();
+    let reference: Vec<f64> = (0..n).map(|_| g.gen_range(-50.0..50.0)).collect();
+    let bound: Vec<f64> = (0..n).map(|_| g.gen_range(1e-3..1e-1)).collect();
+    let actual: Vec<f64> = reference
+        .iter()
+        .zip(&bound)
+        .map(|(r, b)| r + errors(&mut g) * b)
+        .collect();
+    (
+        HostTensor::from_vec(&[n / 10, 10], actual).unwrap(),
+        reference,
+        bound,
+    )
+}
+
+#[test]
+fn errors_within_their_bounds_pass_with_ordered_margins() {
+    let (a, r, b) = sample(20_000, |g| g.gen_range(-0.9..0.9));
+    let j = judge(&a, &r, &b, rules(Some(8.0)));
+    assert!(j.passed, "{j:?}");
+    assert_eq!(j.over_bound, 0);
+    assert!(j.max_e > 0.8 && j.max_e <= 0.9 + 1e-9, "{j:?}");
+    assert!(j.p50_e <= j.p90_e && j.p90_e <= j.p99_e && j.p99_e <= j.max_e);
+    // Uniform on (−0.9, 0.9): median |e| 0.45, rms 0.9/√3.
+    assert!(
+        (j.p50_e - 0.45).abs() < 0.03 && (j.rms_e - 0.9 / 3f64.sqrt()).abs() < 0.03,
+        "{j:?}"
+    );
+    assert!(j.bias_z.unwrap().abs() < 8.0);
+}
+
+#[test]
+fn one_element_past_its_bound_fails_and_is_named() {
+    let (mut a, r, b) = sample(5_000, |g| g.gen_range(-0.5..0.5));
+    let i = rng().gen_range(0..5_000);
+    let bad = r[i] + 1.5 * b[i];
+    a = HostTensor::from_vec(
+        &a.spec.shape.clone(),
+        a.to_f64_vec()
+            .into_iter()
+            .enumerate()
+            .map(|(k, v)| if k == i { bad } else { v })
+            .collect(),
+    )
+    .unwrap();
+    let j = judge(&a, &r, &b, rules(None));
+    assert!(!j.passed);
+    assert_eq!(j.over_bound, 1);
+    let w = j.worst.unwrap();
+    assert_eq!(w.index, vec![i / 10, i % 10]);
+    assert!((j.max_e - 1.5).abs() < 1e-9 && w.actual == bad && w.reference == r[i]);
+    assert!(j
+        .reason
+        .unwrap()
+        .contains("1 of 5000 elements outside their bound"));
+    // A mismatch budget of one element in 5000 lets it through.
+    let budget = Rules {
+        allowed_over_fraction: 1.0 / 5000.0,
+        ..rules(None)
+    };
+    assert!(judge(&a, &r, &b, budget).passed);
+}
+
+#[test]
+fn a_bias_inside_every_bound_fails_the_bias_test_only() {
+    // Every element 0.05 of its bound high, plus noise: |e| < 1 everywhere.
+    let (a, r, b) = sample(50_000, |g| 0.05 + g.gen_range(-0.3..0.3));
+    let j = judge(&a, &r, &b, rules(Some(8.0)));
+    assert_eq!(j.over_bound, 0);
+    assert!(j.bias_z.unwrap() > 8.0, "{j:?}");
+    assert!(!j.passed && j.reason.unwrap().contains("systematic bias"));
+    // Without the bias test (not a dot product) it passes.
+    assert!(judge(&a, &r, &b, rules(None)).passed);
+}
+
+#[test]
+fn nan_and_inf_follow_the_reference() {
+    let r = vec![1.0, f64::NAN, f64::INFINITY, -2.0];
+    let b = vec![1e-3; 4];
+    let t = |v: Vec<f64>| HostTensor::from_vec(&[4], v).unwrap();
+    let same = t(vec![1.0, f64::NAN, f64::INFINITY, -2.0]);
+    let allow = Rules {
+        nan: NanPolicy::Allow,
+        ..rules(None)
+    };
+    assert!(judge(&same, &r, &b, allow).passed);
+    // NaN where the reference is NaN still fails when the stage says `nan: fail`.
+    assert!(!judge(&same, &r, &b, rules(None)).passed);
+    for bad in [
+        vec![1.0, 0.0, f64::INFINITY, -2.0],
+        vec![f64::NAN, f64::NAN, f64::INFINITY, -2.0],
+        vec![1.0, f64::NAN, f64::MAX, -2.0],
+        vec![1.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY],
+    ] {
+        let j = judge(&t(bad.clone()), &r, &b, allow);
+        assert!(!j.passed && j.max_e.is_infinite(), "{bad:?}: {j:?}");
+    }
+}
+
+#[test]
+fn tier_precisions() {
+    let p = |d| Precision::of(d).unwrap();
+    assert_eq!(p(DType::F32).u, 2f64.powi(-24));
+    assert_eq!(p(DType::F16).u, 2f64.powi(-11));
+    assert_eq!(p(DType::BF16).u, 2f64.powi(-8));
+    // Accumulations are float32 or wider at every tier.
+    for d in [DType::F32, DType::F16, DType::BF16] {
+        assert_eq!(p(d).u_acc, 2f64.powi(-24));
+    }
+    assert!(Precision::of(DType::U8).is_none());
+}
+
+fn device(path_or_name: &str) -> Device {
+    Provider::open_by_name(path_or_name)
+        .unwrap()
+        .device(0)
+        .unwrap()
+}
+
+/// A two-stage component (linear, GELU, LayerNorm, linear; attention) with
+/// inputs of scale `xs` and weights of scale `ws`.
+fn scaled_suite(xs: f64, ws: f64, seed: u64, cpu: &Device) -> Suite {
+    let text = format!(
+        r#"vips: 1
+component: {{ id: scaled, version: 0.1.0, title: "scale test" }}
+tensors:
+  x:  {{ dtype: float32, shape: [24, 64], source: {{ seeded: {{ seed: {s0}, normal: [0.0, {x}] }} }} }}
+  w1: {{ dtype: float32, shape: [48, 64], source: {{ seeded: {{ seed: {s1}, normal: [0.0, {w1}] }} }} }}
+  b1: {{ dtype: float32, shape: [48], source: {{ seeded: {{ seed: {s2}, uniform: [-{b1}, {b1}] }} }} }}
+  g:  {{ dtype: float32, shape: [48], source: {{ seeded: {{ seed: {s3}, uniform: [{g0}, {g1}] }} }} }}
+  be: {{ dtype: float32, shape: [48], source: {{ seeded: {{ seed: {s4}, uniform: [-{b1}, {b1}] }} }} }}
+  w2: {{ dtype: float32, shape: [32, 48], source: {{ seeded: {{ seed: {s5}, normal: [0.0, {w2}] }} }} }}
+  q:  {{ dtype: float32, shape: [2, 20, 16], source: {{ seeded: {{ seed: {s6}, normal: [0.0, 0.5] }} }} }}
+  k:  {{ dtype: float32, shape: [2, 20, 16], source: {{ seeded: {{ seed: {s7}, normal: [0.0, 0.5] }} }} }}
+  v:  {{ dtype: float32, shape: [2, 20, 8], source: {{ seeded: {{ seed: {s8}, normal: [0.0, {x}] }} }} }}
+  y:  {{ dtype: float32, shape: [24, 32], source: golden }}
+  o:  {{ dtype: float32, shape: [2, 20, 8], source: golden }}
+stages:
+  - stage: mlp
+    algorithm: "y = LayerNorm(GELU(x·w1ᵀ + b1))·w2ᵀ"
+    impl: "test"
+    inputs: [x, w1, b1, g, be, w2]
+    outputs: [y]
+    graph:
+      - {{ op: vsdk.linear, inputs: [x, w1, b1], outputs: [h] }}
+      - {{ op: vsdk.gelu, inputs: [h], outputs: [a] }}
+      - {{ op: vsdk.layer_norm, inputs: [a, g, be], outputs: [n], attrs: {{ eps: 1.0e-6 }} }}
+      - {{ op: vsdk.linear, inputs: [n, w2], outputs: [y] }}
+  - stage: attention
+    algorithm: "softmax(q·kᵀ/4)·v"
+    impl: "test"
+    inputs: [q, k, v]
+    outputs: [o]
+    graph:
+      - {{ op: vsdk.sdpa, inputs: [q, k, v], outputs: [o] }}
+"#,
+        s0 = seed,
+        s1 = seed + 1,
+        s2 = seed + 2,
+        s3 = seed + 3,
+        s4 = seed + 4,
+        s5 = seed + 5,
+        s6 = seed + 6,
+        s7 = seed + 7,
+        s8 = seed + 8,
+        x = xs,
+        w1 = 0.15 * ws,
+        b1 = 0.1 * ws,
+        g0 = 0.7 * ws,
+        g1 = 1.3 * ws,
+        w2 = 0.2 * ws,
+    );
+    let doc = vips_sdk::document::Document::parse(Path::new("scaled.yaml"), &text).unwrap();
+    let bytes = vips_sdk::generate::generate(&doc, cpu, &[]).unwrap();
+    Suite::new(
+        doc,
+        GoldenFile::from_bytes(Path::new("scaled.golden"), bytes).unwrap(),
+    )
+    .unwrap()
+}
+
+/// Per (provider, tier, stage): passed?
+fn verdicts(suite: &Suite, devices: &[&Device], cpu: &Device) -> Vec<bool> {
+    let mut out = Vec::new();
+    for d in devices {
+        for mode in [Mode::Isolated, Mode::Chained] {
+            let opts = RunOptions {
+                mode,
+                tiers: vec![Tier::Fp32],
+                ..RunOptions::default()
+            };
+            let r = runner::run(suite, d, cpu, &opts).unwrap();
+            out.extend(r.tiers[0].stages.iter().map(|s| s.status == Status::Pass));
+        }
+    }
+    out
+}
+
+#[test]
+fn scaling_inputs_or_weights_by_ten_changes_no_verdict() {
+    let cpu = device("cpu");
+    let template = device(vsdk_template_c::LIBRARY_PATH);
+    let tanh = device(vsdk_broken_providers::MUTANT_GELU_TANH);
+    let devices = [&cpu, &template, &tanh];
+    let seed = rand::random::<u32>() as u64;
+    let base = verdicts(&scaled_suite(1.0, 1.0, seed, &cpu), &devices, &cpu);
+    // The CPU provider and the template pass everything; GELU by tanh fails
+    // the MLP stage and passes attention, in both modes.
+    assert_eq!(
+        base,
+        vec![true, true, true, true, true, true, true, true, false, true, false, true],
+        "seed {seed}"
+    );
+    for (xs, ws) in [(10.0, 1.0), (1.0, 10.0), (10.0, 10.0)] {
+        let scaled = verdicts(&scaled_suite(xs, ws, seed, &cpu), &devices, &cpu);
+        assert_eq!(scaled, base, "inputs x{xs}, weights x{ws}, seed {seed}");
+    }
+    // And at fp16/bf16 the correct implementations pass at every scale.
+    for (xs, ws) in [(1.0, 1.0), (10.0, 10.0)] {
+        let s = scaled_suite(xs, ws, seed, &cpu);
+        let opts = RunOptions {
+            tiers: vec![Tier::Fp16, Tier::Bf16],
+            ..RunOptions::default()
+        };
+        let r = runner::run(&s, &cpu, &cpu, &opts).unwrap();
+        assert!(r.passed, "x{xs} w{ws} seed {seed}: {:#?}", r.tiers);
+    }
+}
