@@ -217,10 +217,11 @@ fn mutant_cli(mutation: &str, suite: &str, extra: &[&str]) -> (Option<i32>, serd
     (out.status.code(), report)
 }
 
-/// Runs the full suite through the CLI on the CPU provider with one injected
-/// bug; returns (stage, status, drill-down operator) per stage.
+/// Runs the quick suite (every stage of the full one, at 56x56) through the
+/// CLI on the CPU provider with one injected bug; returns (stage, status,
+/// drill-down operator) per stage.
 fn mutated_run(mutation: &str) -> Vec<(String, String, Option<String>)> {
-    let (code, report) = mutant_cli(mutation, "dinov2-vits14", &[]);
+    let (code, report) = mutant_cli(mutation, "dinov2-vits14-quick", &[]);
     assert_eq!(code, Some(1), "{mutation} must fail");
     report["tiers"][0]["stages"]
         .as_array()
@@ -295,10 +296,11 @@ fn layer_norm_eps_1e5() {
     // the outlier channels appear (block 2's MLP) σ² is below 1 and that is
     // tens of float32 ulps; after it, σ² is near 50 and the change (about one
     // ulp) is below what a correct float32 LayerNorm may differ by. The
-    // variant fails exactly where it changes the result.
+    // variant fails exactly where it changes the result (on the full suite
+    // block_02's first LayerNorm, just before the outliers, fails too).
     fails_exactly(
         "layer_norm_eps",
-        &["block_00", "block_01", "block_02"],
+        &["block_00", "block_01"],
         "vsdk.layer_norm@1",
     );
 }
