@@ -1,24 +1,28 @@
 #!/usr/bin/env python3
-"""Independent validation of the DINOv2 ViT-S/14 golden vectors against the
-official facebookresearch/dinov2 PyTorch code, stage by stage.
+"""Independent validation of the DINOv2 ViT-S/14 suites against the official
+facebookresearch/dinov2 PyTorch code.
 
     pip install torch safetensors pillow numpy && pip install --no-deps dinov2
     cargo build --release
-    python3 tools/validate_dinov2.py [dinov2-vits14|dinov2-vits14-quick] [--calibrate]
+    python3 tools/validate_dinov2.py [SUITE ...] [--tier fp32|bf16 ...] [--golden]
 
-With --calibrate it instead runs the official model in float32 (how PyTorch
-users run it) and merges its per-stage errors into the suite's
-calibration.json as one more correct implementation at fp32 (run
-tools/calibrate_tolerances.py first: it rewrites that file).
+Default: the suites dinov2-vits14 and dinov2-vits14-stress, tiers fp32 and
+bf16. For each suite, tier and mode (isolated, chained) it runs the official
+model on the CPU in that dtype, stage by stage, captures every stage's output,
+and has `vips-conformance check` judge the captures with the SDK's error model
+(docs/error-model.md), exactly as it judges a provider. Prints a Markdown
+table for docs/validation.md; exits 1 if any run fails.
 
-The suite's tensors (seeded weights, test image, golden outputs) are exported
-with `vips-conformance export`; the official model (`vit_small`, patch 14,
+--golden instead compares the official model run in float64 with the golden
+values (each stage fed its golden input): the golden values are right to
+float32 storage rounding.
+
+The suite's tensors (weights, test image, golden outputs) come from
+`vips-conformance export`; the official model (`vit_small`, patch 14,
 img_size 518, LayerScale, no block chunks: what torch.hub's dinov2_vits14
 builds) is loaded with the weights under their checkpoint names (each
-tensor's description in the document), converted to float64, and every stage
-is fed the golden input of that stage (isolated mode), as the runner does.
-Preprocessing is recomputed with Pillow's own resize. Prints a Markdown table
-for docs/validation.md.
+tensor's description in the document). Preprocessing is Pillow's own resize,
+torchvision's center-crop rule and the normalisation in the tier's dtype.
 """
 import json
 import pathlib
@@ -29,28 +33,28 @@ import tempfile
 import numpy as np
 import torch
 from PIL import Image
-from safetensors.numpy import load_file
+from safetensors.numpy import load_file, save_file
 
 import dinov2.models.vision_transformer as vt
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CLI = ROOT / "target" / "release" / "vips-conformance"
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16, "fp64": torch.float64}
 
 
-def main():
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    calibrate = "--calibrate" in sys.argv
-    suite = args[0] if args else "dinov2-vits14"
-    dtype = torch.float32 if calibrate else torch.float64
+def export(suite):
     doc = ROOT / "conformance" / "suites" / suite / "suite.yaml"
     with tempfile.TemporaryDirectory() as tmp:
         path = pathlib.Path(tmp) / "suite.safetensors"
         subprocess.run([str(CLI), "export", suite, "--out", str(path)], check=True, capture_output=True)
         t = load_file(str(path))
-    info = json.loads(subprocess.run([str(CLI), "inspect", str(doc), "--json"], check=True, capture_output=True, text=True).stdout)
+    info = json.loads(subprocess.run([str(CLI), "inspect", str(doc), "--json"], check=True,
+                                     capture_output=True, text=True).stdout)
     keys = {row["name"]: row["description"] for row in info["tensors"] if row.get("description")}
+    return t, keys
 
-    torch.set_grad_enabled(False)
+
+def model_for(t, keys, dtype):
     model = vt.vit_small(patch_size=14, img_size=518, init_values=1.0, block_chunks=0)
     state = model.state_dict()
     loaded = 0
@@ -59,22 +63,20 @@ def main():
             state[key] = torch.from_numpy(t[name].astype(np.float32))
             loaded += 1
     model.load_state_dict(state)
-    model = model.to(dtype).eval()
-    assert loaded == len([k for k in state if k != "mask_token"]), f"loaded {loaded} of {len(state)} checkpoint tensors"
+    assert loaded == len([k for k in state if k != "mask_token"]), f"loaded {loaded} of {len(state)} tensors"
+    return model.to(dtype).eval()
 
-    def f64(name):
-        return torch.from_numpy(t[name].astype(np.float64)).to(dtype)
 
-    rows = []
+def stages(model, t, dtype, chained):
+    """Each stage's output, fed the golden input (isolated) or the model's own
+    previous output (chained), computed in `dtype`."""
+    out = {}
 
-    def row(stage, got, want):
-        got = got.detach().numpy().astype(np.float64)
-        want = t[want].astype(np.float64)
-        assert got.shape == want.shape, (stage, got.shape, want.shape)
-        err = np.abs(got - want)
-        rows.append((stage, float(err.max()), float(np.linalg.norm(got - want) / np.linalg.norm(want))))
+    def given(name, own):
+        if chained and own in out:
+            return out[own]
+        return torch.from_numpy(t[name].astype(np.float32)).to(dtype)
 
-    # Preprocessing with Pillow itself, then float64 arithmetic.
     image = t["image"]
     h, w = image.shape[:2]
     crop = t["pixels"].shape[-1]
@@ -82,37 +84,85 @@ def main():
     rh, rw = (short, int(short * w / h)) if h <= w else (int(short * h / w), short)
     resized = np.asarray(Image.fromarray(image, "RGB").resize((rw, rh), Image.BICUBIC))
     top, left = int(round((rh - crop) / 2.0)), int(round((rw - crop) / 2.0))
-    cropped = resized[top:top + crop, left:left + crop].astype(np.float64) / 255.0
-    mean, std = np.array([0.485, 0.456, 0.406]), np.array([0.229, 0.224, 0.225])
-    pixels = ((cropped - mean) / std).transpose(2, 0, 1)[None]
-    row("preprocess", torch.from_numpy(pixels), "pixels")
-
-    x = f64("pixels")
-    row("patch_embed", model.patch_embed(x), "x_patch")
-    row("pos_embed", model.prepare_tokens_with_masks(x), "x_0")
+    cropped = torch.from_numpy(resized[top:top + crop, left:left + crop].astype(np.float32)).to(dtype)
+    mean = torch.tensor([0.485, 0.456, 0.406]).to(dtype).reshape(3, 1, 1)
+    std = torch.tensor([0.229, 0.224, 0.225]).to(dtype).reshape(3, 1, 1)
+    out["pixels"] = ((cropped.permute(2, 0, 1) / torch.tensor(255.0).to(dtype) - mean) / std)[None]
+    out["x_patch"] = model.patch_embed(given("pixels", "pixels"))
+    # prepare_tokens_with_masks without its patch embedding: the stage starts
+    # from x_patch (golden, or the model's own).
+    x = torch.cat((model.cls_token.expand(1, -1, -1), given("x_patch", "x_patch")), dim=1)
+    out["x_0"] = x + model.interpolate_pos_encoding(x, crop, crop)
     for i, block in enumerate(model.blocks):
-        row(f"block_{i:02d}", block(f64(f"x_{i}")), f"x_{i + 1}")
-    x_norm = model.norm(f64("x_12"))
-    row("final_norm", x_norm, "x_norm")
-    row("outputs (cls)", model.norm(f64("x_12"))[:, 0], "x_norm_clstoken")
-    row("outputs (patches)", x_norm[:, 1:], "x_norm_patchtokens")
+        out[f"x_{i + 1}"] = block(given(f"x_{i}", f"x_{i}"))
+    x_norm = model.norm(given("x_12", "x_12"))
+    out["x_norm"] = x_norm
+    source = given("x_norm", "x_norm")
+    out["x_norm_clstoken"] = source[:, 0]
+    out["x_norm_patchtokens"] = source[:, 1:]
+    return {k: v.detach().to(torch.float32).numpy() for k, v in out.items()}
 
-    if calibrate:
-        path = ROOT / "conformance" / "suites" / suite / "calibration.json"
-        cal = json.loads(path.read_text())
-        fp32 = cal["max_abs_error"]["fp32"]
-        for stage, mx, _ in rows:
-            stage = "outputs" if stage.startswith("outputs") else stage
-            fp32[stage] = max(fp32.get(stage, 0.0), mx)
-        cal["implementations"].append(f"official dinov2 PyTorch fp32 (torch {torch.__version__})")
-        path.write_text(json.dumps(cal, indent=1, sort_keys=True) + "\n")
-        print(f"merged into {path}")
-        return
-    print(f"Suite `{suite}`, torch {torch.__version__}, dinov2 (PyPI 0.0.1.dev2), float64, each stage fed its golden input.\n")
-    print("| stage | max abs error | relative L2 error |")
+
+def check(suite, captured, tier, mode):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = pathlib.Path(tmp) / "captured.safetensors"
+        save_file({k: np.ascontiguousarray(v) for k, v in captured.items()}, str(path))
+        r = subprocess.run([str(CLI), "check", suite, "--tensors", str(path), "--tier", tier, "--mode", mode,
+                            "--json"], capture_output=True, text=True)
+    if r.returncode not in (0, 1):
+        sys.exit(f"vips-conformance check failed: {r.stderr}")
+    return json.loads(r.stdout)
+
+
+def golden(suite):
+    t, keys = export(suite)
+    model = model_for(t, keys, torch.float64)
+    got = stages(model, t, torch.float64, chained=False)
+    print(f"Suite `{suite}`, torch {torch.__version__}, float64, each stage fed its golden input.\n")
+    print("| tensor | max abs error | relative L2 error |")
     print("|---|---|---|")
-    for stage, mx, rel in rows:
-        print(f"| {stage} | {mx:.2e} | {rel:.2e} |")
+    for name, v in got.items():
+        want = t[name].astype(np.float64)
+        d = v.astype(np.float64) - want
+        print(f"| {name} | {np.abs(d).max():.2e} | {np.linalg.norm(d) / np.linalg.norm(want):.2e} |")
+
+
+def main():
+    argv = sys.argv[1:]
+    tiers = [argv[i + 1] for i, a in enumerate(argv) if a == "--tier"] or ["fp32", "bf16"]
+    skip = {i + 1 for i, a in enumerate(argv) if a == "--tier"}
+    suites = [a for i, a in enumerate(argv) if not a.startswith("--") and i not in skip]
+    suites = suites or ["dinov2-vits14", "dinov2-vits14-stress"]
+    torch.set_grad_enabled(False)
+    if "--golden" in argv:
+        for s in suites:
+            golden(s)
+        return
+    print(f"torch {torch.__version__} on the CPU ({torch.get_num_threads()} threads), official dinov2 code "
+          "(PyPI 0.0.1.dev2, no xFormers), judged by `vips-conformance check`.\n")
+    print("| suite | tier | mode | verdict | largest stage max\\|e\\| (stage) | median stage max\\|e\\| | "
+          "end to end: rel L2, cosine |")
+    print("|---|---|---|---|---|---|---|")
+    failed = False
+    for suite in suites:
+        t, keys = export(suite)
+        for tier in tiers:
+            model = model_for(t, keys, DTYPES[tier])
+            for mode in ["isolated", "chained"]:
+                captured = stages(model, t, DTYPES[tier], chained=mode == "chained")
+                report = check(suite, captured, tier, mode)
+                tr = report["tiers"][0]
+                margins = [(max((o["judgement"]["max_e"] for o in s["outputs"]), default=0.0), s["stage"])
+                           for s in tr["stages"]]
+                worst = max(margins)
+                median = sorted(m for m, _ in margins)[len(margins) // 2]
+                bad = [s["stage"] for s in tr["stages"] if s["status"] != "pass"]
+                e2e = "; ".join(f"{e['tensor']}: {e['drift']['rel_l2_error']:.2e}, "
+                                f"{e['drift']['cosine_similarity']:.6f}" for e in tr["end_to_end"]) or "-"
+                verdict = "PASS" if report["passed"] else f"FAIL ({', '.join(bad) or 'end to end'})"
+                failed |= not report["passed"]
+                print(f"| {suite} | {tier} | {mode} | {verdict} | {worst[0]:.3f} ({worst[1]}) | {median:.3f} | {e2e} |")
+    sys.exit(1 if failed else 0)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,8 @@ struct Cli {
 enum Command {
     /// Run a suite on a provider and print the per-stage results.
     Run(commands::run::Args),
+    /// Judge stage outputs computed elsewhere (captured tensors) against a suite.
+    Check(commands::check::Args),
     /// List the suites found, or the stages of one.
     List {
         /// A suite name, directory or document; without it, every suite found.
@@ -64,6 +66,7 @@ fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Command::Run(args) => commands::run::run(args),
         Command::List { suite, json } => commands::list::run(suite, json),
+        Command::Check(args) => commands::check::run(args),
         Command::Inspect { file, json } => {
             suites::resolve(&file).and_then(|p| commands::inspect::run(&p, json))
         }

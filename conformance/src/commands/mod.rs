@@ -1,6 +1,7 @@
 //! One module per subcommand. Each returns the exit code, or a message for
 //! exit code 2.
 
+pub mod check;
 pub mod export;
 pub mod generate;
 pub mod inspect;

@@ -24,6 +24,13 @@ pub struct Args {
     provider: String,
     #[arg(long, default_value_t = 0)]
     device: u32,
+    #[command(flatten)]
+    common: Common,
+}
+
+/// What `run` and `check` share: the selection, the reference, the output.
+#[derive(clap::Args)]
+pub struct Common {
     /// isolated: golden inputs for every stage; chained: the provider's own outputs flow on.
     #[arg(long, value_enum, default_value = "isolated")]
     mode: ModeArg,
@@ -58,60 +65,76 @@ fn parse_shard(s: &str) -> Result<(usize, usize), String> {
     Ok((k, n))
 }
 
+impl Common {
+    /// The suite, the run options and the reference device.
+    pub fn open(&self, suite: &str) -> Result<(Suite, RunOptions, vips_sdk::Device), String> {
+        let args = self;
+        let tiers = args
+            .tiers
+            .iter()
+            .map(|t| {
+                Tier::from_name(t)
+                    .ok_or_else(|| format!("--tier `{t}`: expected fp32, fp16, bf16 or exact"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let stage_glob = args
+            .stage
+            .as_deref()
+            .map(|g| {
+                globset::Glob::new(g)
+                    .map(|g| g.compile_matcher())
+                    .map_err(|e| format!("--stage: {e}"))
+            })
+            .transpose()?;
+        let shard = args.shard.as_deref().map(parse_shard).transpose()?;
+        let mode = match args.mode {
+            ModeArg::Isolated => Mode::Isolated,
+            ModeArg::Chained => Mode::Chained,
+        };
+        let suite = Suite::open(&suites::resolve(suite)?).map_err(|e| e.to_string())?;
+        let reference = Provider::open_by_name(&args.reference)
+            .and_then(|p| p.device(0))
+            .map_err(|e| format!("reference provider: {e}"))?;
+        let opts = RunOptions {
+            mode,
+            tiers,
+            stage_glob,
+            shard,
+        };
+        if runner::select(&suite, &opts).is_empty() {
+            return Err("no stage matches the --stage/--shard selection".into());
+        }
+        Ok((suite, opts, reference))
+    }
+
+    /// Writes the report where asked, prints it, and gives the exit code.
+    pub fn finish(&self, report: &RunReport) -> super::Outcome {
+        let args = self;
+        if let Some(path) = &args.output {
+            let text = serde_json::to_string_pretty(report).map_err(|e| e.to_string())?;
+            std::fs::write(path, text)
+                .map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
+        }
+        if args.json {
+            super::print_json(report)?;
+        } else {
+            print_table(report);
+        }
+        Ok(if report.passed {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        })
+    }
+}
+
 pub fn run(args: Args) -> super::Outcome {
-    let tiers = args
-        .tiers
-        .iter()
-        .map(|t| {
-            Tier::from_name(t)
-                .ok_or_else(|| format!("--tier `{t}`: expected fp32, fp16, bf16 or exact"))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let stage_glob = args
-        .stage
-        .as_deref()
-        .map(|g| {
-            globset::Glob::new(g)
-                .map(|g| g.compile_matcher())
-                .map_err(|e| format!("--stage: {e}"))
-        })
-        .transpose()?;
-    let shard = args.shard.as_deref().map(parse_shard).transpose()?;
-    let mode = match args.mode {
-        ModeArg::Isolated => Mode::Isolated,
-        ModeArg::Chained => Mode::Chained,
-    };
-    let suite = Suite::open(&suites::resolve(&args.suite)?).map_err(|e| e.to_string())?;
+    let (suite, opts, reference) = args.common.open(&args.suite)?;
     let device = Provider::open_by_name(&args.provider)
         .and_then(|p| p.device(args.device))
         .map_err(|e| e.to_string())?;
-    let reference = Provider::open_by_name(&args.reference)
-        .and_then(|p| p.device(0))
-        .map_err(|e| format!("reference provider: {e}"))?;
-    let opts = RunOptions {
-        mode,
-        tiers,
-        stage_glob,
-        shard,
-    };
-    if runner::select(&suite, &opts).is_empty() {
-        return Err("no stage matches the --stage/--shard selection".into());
-    }
     let report = runner::run(&suite, &device, &reference, &opts).map_err(|e| e.to_string())?;
-    if let Some(path) = &args.output {
-        let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
-        std::fs::write(path, text).map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
-    }
-    if args.json {
-        super::print_json(&report)?;
-    } else {
-        print_table(&report);
-    }
-    Ok(if report.passed {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    args.common.finish(&report)
 }
 
 fn sci(v: f64) -> String {
@@ -161,12 +184,10 @@ fn print_table(r: &RunReport) {
                 Status::NotSupported => unsupported += 1,
                 _ => fail += 1,
             }
-            let exec = s.execution.map_or("-", |e| {
-                if e == runner::Execution::Fused {
-                    "fused"
-                } else {
-                    "decomposed"
-                }
+            let exec = s.execution.map_or("-", |e| match e {
+                runner::Execution::Fused => "fused",
+                runner::Execution::Decomposed => "decomposed",
+                runner::Execution::Captured => "captured",
             });
             let worst_output = s
                 .outputs

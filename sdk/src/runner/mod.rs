@@ -1,21 +1,25 @@
 //! The conformance runner: for each selected stage and tier, materialise the
-//! inputs, convert them to the tier's dtype, run the stage on the provider
-//! (fused if it has the stage's kernel, else its graph node by node with
-//! intermediates on the device), compare, check invariants, and on a failure
-//! drill down to the first operator that diverges from the CPU reference.
+//! inputs (golden, or in chained mode the provider's own), convert them to the
+//! tier's dtype, run the stage on the provider (`execute`: fused if it has the
+//! stage's kernel, else its graph node by node), and judge it with the error
+//! model (`stage`): outputs within their propagated bounds, every operator of
+//! a decomposed run within its own, invariants, drill-down. `check` judges
+//! outputs computed outside the SDK the same way.
 
+mod execute;
 mod invariants;
+mod stage;
 
 pub use invariants::InvariantResult;
 
 use crate::compare::{self, Criteria, Tier};
 use crate::document::{GraphNode, Stage};
-use crate::error_model::{self, EndToEnd, Judgement, NodeCheck, Precision, Rules, TierParams};
+use crate::error_model::{EndToEnd, Judgement, NodeCheck};
+use stage::StageContext;
 use crate::suite::{Suite, SuiteError};
-use crate::{AttrValue, Attrs, DType, Device, DeviceTensor, Error, HostTensor, Op, TensorSpec};
+use crate::{AttrValue, Attrs, DType, Device, HostTensor, Op, TensorSpec};
 use serde::Serialize;
 use std::collections::HashMap;
-use std::time::Instant;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -74,6 +78,18 @@ impl Status {
 pub enum Execution {
     Fused,
     Decomposed,
+    /// The outputs were computed outside the SDK and judged as they are.
+    Captured,
+}
+
+/// Where the stages' outputs come from.
+#[derive(Clone, Copy)]
+pub(crate) enum Source<'a> {
+    /// A provider runs each stage.
+    Device(&'a Device),
+    /// Outputs computed elsewhere (an engine's own kernels, another
+    /// framework), by tensor name.
+    Captured(&'a HashMap<String, HostTensor>),
 }
 
 /// How far an output is from the golden value (not a verdict: in chained mode
@@ -198,6 +214,67 @@ pub fn run(
     reference: &Device,
     opts: &RunOptions,
 ) -> Result<RunReport, SuiteError> {
+    let info = device.provider_info();
+    let tiers = run_tiers(suite, Source::Device(device), reference, opts)?;
+    Ok(report(
+        suite,
+        tiers,
+        [
+            info.name.clone(),
+            info.version.clone(),
+            info.library.display().to_string(),
+            device.name().to_string(),
+        ],
+    ))
+}
+
+/// Judges stage outputs computed outside the SDK (`captured`, by tensor name:
+/// an engine's own kernels, PyTorch) with the same error model as `run`. In
+/// chained mode each stage's inputs are the captured outputs of the stages
+/// before it. `label` names where they come from in the report.
+pub fn check(
+    suite: &Suite,
+    captured: &HashMap<String, HostTensor>,
+    label: &str,
+    reference: &Device,
+    opts: &RunOptions,
+) -> Result<RunReport, SuiteError> {
+    let tiers = run_tiers(suite, Source::Captured(captured), reference, opts)?;
+    Ok(report(
+        suite,
+        tiers,
+        [label.to_string(), String::new(), label.to_string(), "-".into()],
+    ))
+}
+
+/// `[provider, version, library, device]`.
+fn report(suite: &Suite, tiers: Vec<TierReport>, who: [String; 4]) -> RunReport {
+    let [provider, provider_version, provider_library, device] = who;
+    let passed = !tiers.is_empty()
+        && tiers.iter().all(|t| {
+            t.stages.iter().all(|s| s.status == Status::Pass)
+                && t.end_to_end.iter().all(|e| e.passed)
+        });
+    RunReport {
+        component: suite.document.component.id.clone(),
+        component_version: suite.document.component.version.clone(),
+        document_sha256: hex::encode(suite.document.sha256),
+        golden_sha256: hex::encode(suite.golden.file_sha256),
+        provider,
+        provider_version,
+        provider_library,
+        device,
+        tiers,
+        passed,
+    }
+}
+
+fn run_tiers(
+    suite: &Suite,
+    source: Source,
+    reference: &Device,
+    opts: &RunOptions,
+) -> Result<Vec<TierReport>, SuiteError> {
     let stages = select(suite, opts);
     let mut tiers = Vec::new();
     for &tier in &opts.tiers {
@@ -225,7 +302,7 @@ pub fn run(
                 suite,
                 stage,
                 tier,
-                device,
+                source,
                 reference,
                 golden_inputs,
             };
@@ -264,24 +341,7 @@ pub fn run(
             end_to_end,
         });
     }
-    let info = device.provider_info();
-    let passed = !tiers.is_empty()
-        && tiers.iter().all(|t| {
-            t.stages.iter().all(|s| s.status == Status::Pass)
-                && t.end_to_end.iter().all(|e| e.passed)
-        });
-    Ok(RunReport {
-        component: suite.document.component.id.clone(),
-        component_version: suite.document.component.version.clone(),
-        document_sha256: hex::encode(suite.document.sha256),
-        golden_sha256: hex::encode(suite.golden.file_sha256),
-        provider: info.name.clone(),
-        provider_version: info.version.clone(),
-        provider_library: info.library.display().to_string(),
-        device: device.name().to_string(),
-        tiers,
-        passed,
-    })
+    Ok(tiers)
 }
 
 /// The component's outputs (stage outputs no later selected stage consumes),
@@ -346,293 +406,10 @@ pub(crate) fn node_attrs(node: &GraphNode, float: Option<DType>) -> Attrs {
     attrs
 }
 
-fn tier_spec(s: &TensorSpec, tier: Tier) -> TensorSpec {
+pub(super) fn tier_spec(s: &TensorSpec, tier: Tier) -> TensorSpec {
     match tier.float_dtype() {
         Some(d) if s.dtype.is_float() => TensorSpec::new(d, &s.shape),
         _ => s.clone(),
     }
 }
 
-/// Which way the provider can run the stage at this tier, or what it lacks.
-fn plan(
-    suite: &Suite,
-    stage: &Stage,
-    tier: Tier,
-    device: &Device,
-) -> Result<Result<Execution, String>, Error> {
-    let dtype_of = |name: &str| suite.spec(name).map(|s| tier_spec(s, tier).dtype);
-    if let Some((kernel, version)) = &stage.kernel {
-        let dtype = dtype_of(&stage.inputs[0]).expect("suite checked every stage input");
-        if device.supports(kernel, *version, dtype)? {
-            return Ok(Ok(Execution::Fused));
-        }
-    }
-    let mut missing = Vec::new();
-    for node in &stage.graph {
-        let dtype = dtype_of(&node.inputs[0]).expect("suite typed every graph tensor");
-        if !device.supports(node.op.name(), node.op.version(), dtype)? {
-            missing.push(format!(
-                "{}@{} for {dtype}",
-                node.op.name(),
-                node.op.version()
-            ));
-        }
-    }
-    Ok(if missing.is_empty() {
-        Ok(Execution::Decomposed)
-    } else {
-        missing.dedup();
-        Err(format!("the provider lacks {}", missing.join(", ")))
-    })
-}
-
-/// Runs the stage's graph node by node on `device`; returns the stage's
-/// inputs and every node's output, downloaded (each node is judged by its
-/// own error).
-fn run_graph(
-    float: Option<DType>,
-    stage: &Stage,
-    device: &Device,
-    inputs: &HashMap<String, HostTensor>,
-) -> Result<HashMap<String, HostTensor>, Error> {
-    let mut on_device: HashMap<String, DeviceTensor> = HashMap::new();
-    let mut host = inputs.clone();
-    for (name, t) in inputs {
-        on_device.insert(name.clone(), device.upload(t)?);
-    }
-    for node in &stage.graph {
-        let args: Vec<&DeviceTensor> = node.inputs.iter().map(|i| &on_device[i]).collect();
-        let attrs = node_attrs(node, float);
-        let out = device.execute(node.op.name(), node.op.version(), &attrs, &args)?;
-        let out = out.into_iter().next().expect("one output");
-        host.insert(node.output.clone(), device.download(&out)?);
-        on_device.insert(node.output.clone(), out);
-    }
-    Ok(host)
-}
-
-type StageRun = (StageResult, HashMap<String, HostTensor>);
-
-struct StageContext<'a> {
-    suite: &'a Suite,
-    stage: &'a Stage,
-    tier: Tier,
-    device: &'a Device,
-    reference: &'a Device,
-    /// The inputs are the golden tensors (isolated mode, or a first stage).
-    golden_inputs: bool,
-}
-
-impl StageContext<'_> {
-    fn run(&self, inputs: &HashMap<String, HostTensor>) -> Result<StageRun, SuiteError> {
-        let start = Instant::now();
-        let stage = self.stage;
-        let mut result = StageResult {
-            stage: stage.name.clone(),
-            tier: self.tier,
-            status: Status::Error,
-            execution: None,
-            outputs: Vec::new(),
-            invariants: Vec::new(),
-            reason: None,
-            nodes: Vec::new(),
-            tightest_node: None,
-            drill_down: None,
-            drill_down_note: None,
-            seconds: 0.0,
-        };
-        let finish = |mut r: StageResult, outs| {
-            r.seconds = start.elapsed().as_secs_f64();
-            Ok((r, outs))
-        };
-        let execution = match plan(self.suite, stage, self.tier, self.device) {
-            Ok(Ok(e)) => e,
-            Ok(Err(lacks)) => {
-                result.status = Status::NotSupported;
-                result.reason = Some(lacks);
-                return finish(result, HashMap::new());
-            }
-            Err(e) => {
-                result.reason = Some(e.to_string());
-                return finish(result, HashMap::new());
-            }
-        };
-        result.execution = Some(execution);
-        let float = self.tier.float_dtype();
-        let values = match execution {
-            Execution::Decomposed => run_graph(float, stage, self.device, inputs),
-            Execution::Fused => run_fused(self.suite, stage, self.tier, self.device, inputs),
-        };
-        let values = match values {
-            Ok(v) => v,
-            Err(e) => {
-                result.reason = Some(e.to_string());
-                return finish(result, HashMap::new());
-            }
-        };
-        let outputs: HashMap<String, HostTensor> = stage
-            .outputs
-            .iter()
-            .map(|o| (o.clone(), values[o].clone()))
-            .collect();
-        match self.judge(&mut result, inputs, &values, execution) {
-            Ok(()) => {}
-            Err(e) => {
-                result.status = Status::Error;
-                result.reason = Some(e);
-            }
-        }
-        finish(result, outputs)
-    }
-
-    fn params(&self) -> &TierParams {
-        &self.stage.tolerances[&self.tier]
-    }
-
-    /// The verdict: outputs against the reference within the propagated
-    /// bound; in a decomposed run every node against its own; invariants.
-    fn judge(
-        &self,
-        result: &mut StageResult,
-        inputs: &HashMap<String, HostTensor>,
-        values: &HashMap<String, HostTensor>,
-        execution: Execution,
-    ) -> Result<(), String> {
-        let (stage, tier) = (self.stage, self.tier);
-        let params = *self.params();
-        let reference = error_model::stage_reference(stage, tier, inputs, self.reference, &params)
-            .map_err(|e| format!("the reference could not run: {e}"))?;
-        let rules = Rules {
-            nan: stage.nan,
-            allowed_over_fraction: stage.mismatch_fraction,
-            bias_z: None,
-        };
-        let mut passed = true;
-        for name in &stage.outputs {
-            let actual = &values[name];
-            let (ref_value, bound) = (&reference.values[name], &reference.bounds[name]);
-            if ref_value.spec.shape != actual.spec.shape {
-                return Err(format!(
-                    "`{name}`: shape {:?} does not match the reference {:?}",
-                    actual.spec.shape, ref_value.spec.shape
-                ));
-            }
-            let golden = self.suite.tensor(name).map_err(|e| e.to_string())?;
-            if self.golden_inputs && tier.float_dtype().is_none_or(|d| d == DType::F32) {
-                check_golden(name, ref_value, &golden)?;
-            }
-            let judgement = error_model::judge(actual, &ref_value.to_f64_vec(), bound, rules);
-            passed &= judgement.passed;
-            let drift = Drift::of(actual, &golden).map_err(|e| format!("`{name}`: {e}"))?;
-            result.outputs.push(OutputResult {
-                tensor: name.clone(),
-                judgement,
-                drift,
-                sha256: hex::encode(crate::golden::canonical_sha256(actual)),
-            });
-        }
-        for inv in &stage.verify {
-            let r = invariants::check(inv, &values[inv.tensor()]);
-            passed &= r.held;
-            result.invariants.push(r);
-        }
-        // Every operator by its own error: in a decomposed run always (its
-        // intermediates are at hand); in a fused one, to locate a failure.
-        let nodes = match execution {
-            Execution::Decomposed => Some(self.check_nodes(values)),
-            Execution::Fused if !passed => Some(
-                run_graph(tier.float_dtype(), stage, self.device, inputs)
-                    .map_err(|e| e.to_string())
-                    .and_then(|v| self.check_nodes(&v)),
-            ),
-            Execution::Fused => None,
-        };
-        match nodes {
-            Some(Ok(checks)) => {
-                let failed = checks.iter().find(|c| !c.judgement.passed).cloned();
-                if execution == Execution::Decomposed {
-                    passed &= failed.is_none();
-                    result.tightest_node = checks
-                        .iter()
-                        .filter(|c| c.judgement.max_e > 0.0 && c.judgement.max_e.is_finite())
-                        .max_by(|a, b| a.judgement.max_e.total_cmp(&b.judgement.max_e))
-                        .cloned();
-                    result.nodes = checks;
-                }
-                if !passed {
-                    if failed.is_none() {
-                        result.drill_down_note = Some(
-                            "every operator is within its own bound when fed the provider's own inputs: the error of the fused kernel accumulates across operators".into(),
-                        );
-                    }
-                    result.drill_down = failed;
-                }
-            }
-            Some(Err(e)) if execution == Execution::Decomposed => return Err(e),
-            Some(Err(e)) => result.drill_down_note = Some(format!("drill-down could not run: {e}")),
-            None => {}
-        }
-        result.status = if passed { Status::Pass } else { Status::Fail };
-        Ok(())
-    }
-
-    fn check_nodes(&self, values: &HashMap<String, HostTensor>) -> Result<Vec<NodeCheck>, String> {
-        error_model::check_nodes(
-            self.stage,
-            self.tier,
-            values,
-            self.reference,
-            self.params(),
-            self.stage.nan,
-            self.stage.mismatch_fraction,
-        )
-        .map_err(|e| format!("the reference could not check the operators: {e}"))
-    }
-}
-
-/// The golden values are what the reference computes from the golden inputs
-/// (to float32 storage rounding): a reference provider or golden file that
-/// disagrees makes every verdict meaningless, so the stage is an ERROR.
-fn check_golden(name: &str, reference: &HostTensor, golden: &HostTensor) -> Result<(), String> {
-    let (r, g) = (reference.to_f64_vec(), golden.to_f64_vec());
-    let storage = Precision::of(golden.spec.dtype).map_or(0.0, |p| p.u);
-    let bad = r.iter().zip(&g).position(|(&r, &g)| {
-        let same = r == g || (r.is_nan() && g.is_nan());
-        !same && (r - g).abs() > storage * r.abs() * (1.0 + 1e-9) + f64::from(f32::MIN_POSITIVE)
-    });
-    match bad {
-        None => Ok(()),
-        Some(i) => Err(format!(
-            "the reference provider computes {} for `{name}` at flat index {i} where the golden file holds {}: the golden file was not generated by this reference (re-run `vips-conformance generate`) or the reference provider is broken",
-            r[i], g[i]
-        )),
-    }
-}
-
-fn run_fused(
-    suite: &Suite,
-    stage: &Stage,
-    tier: Tier,
-    device: &Device,
-    inputs: &HashMap<String, HostTensor>,
-) -> Result<HashMap<String, HostTensor>, Error> {
-    let (kernel, version) = stage.kernel.as_ref().expect("planned fused");
-    let up: Vec<DeviceTensor> = stage
-        .inputs
-        .iter()
-        .map(|i| device.upload(&inputs[i]))
-        .collect::<Result<_, _>>()?;
-    let refs: Vec<&DeviceTensor> = up.iter().collect();
-    let specs = stage
-        .outputs
-        .iter()
-        .map(|o| tier_spec(suite.spec(o).expect("declared"), tier))
-        .collect();
-    let outs = device.execute_kernel(kernel, *version, &crate::Attrs::new(), &refs, specs)?;
-    stage
-        .outputs
-        .iter()
-        .zip(&outs)
-        .map(|(n, t)| Ok((n.clone(), device.download(t)?)))
-        .collect()
-}

@@ -1,0 +1,43 @@
+//! `check`: stage outputs computed outside the SDK (an engine's own kernels,
+//! PyTorch) judged with the error model, as `run` judges a provider's.
+
+use super::run::Common;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use vips_sdk::runner;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// A suite name (see `list`), a suite directory or a document.
+    suite: String,
+    /// Captured stage outputs by tensor name (.npy named after the tensor,
+    /// .npz, .safetensors); repeatable. In chained mode each stage's inputs
+    /// are the captured outputs of the stages before it.
+    #[arg(long = "tensors", required = true)]
+    tensors: Vec<PathBuf>,
+    #[command(flatten)]
+    common: Common,
+}
+
+pub fn run(args: Args) -> super::Outcome {
+    let (suite, opts, reference) = args.common.open(&args.suite)?;
+    let mut captured = HashMap::new();
+    for path in &args.tensors {
+        captured.extend(vips_sdk::capture::read(path).map_err(|e| e.to_string())?);
+    }
+    let label = args
+        .tensors
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let report = runner::check(
+        &suite,
+        &captured,
+        &format!("captured: {label}"),
+        &reference,
+        &opts,
+    )
+    .map_err(|e| e.to_string())?;
+    args.common.finish(&report)
+}

@@ -1,0 +1,265 @@
+//! One stage at one tier: its outputs (from a provider, or captured outside
+//! the SDK) judged by the error model, every operator of a decomposed run by
+//! its own error, invariants, and drill-down.
+
+use super::execute::{plan, run_fused, run_graph};
+use super::{invariants, Drift, Execution, OutputResult, Source, StageResult, Status};
+use crate::compare::Tier;
+use crate::document::Stage;
+use crate::error_model::{self, NodeCheck, Precision, Rules, TierParams};
+use crate::suite::{Suite, SuiteError};
+use crate::{DType, HostTensor};
+use std::collections::HashMap;
+use std::time::Instant;
+
+type StageRun = (StageResult, HashMap<String, HostTensor>);
+
+pub(super) struct StageContext<'a> {
+    pub suite: &'a Suite,
+    pub stage: &'a Stage,
+    pub tier: Tier,
+    pub source: Source<'a>,
+    pub reference: &'a crate::Device,
+    /// The inputs are the golden tensors (isolated mode, or a first stage).
+    pub golden_inputs: bool,
+}
+
+impl StageContext<'_> {
+    pub fn run(&self, inputs: &HashMap<String, HostTensor>) -> Result<StageRun, SuiteError> {
+        let start = Instant::now();
+        let stage = self.stage;
+        let mut result = StageResult {
+            stage: stage.name.clone(),
+            tier: self.tier,
+            status: Status::Error,
+            execution: None,
+            outputs: Vec::new(),
+            invariants: Vec::new(),
+            reason: None,
+            nodes: Vec::new(),
+            tightest_node: None,
+            drill_down: None,
+            drill_down_note: None,
+            seconds: 0.0,
+        };
+        let finish = |mut r: StageResult, outs| {
+            r.seconds = start.elapsed().as_secs_f64();
+            Ok((r, outs))
+        };
+        let device = match self.source {
+            Source::Device(d) => d,
+            Source::Captured(captured) => {
+                result.execution = Some(Execution::Captured);
+                return match self.captured(captured, inputs) {
+                    Ok(values) => {
+                        let outputs = stage
+                            .outputs
+                            .iter()
+                            .map(|o| (o.clone(), values[o].clone()))
+                            .collect();
+                        if let Err(e) = self.judge(&mut result, inputs, &values, Execution::Captured)
+                        {
+                            result.status = Status::Error;
+                            result.reason = Some(e);
+                        }
+                        finish(result, outputs)
+                    }
+                    Err(e) => {
+                        result.reason = Some(e);
+                        finish(result, HashMap::new())
+                    }
+                };
+            }
+        };
+        let execution = match plan(self.suite, stage, self.tier, device) {
+            Ok(Ok(e)) => e,
+            Ok(Err(lacks)) => {
+                result.status = Status::NotSupported;
+                result.reason = Some(lacks);
+                return finish(result, HashMap::new());
+            }
+            Err(e) => {
+                result.reason = Some(e.to_string());
+                return finish(result, HashMap::new());
+            }
+        };
+        result.execution = Some(execution);
+        let float = self.tier.float_dtype();
+        let values = match execution {
+            Execution::Decomposed => run_graph(float, stage, device, inputs),
+            Execution::Fused => run_fused(self.suite, stage, self.tier, device, inputs),
+            Execution::Captured => unreachable!("planned for a device"),
+        };
+        let values = match values {
+            Ok(v) => v,
+            Err(e) => {
+                result.reason = Some(e.to_string());
+                return finish(result, HashMap::new());
+            }
+        };
+        let outputs: HashMap<String, HostTensor> = stage
+            .outputs
+            .iter()
+            .map(|o| (o.clone(), values[o].clone()))
+            .collect();
+        match self.judge(&mut result, inputs, &values, execution) {
+            Ok(()) => {}
+            Err(e) => {
+                result.status = Status::Error;
+                result.reason = Some(e);
+            }
+        }
+        finish(result, outputs)
+    }
+
+    /// A captured stage's values: its inputs and its outputs, taken from the
+    /// captures in the tier's dtype.
+    fn captured(
+        &self,
+        captured: &HashMap<String, HostTensor>,
+        inputs: &HashMap<String, HostTensor>,
+    ) -> Result<HashMap<String, HostTensor>, String> {
+        let mut values = inputs.clone();
+        for name in &self.stage.outputs {
+            let t = captured
+                .get(name)
+                .ok_or_else(|| format!("`{name}` was not captured"))?;
+            let declared = self.suite.spec(name).expect("declared");
+            if t.spec.shape != declared.shape {
+                return Err(format!(
+                    "`{name}` was captured with shape {:?}, the document declares {:?}",
+                    t.spec.shape, declared.shape
+                ));
+            }
+            values.insert(name.clone(), super::to_tier(t, self.tier));
+        }
+        Ok(values)
+    }
+
+    fn params(&self) -> &TierParams {
+        &self.stage.tolerances[&self.tier]
+    }
+
+    /// The verdict: outputs against the reference within the propagated
+    /// bound; in a decomposed run every node against its own; invariants.
+    fn judge(
+        &self,
+        result: &mut StageResult,
+        inputs: &HashMap<String, HostTensor>,
+        values: &HashMap<String, HostTensor>,
+        execution: Execution,
+    ) -> Result<(), String> {
+        let (stage, tier) = (self.stage, self.tier);
+        let params = *self.params();
+        let reference = error_model::stage_reference(stage, tier, inputs, self.reference, &params)
+            .map_err(|e| format!("the reference could not run: {e}"))?;
+        let rules = Rules {
+            nan: stage.nan,
+            allowed_over_fraction: stage.mismatch_fraction,
+            bias_z: None,
+        };
+        let mut passed = true;
+        for name in &stage.outputs {
+            let actual = &values[name];
+            let (ref_value, bound) = (&reference.values[name], &reference.bounds[name]);
+            if ref_value.spec.shape != actual.spec.shape {
+                return Err(format!(
+                    "`{name}`: shape {:?} does not match the reference {:?}",
+                    actual.spec.shape, ref_value.spec.shape
+                ));
+            }
+            let golden = self.suite.tensor(name).map_err(|e| e.to_string())?;
+            if self.golden_inputs && tier.float_dtype().is_none_or(|d| d == DType::F32) {
+                check_golden(name, ref_value, &golden)?;
+            }
+            let judgement = error_model::judge(actual, &ref_value.to_f64_vec(), bound, rules);
+            passed &= judgement.passed;
+            let drift = Drift::of(actual, &golden).map_err(|e| format!("`{name}`: {e}"))?;
+            result.outputs.push(OutputResult {
+                tensor: name.clone(),
+                judgement,
+                drift,
+                sha256: hex::encode(crate::golden::canonical_sha256(actual)),
+            });
+        }
+        for inv in &stage.verify {
+            let r = invariants::check(inv, &values[inv.tensor()]);
+            passed &= r.held;
+            result.invariants.push(r);
+        }
+        // Every operator by its own error: in a decomposed run always (its
+        // intermediates are at hand); in a fused one, to locate a failure.
+        let nodes = match execution {
+            Execution::Decomposed => Some(self.check_nodes(values)),
+            Execution::Fused if !passed => match self.source {
+                Source::Device(device) => Some(
+                    run_graph(tier.float_dtype(), stage, device, inputs)
+                        .map_err(|e| e.to_string())
+                        .and_then(|v| self.check_nodes(&v)),
+                ),
+                Source::Captured(_) => None,
+            },
+            Execution::Fused | Execution::Captured => None,
+        };
+        match nodes {
+            Some(Ok(checks)) => {
+                let failed = checks.iter().find(|c| !c.judgement.passed).cloned();
+                if execution == Execution::Decomposed {
+                    passed &= failed.is_none();
+                    result.tightest_node = checks
+                        .iter()
+                        .filter(|c| c.judgement.max_e > 0.0 && c.judgement.max_e.is_finite())
+                        .max_by(|a, b| a.judgement.max_e.total_cmp(&b.judgement.max_e))
+                        .cloned();
+                    result.nodes = checks;
+                }
+                if !passed {
+                    if failed.is_none() {
+                        result.drill_down_note = Some(
+                            "every operator is within its own bound when fed the provider's own inputs: the error of the fused kernel accumulates across operators".into(),
+                        );
+                    }
+                    result.drill_down = failed;
+                }
+            }
+            Some(Err(e)) if execution == Execution::Decomposed => return Err(e),
+            Some(Err(e)) => result.drill_down_note = Some(format!("drill-down could not run: {e}")),
+            None => {}
+        }
+        result.status = if passed { Status::Pass } else { Status::Fail };
+        Ok(())
+    }
+
+    fn check_nodes(&self, values: &HashMap<String, HostTensor>) -> Result<Vec<NodeCheck>, String> {
+        error_model::check_nodes(
+            self.stage,
+            self.tier,
+            values,
+            self.reference,
+            self.params(),
+            self.stage.nan,
+            self.stage.mismatch_fraction,
+        )
+        .map_err(|e| format!("the reference could not check the operators: {e}"))
+    }
+}
+
+/// The golden values are what the reference computes from the golden inputs
+/// (to float32 storage rounding): a reference provider or golden file that
+/// disagrees makes every verdict meaningless, so the stage is an ERROR.
+fn check_golden(name: &str, reference: &HostTensor, golden: &HostTensor) -> Result<(), String> {
+    let (r, g) = (reference.to_f64_vec(), golden.to_f64_vec());
+    let storage = Precision::of(golden.spec.dtype).map_or(0.0, |p| p.u);
+    let bad = r.iter().zip(&g).position(|(&r, &g)| {
+        let same = r == g || (r.is_nan() && g.is_nan());
+        !same && (r - g).abs() > storage * r.abs() * (1.0 + 1e-9) + f64::from(f32::MIN_POSITIVE)
+    });
+    match bad {
+        None => Ok(()),
+        Some(i) => Err(format!(
+            "the reference provider computes {} for `{name}` at flat index {i} where the golden file holds {}: the golden file was not generated by this reference (re-run `vips-conformance generate`) or the reference provider is broken",
+            r[i], g[i]
+        )),
+    }
+}
+
