@@ -152,8 +152,9 @@ def main():
                 captured = stages(model, t, DTYPES[tier], chained=mode == "chained")
                 report = check(suite, captured, tier, mode)
                 tr = report["tiers"][0]
-                margins = [(max((o["judgement"]["max_e"] for o in s["outputs"]), default=0.0), s["stage"])
-                           for s in tr["stages"]]
+                # JSON has no infinity: a NaN or Inf where the reference is finite reads null.
+                margins = [(max((o["judgement"]["max_e"] if o["judgement"]["max_e"] is not None else float("inf")
+                                 for o in s["outputs"]), default=0.0), s["stage"]) for s in tr["stages"]]
                 worst = max(margins)
                 median = sorted(m for m, _ in margins)[len(margins) // 2]
                 bad = [s["stage"] for s in tr["stages"] if s["status"] != "pass"]

@@ -124,8 +124,8 @@ impl HostTensor {
             match dtype {
                 DType::F64 => v.write_le(&mut bytes),
                 DType::F32 => (v as f32).write_le(&mut bytes),
-                DType::F16 => f16::from_f64(v).write_le(&mut bytes),
-                DType::BF16 => bf16::from_f64(v).write_le(&mut bytes),
+                DType::F16 => vsdk_catalog::rounding::f16_from_f64(v).write_le(&mut bytes),
+                DType::BF16 => vsdk_catalog::rounding::bf16_from_f64(v).write_le(&mut bytes),
                 DType::U8 => (int(v, 0.0, 255.0) as u8).write_le(&mut bytes),
                 DType::I32 => {
                     (int(v, i32::MIN.into(), i32::MAX.into()) as i32).write_le(&mut bytes)

@@ -6,7 +6,7 @@
 //! and still equal the sequential definition.
 
 use crate::{DType, HostTensor};
-use half::{bf16, f16};
+use half::bf16;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -137,7 +137,7 @@ impl Seeded {
             DType::F64 => values.flat_map_iter(|v| v.to_le_bytes()).collect(),
             DType::F32 => values.flat_map_iter(|v| (v as f32).to_le_bytes()).collect(),
             DType::F16 => values
-                .flat_map_iter(|v| f16::from_f64(v).to_le_bytes())
+                .flat_map_iter(|v| vsdk_catalog::rounding::f16_from_f64(v).to_le_bytes())
                 .collect(),
             // Through float32, as `tensor.float().bfloat16()` rounds.
             DType::BF16 => values

@@ -61,11 +61,15 @@ impl T {
             DType::F32 => HostTensor::from_vec(&self.shape, d.iter().map(|&v| v as f32).collect()),
             DType::F16 => HostTensor::from_vec(
                 &self.shape,
-                d.iter().map(|&v| half::f16::from_f64(v)).collect(),
+                d.iter()
+                    .map(|&v| vsdk_catalog::rounding::f16_from_f64(v))
+                    .collect(),
             ),
             DType::BF16 => HostTensor::from_vec(
                 &self.shape,
-                d.iter().map(|&v| half::bf16::from_f64(v)).collect(),
+                d.iter()
+                    .map(|&v| vsdk_catalog::rounding::bf16_from_f64(v))
+                    .collect(),
             ),
             DType::U8 => HostTensor::from_vec(&self.shape, d.iter().map(|&v| v as u8).collect()),
             DType::I32 => HostTensor::from_vec(&self.shape, d.iter().map(|&v| v as i32).collect()),

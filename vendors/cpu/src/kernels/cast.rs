@@ -72,8 +72,12 @@ pub unsafe fn run(x: &TensorArg, out: &TensorArg) -> Result<(), ProviderError> {
             };
         }
         match out.dtype {
-            DType::F16 => store!(f16, |v: Num| f16::from_f64(v.to_f64())),
-            DType::BF16 => store!(bf16, |v: Num| bf16::from_f64(v.to_f64())),
+            DType::F16 => store!(f16, |v: Num| vsdk_catalog::rounding::f16_from_f64(
+                v.to_f64()
+            )),
+            DType::BF16 => store!(bf16, |v: Num| vsdk_catalog::rounding::bf16_from_f64(
+                v.to_f64()
+            )),
             DType::F32 => store!(f32, Num::to_f32),
             DType::F64 => store!(f64, Num::to_f64),
             DType::U8 => store!(u8, |v: Num| v.to_int(0, 255) as u8),
