@@ -243,7 +243,7 @@ fn bad_input_exits_2_naming_the_file_and_place() {
     });
     check(
         &["run", d.to_str().unwrap()],
-        "was packed from another version of this document",
+        "made from another version of",
     );
     // Golden files: truncated, corrupted, absent.
     let d = demo_copy("truncated", |t| t);

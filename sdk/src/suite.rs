@@ -23,6 +23,14 @@ pub enum SuiteError {
     },
     #[error("{0}")]
     Layout(String),
+    /// The golden file was made from another version of the document.
+    #[error("{}: made from another version of {} (document sha256 {document_sha256}, the golden file records {recorded}): re-run `vips-conformance generate` if its golden values come from the reference, or `vips-conformance pack` if they were captured on a reference system", golden.display(), document.display())]
+    Stale {
+        golden: PathBuf,
+        document: PathBuf,
+        document_sha256: String,
+        recorded: String,
+    },
 }
 
 pub struct Suite {
@@ -63,15 +71,12 @@ impl Suite {
             message,
         };
         if golden.document_sha256 != document.sha256 {
-            return Err(mismatch(
-                &Location::default(),
-                format!(
-                    "{} was packed from another version of this document (document sha256 {}, golden file records {}); re-run `vips-conformance pack`",
-                    golden.path.display(),
-                    hex::encode(document.sha256),
-                    hex::encode(golden.document_sha256)
-                ),
-            ));
+            return Err(SuiteError::Stale {
+                golden: golden.path.clone(),
+                document: document.path.clone(),
+                document_sha256: hex::encode(document.sha256),
+                recorded: hex::encode(golden.document_sha256),
+            });
         }
         let mut specs = HashMap::new();
         for t in &document.tensors {

@@ -78,3 +78,80 @@ fn resize_bicubic_matches_torch_interpolate() {
         }
     }
 }
+
+/// `antialias = 1` with a `scale_factor` whose `floor(in · s)` equals `in`:
+/// PyTorch's CPU kernel copies that axis unchanged instead of applying the
+/// `1 / s` taps (docs/operators.md, `vsdk.resize_bicubic`). `antialias = 0`
+/// keeps the `1 / s` taps. Checked against the f64 reference of
+/// tests/common, whose antialiased taps at scale 1 are the identity.
+#[test]
+fn antialiased_resize_copies_an_axis_whose_length_does_not_change() {
+    let (mut r, _) = rng("antialiased_resize_copies_an_axis_whose_length_does_not_change");
+    // (input shape, scale factor): H kept (7·1.05 → 7), W halved; W kept
+    // (7·1.1 → 7), H resized; neither changes.
+    let configs: [([usize; 4], [f64; 2]); 3] = [
+        ([1, 2, 7, 9], [1.05, 0.5]),
+        ([2, 1, 9, 7], [0.6, 1.1]),
+        ([1, 2, 7, 9], [1.05, 1.1]),
+    ];
+    for dev in [cpu(), template_c()] {
+        let name = dev.provider_info().name.to_string();
+        for (shape, s) in configs {
+            let x = T::random(&mut r, &shape, -1.0, 1.0).rounded(DType::F32);
+            let (ih, iw) = (shape[2], shape[3]);
+            let out = [
+                (ih as f64 * s[0]).floor() as usize,
+                (iw as f64 * s[1]).floor() as usize,
+            ];
+            let attrs = |aa: i64| {
+                Attrs::new()
+                    .with("scale_factor", AttrValue::Floats(s.to_vec()))
+                    .with("antialias", AttrValue::Int(aa))
+            };
+            // The documented rule: scale 1 (identity taps) on an unchanged axis.
+            let eff = |n_in: usize, n_out: usize, s: f64| if n_in == n_out { 1.0 } else { 1.0 / s };
+            let want = resize_bicubic(
+                &x,
+                out,
+                [eff(ih, out[0], s[0]), eff(iw, out[1], s[1])],
+                true,
+            );
+            // What the rule replaces: the 1/s taps on every axis. The fixture
+            // must tell the two apart, or the test proves nothing.
+            let naive = resize_bicubic(&x, out, [1.0 / s[0], 1.0 / s[1]], true);
+            let gap = want
+                .data
+                .iter()
+                .zip(&naive.data)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0, f64::max);
+            assert!(
+                gap > 1e-2,
+                "{shape:?} × {s:?}: the two rules differ by only {gap}"
+            );
+            let got = run(
+                &dev,
+                "vsdk.resize_bicubic",
+                &attrs(1),
+                &[x.host(DType::F32)],
+            );
+            let what = format!("{name}: {shape:?} × {s:?}, antialias 1");
+            assert_eq!(got.spec.shape, want.shape, "{what}");
+            if out == [ih, iw] {
+                assert_eq!(got.to_f64_vec(), x.data, "{what}: not a copy of the input");
+            } else {
+                assert_close(&what, &got.to_f64_vec(), &want.data, 1e-5, 2e-5);
+            }
+            // Without antialias the 1/s taps apply even to an unchanged axis.
+            let got = run(
+                &dev,
+                "vsdk.resize_bicubic",
+                &attrs(0),
+                &[x.host(DType::F32)],
+            );
+            let plain = resize_bicubic(&x, out, [1.0 / s[0], 1.0 / s[1]], false);
+            let what = format!("{name}: {shape:?} × {s:?}, antialias 0");
+            assert_close(&what, &got.to_f64_vec(), &plain.data, 1e-5, 2e-5);
+        }
+    }
+}

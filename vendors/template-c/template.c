@@ -754,10 +754,26 @@ static void cubic_taps(int64_t in, int64_t i, double scale, int64_t idx[4], doub
   }
 }
 
-/* Taps of one axis in the general (first, count, weights) form. */
+/* Taps of one axis in the general (first, count, weights) form. With antialias,
+ * an axis whose length does not change is copied, whatever `scale` says (PyTorch's
+ * CPU kernel skips that pass: scale_factor with floor(in * s) == in is an identity). */
 static vsdk_status_t* axis_taps(const vsdk_kernel_call_t* c, int64_t in, int64_t out, double scale, int antialias,
                                 int64_t** first, int64_t** count, double** w, int64_t** idx, int64_t* ksize) {
   int64_t i, j;
+  if (antialias && in == out) {
+    *ksize = 1;
+    *first = (int64_t*)malloc((size_t)out * sizeof(int64_t) + 1);
+    *count = (int64_t*)malloc((size_t)out * sizeof(int64_t) + 1);
+    *w = (double*)malloc((size_t)out * sizeof(double) + 1);
+    *idx = (int64_t*)malloc((size_t)out * sizeof(int64_t) + 1);
+    if (!*first || !*count || !*w || !*idx) return OOM("%s: scratch", c->kernel);
+    for (i = 0; i < out; i++) {
+      (*first)[i] = (*idx)[i] = i;
+      (*count)[i] = 1;
+      (*w)[i] = 1.0;
+    }
+    return NULL;
+  }
   if (antialias) {
     TRY(aa_taps(c, in, out, scale, first, count, w, ksize));
     *idx = (int64_t*)malloc((size_t)(out * *ksize) * sizeof(int64_t));

@@ -2,7 +2,7 @@
 //! BICUBIC)` bit for bit (fixed-point, two passes with uint8 clipping);
 //! `bicubic` is PyTorch's `F.interpolate(mode="bicubic", align_corners=False)`
 //! with antialias off (A = -0.75, clamped borders) or on (A = -0.5 filter
-//! stretched by the scale, renormalised).
+//! stretched by the scale, renormalised; an axis of unchanged length copied).
 
 use super::Real;
 use ndarray::{Array4, ArrayViewD, ArrayViewMutD, Ix3, Ix4, Zip};
@@ -76,13 +76,19 @@ fn cubic_taps(in_size: usize, out_size: usize, scale: f64) -> (Vec<[usize; 4]>, 
 }
 
 /// One axis of a separable resize: (source index, weight) lists per output.
+///
+/// With antialias, an axis whose length does not change is copied unchanged,
+/// whatever `scale` says: PyTorch's CPU kernel skips that pass, so with
+/// `scale_factor` and `floor(in·s) == in` the taps of `1/s` are never used.
 fn axis_taps(
     in_size: usize,
     out_size: usize,
     scale: f64,
     antialias: bool,
 ) -> Vec<Vec<(usize, f64)>> {
-    if antialias {
+    if antialias && in_size == out_size {
+        (0..out_size).map(|i| vec![(i, 1.0)]).collect()
+    } else if antialias {
         let (firsts, weights) = antialias_weights(in_size, out_size, scale);
         firsts
             .into_iter()
