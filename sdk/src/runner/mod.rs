@@ -15,10 +15,10 @@ pub use invariants::InvariantResult;
 use crate::compare::{self, Criteria, Tier};
 use crate::document::{GraphNode, Stage};
 use crate::error_model::{EndToEnd, Judgement, NodeCheck};
-use stage::StageContext;
 use crate::suite::{Suite, SuiteError};
 use crate::{AttrValue, Attrs, DType, Device, HostTensor, Op, TensorSpec};
 use serde::Serialize;
+use stage::StageContext;
 use std::collections::HashMap;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -243,7 +243,12 @@ pub fn check(
     Ok(report(
         suite,
         tiers,
-        [label.to_string(), String::new(), label.to_string(), "-".into()],
+        [
+            label.to_string(),
+            String::new(),
+            label.to_string(),
+            "-".into(),
+        ],
     ))
 }
 
@@ -412,4 +417,3 @@ pub(super) fn tier_spec(s: &TensorSpec, tier: Tier) -> TensorSpec {
         _ => s.clone(),
     }
 }
-

@@ -57,7 +57,8 @@ impl StageContext<'_> {
                             .iter()
                             .map(|o| (o.clone(), values[o].clone()))
                             .collect();
-                        if let Err(e) = self.judge(&mut result, inputs, &values, Execution::Captured)
+                        if let Err(e) =
+                            self.judge(&mut result, inputs, &values, Execution::Captured)
                         {
                             result.status = Status::Error;
                             result.reason = Some(e);
@@ -262,4 +263,3 @@ fn check_golden(name: &str, reference: &HostTensor, golden: &HostTensor) -> Resu
         )),
     }
 }
-
