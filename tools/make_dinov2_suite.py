@@ -172,8 +172,27 @@ def weight(name, key, shape, seed, kind, a, b):
     return tensor(name, "float32", shape, seeded(seed, kind, a, b), key)
 
 
-def suite(name, title, image_hw, short, crop, out_dir=None, photo=None):
+def pillow_pass_order(pixels, size_hw):
+    """Which pass order the installed Pillow's resize takes for this photo:
+    Pillow 13 runs the vertical pass first for some sizes (Pillow#9549)."""
+    import numpy as np
+    from PIL import Image
+
+    img = Image.fromarray(pixels, "RGB")
+    (h, w), (oh, ow) = pixels.shape[:2], size_hw
+    direct = np.asarray(img.resize((ow, oh), Image.BICUBIC))
+    vertical = np.asarray(img.resize((w, oh), Image.BICUBIC).resize((ow, oh), Image.BICUBIC))
+    horizontal = np.asarray(img.resize((ow, h), Image.BICUBIC).resize((ow, oh), Image.BICUBIC))
+    if (direct == horizontal).all():
+        return 0, Image.__version__
+    if (direct == vertical).all():
+        return 1, Image.__version__
+    raise SystemExit(f"Pillow {Image.__version__} resized {h}x{w} to {oh}x{ow} in neither pass order")
+
+
+def suite(name, title, image_hw, short, crop, out_dir=None, photo=None, order=(0, "13.0")):
     out_dir = out_dir or ROOT / name
+    vertical_first, pillow = order
     h0, w0 = image_hw
     rh, rw = resize_256(h0, w0, short)
     top, left = int(round((rh - crop) / 2.0)), int(round((rw - crop) / 2.0))
@@ -257,7 +276,8 @@ def suite(name, title, image_hw, short, crop, out_dir=None, photo=None):
         None,
         ["image", "rgb_mean", "rgb_std", "c255"], ["pixels"],
         [
-            node("vsdk.resize_pil_bicubic", ["image"], "resized", size=[rh, rw]),
+            (node("vsdk.resize_pil_bicubic", ["image"], "resized", size=[rh, rw], vertical_first=1)
+             if vertical_first else node("vsdk.resize_pil_bicubic", ["image"], "resized", size=[rh, rw])),
             node("vsdk.crop", ["resized"], "cropped", offsets=[top, left, 0], sizes=[crop, crop, 3]),
             node("vsdk.cast", ["cropped"], "as_float", dtype="float32"),
             node("vsdk.permute", ["as_float"], "chw", perm=[2, 0, 1]),
@@ -274,6 +294,10 @@ def suite(name, title, image_hw, short, crop, out_dir=None, photo=None):
             "The resized image stays uint8: Pillow rounds and clips to 0..255 after the horizontal pass and again "
             "after the vertical one (fixed point, 22 fractional bits). Resizing in float and rounding once differs "
             "by one step here and there.",
+            f"Pillow up to 12 always runs the horizontal pass first; Pillow 13 runs the vertical pass first for some "
+            f"sizes (python-pillow/Pillow#9549), a different result by a few levels. This resize "
+            f"({h0}x{w0} -> {rh}x{rw}) uses the {'vertical' if vertical_first else 'horizontal'} pass first"
+            f"{' (vertical_first: 1)' if vertical_first else ''}: the order Pillow {pillow} takes for these sizes.",
             "torchvision computes the long side as int(256 * long / short): truncation, not rounding.",
             f"CenterCrop's offsets are int(round((in - out) / 2)), and Python rounds halves to even: here "
             f"round({(rw - crop) / 2.0}) = {left}. An implementation that rounds halves up crops one pixel off.",
@@ -436,6 +460,7 @@ def main():
         out = pathlib.Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         size = (300, 400)
+        order = (0, "13.0")
         if args.image:
             import numpy as np
             from PIL import Image
@@ -443,12 +468,13 @@ def main():
             pixels = np.asarray(Image.open(args.image).convert("RGB"), dtype=np.uint8)
             np.save(out / "image.npy", pixels)
             size = pixels.shape[:2]
+            order = pillow_pass_order(pixels, resize_256(size[0], size[1], 64 if args.quick else 256))
         ident = re.sub("[^a-z0-9_-]", "-", out.name.lower()) or "dinov2-custom"
         if args.quick:
             size = (75, 100) if not args.image else size
-            suite(ident, "DINOv2 ViT-S/14 image encoder, all stages at 56x56" + variant(args), size, 64, 56, out, args.image)
+            suite(ident, "DINOv2 ViT-S/14 image encoder, all stages at 56x56" + variant(args), size, 64, 56, out, args.image, order)
         else:
-            suite(ident, "DINOv2 ViT-S/14 image encoder, official eval pipeline at 224x224" + variant(args), size, 256, 224, out, args.image)
+            suite(ident, "DINOv2 ViT-S/14 image encoder, official eval pipeline at 224x224" + variant(args), size, 256, 224, out, args.image, order)
         return
     if args.weights or args.image or args.quick or args.activation_scale != 1.0:
         ap.error("--weights, --image, --quick and --activation-scale need --out: the committed suites stay as they are")

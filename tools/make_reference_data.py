@@ -30,12 +30,23 @@ def structured_image(h, w, rng):
 
 
 def pillow_cases(rng):
+    """Each case in both pass orders, as two one-axis resizes (one pass each,
+    so the same in every Pillow version), and Pillow's own two-axis resize
+    with the order it took. The last two sizes make Pillow 13 run the
+    vertical pass first (python-pillow/Pillow#9549)."""
     cases = []
-    for (h, w), (oh, ow) in [((29, 37), (12, 16)), ((29, 37), (41, 50)), ((20, 31), (20, 9)), ((64, 48), (37, 11))]:
-        img = structured_image(h, w, rng)
-        out = np.asarray(Image.fromarray(img, "RGB").resize((ow, oh), Image.BICUBIC))
-        cases.append({"input_shape": [h, w, 3], "input": img.ravel().tolist(),
-                      "size": [oh, ow], "output_shape": list(out.shape), "output": out.ravel().tolist()})
+    sizes = [((29, 37), (12, 16)), ((29, 37), (41, 50)), ((20, 31), (20, 9)), ((64, 48), (37, 11)),
+             ((74, 50), (11, 22)), ((30, 28), (5, 25))]
+    for (h, w), (oh, ow) in sizes:
+        img = Image.fromarray(structured_image(h, w, rng), "RGB")
+        horizontal = np.asarray(img.resize((ow, h), Image.BICUBIC).resize((ow, oh), Image.BICUBIC))
+        vertical = np.asarray(img.resize((w, oh), Image.BICUBIC).resize((ow, oh), Image.BICUBIC))
+        direct = np.asarray(img.resize((ow, oh), Image.BICUBIC))
+        order = "horizontal" if (direct == horizontal).all() else "vertical" if (direct == vertical).all() else None
+        assert order, f"Pillow {Image.__version__} resized {h}x{w} -> {oh}x{ow} in neither order"
+        cases.append({"input_shape": [h, w, 3], "input": np.asarray(img).ravel().tolist(), "size": [oh, ow],
+                      "output_shape": list(horizontal.shape), "horizontal_first": horizontal.ravel().tolist(),
+                      "vertical_first": vertical.ravel().tolist(), "pillow_order": order})
     return cases
 
 

@@ -101,7 +101,7 @@ impl Op {
 
     fn attr_names(self) -> &'static [&'static str] {
         match self {
-            Op::ResizePilBicubic => &["size"],
+            Op::ResizePilBicubic => &["size", "vertical_first"],
             Op::ResizeBicubic => &["size", "scale_factor", "antialias"],
             Op::Crop => &["offsets", "sizes"],
             Op::Cast => &["dtype"],
@@ -150,7 +150,13 @@ pub struct Sdpa {
 /// (defaults applied, negative axes normalised) and its output specs.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Node {
-    ResizePilBicubic { out_h: usize, out_w: usize },
+    ResizePilBicubic {
+        out_h: usize,
+        out_w: usize,
+        /// Run the vertical pass before the horizontal one (Pillow 13 does
+        /// for some sizes).
+        vertical_first: bool,
+    },
     ResizeBicubic(Resize),
     Crop(Crop),
     Cast(DType),
@@ -159,12 +165,21 @@ pub enum Node {
     Mul,
     Div,
     Conv2d(Conv2d),
-    Concat { axis: usize },
+    Concat {
+        axis: usize,
+    },
     Reshape,
-    Permute { perm: Vec<usize> },
+    Permute {
+        perm: Vec<usize>,
+    },
     Linear,
-    LayerNorm { axis: usize, eps: f64 },
-    Softmax { axis: usize },
+    LayerNorm {
+        axis: usize,
+        eps: f64,
+    },
+    Softmax {
+        axis: usize,
+    },
     Sdpa(Sdpa),
     Gelu,
 }
@@ -292,8 +307,19 @@ impl Node {
                 if x.shape[0] == 0 || x.shape[1] == 0 {
                     return c.fail(format!("input image {:?} is empty", x.shape));
                 }
+                let vertical_first = match attrs.int(c.kernel, "vertical_first")? {
+                    None | Some(0) => false,
+                    Some(1) => true,
+                    Some(v) => {
+                        return c.attr("vertical_first", format!("expected 0 or 1, got {v}"))
+                    }
+                };
                 (
-                    Node::ResizePilBicubic { out_h, out_w },
+                    Node::ResizePilBicubic {
+                        out_h,
+                        out_w,
+                        vertical_first,
+                    },
                     out(vec![out_h, out_w, x.shape[2]]),
                 )
             }

@@ -673,7 +673,8 @@ static vsdk_status_t* aa_taps(const vsdk_kernel_call_t* c, int64_t in, int64_t o
 }
 
 /* vsdk.resize_pil_bicubic: Pillow's Image.resize(size, BICUBIC) on uint8 HWC.
- * Fixed point with 22 fractional bits; horizontal pass first, clipped to uint8. */
+ * Fixed point with 22 fractional bits; one pass per axis, each clipped to
+ * uint8: horizontal first, or vertical first when `vertical_first` is 1. */
 #define PIL_BITS 22
 static unsigned char clip8(int64_t acc) {
   acc >>= PIL_BITS;
@@ -696,7 +697,7 @@ static vsdk_status_t* pil_fixed(const vsdk_kernel_call_t* c, int64_t in, int64_t
 }
 
 static vsdk_status_t* k_resize_pil(const vsdk_kernel_call_t* c) {
-  int64_t size[2], shape[3], H, W, C, OH, OW, y, x, ch, j, kx_size, ky_size;
+  int64_t size[2], shape[3], H, W, C, OH, OW, y, x, ch, j, kx_size, ky_size, vertical_first = 0;
   int64_t *fx, *nx, *fy, *ny;
   int32_t *kx, *ky;
   int found;
@@ -705,6 +706,8 @@ static vsdk_status_t* k_resize_pil(const vsdk_kernel_call_t* c) {
   if (!is_u8(c->inputs[0].dtype) || c->inputs[0].ndim != 3) return UNSUPPORTED("%s: input must be uint8 [H, W, C]", c->kernel);
   TRY(attr_ints(c, "size", 2, size, &found));
   if (!found || size[0] < 1 || size[1] < 1) return INVALID("%s: attribute `size` [out_h, out_w] is required", c->kernel);
+  TRY(attr_int(c, "vertical_first", 0, &vertical_first));
+  if (vertical_first != 0 && vertical_first != 1) return INVALID("%s: attribute `vertical_first` must be 0 or 1", c->kernel);
   H = c->inputs[0].shape[0]; W = c->inputs[0].shape[1]; C = c->inputs[0].shape[2];
   OH = shape[0] = size[0];
   OW = shape[1] = size[1];
@@ -716,22 +719,41 @@ static vsdk_status_t* k_resize_pil(const vsdk_kernel_call_t* c) {
   TRY(pil_fixed(c, W, OW, &fx, &nx, &kx, &kx_size));
   TRY(pil_fixed(c, H, OH, &fy, &ny, &ky, &ky_size));
   TRY(compact_copy(c, &c->inputs[0], (void**)&src));
-  tmp = (unsigned char*)malloc((size_t)(H * OW * C) + 1);
-  if (tmp == NULL) return OOM("%s: scratch", c->kernel);
-  for (y = 0; y < H; y++)
-    for (x = 0; x < OW; x++)
-      for (ch = 0; ch < C; ch++) {
-        int64_t acc = (int64_t)1 << (PIL_BITS - 1);
-        for (j = 0; j < nx[x]; j++) acc += (int64_t)src[(y * W + fx[x] + j) * C + ch] * kx[x * kx_size + j];
-        tmp[(y * OW + x) * C + ch] = clip8(acc);
-      }
-  for (y = 0; y < OH; y++)
-    for (x = 0; x < OW; x++)
-      for (ch = 0; ch < C; ch++) {
-        int64_t acc = (int64_t)1 << (PIL_BITS - 1);
-        for (j = 0; j < ny[y]; j++) acc += (int64_t)tmp[((fy[y] + j) * OW + x) * C + ch] * ky[y * ky_size + j];
-        dst[(y * OW + x) * C + ch] = clip8(acc);
-      }
+  if (vertical_first) {
+    tmp = (unsigned char*)malloc((size_t)(OH * W * C) + 1);
+    if (tmp == NULL) return OOM("%s: scratch", c->kernel);
+    for (y = 0; y < OH; y++)
+      for (x = 0; x < W; x++)
+        for (ch = 0; ch < C; ch++) {
+          int64_t acc = (int64_t)1 << (PIL_BITS - 1);
+          for (j = 0; j < ny[y]; j++) acc += (int64_t)src[((fy[y] + j) * W + x) * C + ch] * ky[y * ky_size + j];
+          tmp[(y * W + x) * C + ch] = clip8(acc);
+        }
+    for (y = 0; y < OH; y++)
+      for (x = 0; x < OW; x++)
+        for (ch = 0; ch < C; ch++) {
+          int64_t acc = (int64_t)1 << (PIL_BITS - 1);
+          for (j = 0; j < nx[x]; j++) acc += (int64_t)tmp[(y * W + fx[x] + j) * C + ch] * kx[x * kx_size + j];
+          dst[(y * OW + x) * C + ch] = clip8(acc);
+        }
+  } else {
+    tmp = (unsigned char*)malloc((size_t)(H * OW * C) + 1);
+    if (tmp == NULL) return OOM("%s: scratch", c->kernel);
+    for (y = 0; y < H; y++)
+      for (x = 0; x < OW; x++)
+        for (ch = 0; ch < C; ch++) {
+          int64_t acc = (int64_t)1 << (PIL_BITS - 1);
+          for (j = 0; j < nx[x]; j++) acc += (int64_t)src[(y * W + fx[x] + j) * C + ch] * kx[x * kx_size + j];
+          tmp[(y * OW + x) * C + ch] = clip8(acc);
+        }
+    for (y = 0; y < OH; y++)
+      for (x = 0; x < OW; x++)
+        for (ch = 0; ch < C; ch++) {
+          int64_t acc = (int64_t)1 << (PIL_BITS - 1);
+          for (j = 0; j < ny[y]; j++) acc += (int64_t)tmp[((fy[y] + j) * OW + x) * C + ch] * ky[y * ky_size + j];
+          dst[(y * OW + x) * C + ch] = clip8(acc);
+        }
+  }
   free(fx); free(nx); free(kx); free(fy); free(ny); free(ky); free(src); free(tmp);
   return NULL;
 }

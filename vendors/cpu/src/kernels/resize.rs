@@ -158,9 +158,10 @@ fn clip8(acc: i64) -> u8 {
     (acc >> PRECISION_BITS).clamp(0, 255) as u8
 }
 
-/// Pillow `Image.resize(size, Image.BICUBIC)` on [H, W, C] uint8: the
-/// horizontal pass first, rounded and clipped to uint8, then the vertical pass.
-pub fn pil_bicubic_u8(x: ArrayViewD<u8>, out: ArrayViewMutD<u8>) {
+/// Pillow `Image.resize(size, Image.BICUBIC)` on [H, W, C] uint8: one 1-D
+/// pass per axis, each rounded and clipped to uint8; the horizontal pass first
+/// (every Pillow before 13), or the vertical one (`vertical_first`).
+pub fn pil_bicubic_u8(x: ArrayViewD<u8>, out: ArrayViewMutD<u8>, vertical_first: bool) {
     let x = x
         .into_dimensionality::<Ix3>()
         .expect("rank 3 checked by the catalog");
@@ -178,10 +179,18 @@ pub fn pil_bicubic_u8(x: ArrayViewD<u8>, out: ArrayViewMutD<u8>) {
     };
     // Pillow skips a pass whose size does not change; its taps would be the identity anyway.
     let (fx, kx) = pil_coeffs(w, ow);
-    let mut tmp = ndarray::Array3::<u8>::zeros((h, ow, c));
-    Zip::indexed(&mut tmp)
-        .par_for_each(|(y, ox, ch), v| *v = pass(&fx, &kx, &|i| x[[y, i, ch]], ox));
     let (fy, ky) = pil_coeffs(h, oh);
-    Zip::indexed(&mut out)
-        .par_for_each(|(oy, ox, ch), v| *v = pass(&fy, &ky, &|i| tmp[[i, ox, ch]], oy));
+    if vertical_first {
+        let mut tmp = ndarray::Array3::<u8>::zeros((oh, w, c));
+        Zip::indexed(&mut tmp)
+            .par_for_each(|(oy, xx, ch), v| *v = pass(&fy, &ky, &|i| x[[i, xx, ch]], oy));
+        Zip::indexed(&mut out)
+            .par_for_each(|(oy, ox, ch), v| *v = pass(&fx, &kx, &|i| tmp[[oy, i, ch]], ox));
+    } else {
+        let mut tmp = ndarray::Array3::<u8>::zeros((h, ow, c));
+        Zip::indexed(&mut tmp)
+            .par_for_each(|(y, ox, ch), v| *v = pass(&fx, &kx, &|i| x[[y, i, ch]], ox));
+        Zip::indexed(&mut out)
+            .par_for_each(|(oy, ox, ch), v| *v = pass(&fy, &ky, &|i| tmp[[i, ox, ch]], oy));
+    }
 }
