@@ -270,3 +270,103 @@ fn bad_input_exits_2_naming_the_file_and_place() {
     );
     check(&["run", "no-such-suite"], "no suite `no-such-suite`");
 }
+
+#[test]
+fn inspect_takes_a_suite_name_and_shows_activation_scales() {
+    let (code, out, err) = cli(&["inspect", "dinov2-vits14-stress", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let max_abs = |stage: &str| {
+        v["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["stage"] == stage)
+            .unwrap()["output_max_abs"]
+            .as_f64()
+            .unwrap()
+    };
+    // The stress suite's outlier channels appear at block 2 and stay.
+    assert!(max_abs("block_01") < 100.0 && max_abs("block_02") > 300.0 && max_abs("block_11") > 300.0);
+}
+
+/// The demo suite's tensors exported, with `h` scaled by `1 + rel`.
+fn captures(name: &str, rel: f32) -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("check");
+    std::fs::create_dir_all(&dir).unwrap();
+    let all = dir.join(format!("{name}-all.safetensors"));
+    let (code, _, err) = cli(&["export", "demo-mlp", "--out", all.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let bytes = std::fs::read(&all).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let mut owned = Vec::new();
+    for out in ["h", "n", "p"] {
+        let t = st.tensor(out).unwrap();
+        let mut v: Vec<f32> = t
+            .data()
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        if out == "h" {
+            v.iter_mut().for_each(|x| *x *= 1.0 + rel);
+        }
+        owned.push((out, t.shape().to_vec(), v));
+    }
+    let bytes: Vec<(&str, Vec<usize>, Vec<u8>)> = owned
+        .iter()
+        .map(|(n, s, v)| (*n, s.clone(), v.iter().flat_map(|x| x.to_le_bytes()).collect()))
+        .collect();
+    let views: Vec<_> = bytes
+        .iter()
+        .map(|(n, s, b)| {
+            (
+                *n,
+                safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), b)
+                    .unwrap(),
+            )
+        })
+        .collect();
+    let path = dir.join(format!("{name}.safetensors"));
+    safetensors::serialize_to_file(views, None, &path).unwrap();
+    path
+}
+
+#[test]
+fn check_judges_outputs_computed_elsewhere() {
+    // The golden values themselves: float32 roundings of the reference.
+    let good = captures("good", 0.0);
+    for mode in ["isolated", "chained"] {
+        let (code, out, err) = cli(&[
+            "check", "demo-mlp", "--tensors", good.to_str().unwrap(), "--mode", mode, "--json",
+        ]);
+        assert_eq!(code, 0, "{mode}: {out}{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["tiers"][0]["stages"][0]["execution"], "captured");
+    }
+    // One output 1e-4 off (relative): far outside float32 bounds.
+    let bad = captures("bad", 1e-4);
+    let (code, out, _) = cli(&["check", "demo-mlp", "--tensors", bad.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    let fc1 = out.lines().find(|l| l.starts_with("fc1_gelu")).unwrap();
+    assert!(fc1.contains("captured") && fc1.contains("FAIL"), "{out}");
+    // A stage that does not use the wrong tensor still passes.
+    let (code, out, _) = cli(&["check", "demo-mlp", "--tensors", bad.to_str().unwrap(), "--stage", "head", "--json"]);
+    assert_eq!(code, 0, "{out}");
+    // A stage output that was not captured is an ERROR naming it.
+    let only_h = dir_with_only_h(&bad);
+    let (code, out, _) = cli(&["check", "demo-mlp", "--tensors", only_h.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 1);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["tiers"][0]["stages"][1]["status"], "error");
+    assert_eq!(v["tiers"][0]["stages"][1]["reason"], "`n` was not captured");
+}
+
+/// A capture file holding only `h`.
+fn dir_with_only_h(from: &std::path::Path) -> std::path::PathBuf {
+    let bytes = std::fs::read(from).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let h = st.tensor("h").unwrap();
+    let path = from.with_file_name("only-h.safetensors");
+    safetensors::serialize_to_file([("h", h)], None, &path).unwrap();
+    path
+}

@@ -269,3 +269,33 @@ fn the_format_page_shows_the_demo_document_verbatim() {
         "docs/vips-format.md's complete example has drifted from the demo suite"
     );
 }
+
+#[test]
+fn committed_documents_write_floats_that_yaml_1_1_reads_as_floats() {
+    // YAML 1.1 (PyYAML) reads `1e-06` as a string: its float pattern needs a
+    // dot before the exponent.
+    let suites = Path::new(env!("CARGO_MANIFEST_DIR")).join("../conformance/suites");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(suites).unwrap() {
+        let doc = entry.unwrap().path().join("suite.yaml");
+        let text = std::fs::read_to_string(&doc).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split('#').next().unwrap_or("");
+            let code = code.split('"').step_by(2).collect::<String>(); // outside strings
+            for token in code.split(|c: char| !(c.is_ascii_alphanumeric() || "+-.".contains(c))) {
+                let Some((mantissa, exp)) = token.split_once(['e', 'E']) else {
+                    continue;
+                };
+                let numeric = !mantissa.is_empty()
+                    && mantissa.trim_start_matches(['-', '+']).chars().all(|c| c.is_ascii_digit() || c == '.')
+                    && exp.trim_start_matches(['-', '+']).chars().all(|c| c.is_ascii_digit())
+                    && !exp.trim_start_matches(['-', '+']).is_empty();
+                if numeric {
+                    checked += 1;
+                    assert!(mantissa.contains('.'), "{}:{}: `{token}`", doc.display(), n + 1);
+                }
+            }
+        }
+    }
+    assert!(checked > 10, "the suites write exponents: {checked}");
+}
