@@ -89,7 +89,7 @@ mod tests {
                     x,
                 )
             };
-            let want = nearest_even(v, lo, up, |t| f64::from(t), |t| t.to_bits() & 1 == 0);
+            let want = nearest_even(v, lo, up, f64::from, |t| t.to_bits() & 1 == 0);
             assert_eq!(b, want, "{v:e}");
         }
         // The case found in the DINOv2 suite.

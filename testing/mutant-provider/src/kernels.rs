@@ -12,6 +12,9 @@ use half::{bf16, f16};
 use vsdk_catalog::{DType, Node, Op};
 use vsdk_provider_kit::{KernelCall, ProviderError, TensorArg};
 
+/// A kernel the mutant computes itself.
+pub type Kernel = fn(&KernelCall) -> Result<(), ProviderError>;
+
 /// How a mutant `vsdk.linear` accumulates `Σ x·w`.
 #[derive(Clone, Copy, PartialEq)]
 pub enum Sum {
@@ -108,7 +111,7 @@ pub fn linear(call: &KernelCall, sum: Sum) -> Result<(), ProviderError> {
     let b = call.inputs.get(2).map(read).transpose()?;
     let k = *call.inputs[1].shape.last().unwrap_or(&0);
     let n = call.inputs[1].shape[0];
-    let rows = if k == 0 { 0 } else { x.len() / k };
+    let rows = x.len().checked_div(k).unwrap_or(0);
     let mut out = vec![0.0f32; rows * n];
     for r in 0..rows {
         let xr = &x[r * k..][..k];

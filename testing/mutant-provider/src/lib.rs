@@ -391,17 +391,16 @@ unsafe extern "C" fn execute(
             unsafe { resize_without_antialias(call) };
             return Ok(());
         }
-        let own: Option<fn(&vsdk_provider_kit::KernelCall) -> Result<(), ProviderError>> =
-            match (t.mutation.as_str(), kernel.to_bytes()) {
-                ("sum_reversed", b"vsdk.linear") => Some(|c| kernels::linear(c, Sum::Reversed)),
-                ("sum_pairwise", b"vsdk.linear") => Some(|c| kernels::linear(c, Sum::Pairwise)),
-                ("fma", b"vsdk.linear") => Some(|c| kernels::linear(c, Sum::Fma)),
-                ("gemm_round_up", b"vsdk.linear") => Some(|c| kernels::linear(c, Sum::RoundUp)),
-                ("online_softmax", b"vsdk.sdpa") => Some(kernels::sdpa_online),
-                ("layer_norm_unbiased", b"vsdk.layer_norm") => Some(kernels::layer_norm_unbiased),
-                ("resize_cubic_a05", b"vsdk.resize_bicubic") => Some(kernels::resize_a05),
-                _ => None,
-            };
+        let own: Option<kernels::Kernel> = match (t.mutation.as_str(), kernel.to_bytes()) {
+            ("sum_reversed", b"vsdk.linear") => Some(|c| kernels::linear(c, Sum::Reversed)),
+            ("sum_pairwise", b"vsdk.linear") => Some(|c| kernels::linear(c, Sum::Pairwise)),
+            ("fma", b"vsdk.linear") => Some(|c| kernels::linear(c, Sum::Fma)),
+            ("gemm_round_up", b"vsdk.linear") => Some(|c| kernels::linear(c, Sum::RoundUp)),
+            ("online_softmax", b"vsdk.sdpa") => Some(kernels::sdpa_online),
+            ("layer_norm_unbiased", b"vsdk.layer_norm") => Some(kernels::layer_norm_unbiased),
+            ("resize_cubic_a05", b"vsdk.resize_bicubic") => Some(kernels::resize_a05),
+            _ => None,
+        };
         if let Some(kernel) = own {
             // SAFETY: the host's call, valid for this call.
             let checked = unsafe { vsdk_provider_kit::KernelCall::from_raw(call) }?;
