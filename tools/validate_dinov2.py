@@ -100,7 +100,9 @@ def stages(model, t, dtype, chained):
     source = given("x_norm", "x_norm")
     out["x_norm_clstoken"] = source[:, 0]
     out["x_norm_patchtokens"] = source[:, 1:]
-    return {k: v.detach().to(torch.float32).numpy() for k, v in out.items()}
+    # Captures in float32 (bf16 and fp16 values are exact in it); float64 stays.
+    keep = torch.float64 if dtype == torch.float64 else torch.float32
+    return {k: v.detach().to(keep).numpy() for k, v in out.items()}
 
 
 def check(suite, captured, tier, mode):
