@@ -287,7 +287,9 @@ fn inspect_takes_a_suite_name_and_shows_activation_scales() {
             .unwrap()
     };
     // The stress suite's outlier channels appear at block 2 and stay.
-    assert!(max_abs("block_01") < 100.0 && max_abs("block_02") > 300.0 && max_abs("block_11") > 300.0);
+    assert!(
+        max_abs("block_01") < 100.0 && max_abs("block_02") > 300.0 && max_abs("block_11") > 300.0
+    );
 }
 
 /// The demo suite's tensors exported, with `h` scaled by `1 + rel`.
@@ -314,7 +316,13 @@ fn captures(name: &str, rel: f32) -> std::path::PathBuf {
     }
     let bytes: Vec<(&str, Vec<usize>, Vec<u8>)> = owned
         .iter()
-        .map(|(n, s, v)| (*n, s.clone(), v.iter().flat_map(|x| x.to_le_bytes()).collect()))
+        .map(|(n, s, v)| {
+            (
+                *n,
+                s.clone(),
+                v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            )
+        })
         .collect();
     let views: Vec<_> = bytes
         .iter()
@@ -337,7 +345,13 @@ fn check_judges_outputs_computed_elsewhere() {
     let good = captures("good", 0.0);
     for mode in ["isolated", "chained"] {
         let (code, out, err) = cli(&[
-            "check", "demo-mlp", "--tensors", good.to_str().unwrap(), "--mode", mode, "--json",
+            "check",
+            "demo-mlp",
+            "--tensors",
+            good.to_str().unwrap(),
+            "--mode",
+            mode,
+            "--json",
         ]);
         assert_eq!(code, 0, "{mode}: {out}{err}");
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -350,11 +364,25 @@ fn check_judges_outputs_computed_elsewhere() {
     let fc1 = out.lines().find(|l| l.starts_with("fc1_gelu")).unwrap();
     assert!(fc1.contains("captured") && fc1.contains("FAIL"), "{out}");
     // A stage that does not use the wrong tensor still passes.
-    let (code, out, _) = cli(&["check", "demo-mlp", "--tensors", bad.to_str().unwrap(), "--stage", "head", "--json"]);
+    let (code, out, _) = cli(&[
+        "check",
+        "demo-mlp",
+        "--tensors",
+        bad.to_str().unwrap(),
+        "--stage",
+        "head",
+        "--json",
+    ]);
     assert_eq!(code, 0, "{out}");
     // A stage output that was not captured is an ERROR naming it.
     let only_h = dir_with_only_h(&bad);
-    let (code, out, _) = cli(&["check", "demo-mlp", "--tensors", only_h.to_str().unwrap(), "--json"]);
+    let (code, out, _) = cli(&[
+        "check",
+        "demo-mlp",
+        "--tensors",
+        only_h.to_str().unwrap(),
+        "--json",
+    ]);
     assert_eq!(code, 1);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["tiers"][0]["stages"][1]["status"], "error");

@@ -143,7 +143,7 @@ fn semantic_mistakes_are_located() {
         (
             "  fp32: { lambda: 6.0 }",
             "  fp32: { rtol: 1.0e-5 }",
-            "Unknown field `rtol`, expected one of `lambda`, `bias_z`, `lsb`, or `end_to_end`",
+            "Unknown field `rtol`, expected one of `lambda`, `bias_z`, `bias_ratio`, `lsb`, or `end_to_end`",
         ),
         (
             "outputs: [logits] }",
@@ -287,12 +287,23 @@ fn committed_documents_write_floats_that_yaml_1_1_reads_as_floats() {
                     continue;
                 };
                 let numeric = !mantissa.is_empty()
-                    && mantissa.trim_start_matches(['-', '+']).chars().all(|c| c.is_ascii_digit() || c == '.')
-                    && exp.trim_start_matches(['-', '+']).chars().all(|c| c.is_ascii_digit())
+                    && mantissa
+                        .trim_start_matches(['-', '+'])
+                        .chars()
+                        .all(|c| c.is_ascii_digit() || c == '.')
+                    && exp
+                        .trim_start_matches(['-', '+'])
+                        .chars()
+                        .all(|c| c.is_ascii_digit())
                     && !exp.trim_start_matches(['-', '+']).is_empty();
                 if numeric {
                     checked += 1;
-                    assert!(mantissa.contains('.'), "{}:{}: `{token}`", doc.display(), n + 1);
+                    assert!(
+                        mantissa.contains('.'),
+                        "{}:{}: `{token}`",
+                        doc.display(),
+                        n + 1
+                    );
                 }
             }
         }

@@ -85,6 +85,9 @@ pub struct RawTolerance {
     /// Dot-product operators: largest allowed bias z-score.
     #[serde(default)]
     pub bias_z: Option<f64>,
+    /// Dot-product operators: largest allowed |mean e| / rms e.
+    #[serde(default)]
+    pub bias_ratio: Option<f64>,
     /// Integer outputs: allowed difference in units.
     #[serde(default)]
     pub lsb: Option<u64>,

@@ -163,7 +163,7 @@ pub fn check_nodes(
         let rules = Rules {
             nan,
             allowed_over_fraction,
-            bias_z: ev.dot.then_some(params.bias_z),
+            bias: ev.dot.then_some((params.bias_z, params.bias_ratio)),
         };
         let judgement = judge(
             actual,

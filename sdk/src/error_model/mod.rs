@@ -8,7 +8,8 @@
 //! its graph with the absolute value of each operator's first derivative
 //! (`graph`). The verdict on a tensor compares `e = (actual − reference) /
 //! bound` per element (`judge`): `|e| ≤ 1` everywhere, and for dot-product
-//! operators no systematic bias (`|Σe| ≤ z·√(Σe²)`).
+//! operators no systematic bias (the mean of `e` both significant and large
+//! next to its spread).
 //!
 //! Everything scales with the data: bounds are built from magnitudes of the
 //! tensors involved (|x|, |w|·|x|, ...), so multiplying a suite's inputs or
@@ -76,6 +77,11 @@ pub struct TierParams {
     /// Dot-product operators: the largest allowed `|Σe| / √(Σe²)`, a z-score
     /// of the mean normalised error. Unbiased rounding keeps it near N(0, 1).
     pub bias_z: f64,
+    /// ... and the largest allowed `|mean e| / rms e`, the bias's size next
+    /// to the spread: errors that are slightly correlated (a large input
+    /// shared by a row of outputs) make a tiny bias significant on a large
+    /// tensor without making it large.
+    pub bias_ratio: f64,
     /// Integer outputs may differ from the reference by this many units.
     pub lsb: u64,
     pub end_to_end: EndToEnd,
@@ -101,6 +107,7 @@ impl TierParams {
         TierParams {
             lambda: 6.0,
             bias_z: 8.0,
+            bias_ratio: 0.1,
             lsb: 0,
             end_to_end,
         }
@@ -134,6 +141,8 @@ pub struct Judgement {
     pub rms_e: f64,
     /// Dot-product operators: `Σe / √(Σe²)` (None where not tested).
     pub bias_z: Option<f64>,
+    /// Dot-product operators: `mean e / rms e` (None where not tested).
+    pub bias_ratio: Option<f64>,
     /// Largest `|actual − reference|` over finite pairs.
     pub max_abs_error: f64,
     pub worst: Option<WorstElement>,
@@ -148,8 +157,9 @@ pub struct Rules {
     pub nan: NanPolicy,
     /// Fraction of elements allowed outside their bound.
     pub allowed_over_fraction: f64,
-    /// Test the bias of the errors (dot-product operators), with this z.
-    pub bias_z: Option<f64>,
+    /// Test the bias of the errors (dot-product operators): fail when both
+    /// `|z|` and `|mean e| / rms e` exceed these.
+    pub bias: Option<(f64, f64)>,
 }
 
 /// Judges `actual` against the float64 `reference` with per-element `bound`
@@ -210,8 +220,10 @@ pub fn judge(actual: &HostTensor, reference: &[f64], bound: &[f64], rules: Rules
     let (p50, p90, p99) = (pct(&mut e, 0.5), pct(&mut e, 0.9), pct(&mut e, 0.99));
     let max_e = worst.map_or(0.0, |(_, m)| m);
     let bias_z = rules
-        .bias_z
+        .bias
         .map(|_| if sumsq > 0.0 { sum / sumsq.sqrt() } else { 0.0 });
+    // z / √n = mean / rms.
+    let bias_ratio = bias_z.map(|z| z / (n.max(1) as f64).sqrt());
     let allowed = (rules.allowed_over_fraction * n as f64).floor() as u64;
     let mut reason = None;
     if over > allowed {
@@ -222,10 +234,13 @@ pub fn judge(actual: &HostTensor, reference: &[f64], bound: &[f64], rules: Rules
             ),
             None => format!("{over} of {n} elements outside their bound (largest |e| {max_e:.3})"),
         });
-    } else if let (Some(z), Some(limit)) = (bias_z, rules.bias_z) {
-        if z.abs() > limit {
+    } else if let (Some(z), Some(ratio), Some((z_limit, ratio_limit))) =
+        (bias_z, bias_ratio, rules.bias)
+    {
+        if z.abs() > z_limit && ratio.abs() > ratio_limit {
             reason = Some(format!(
-                "systematic bias: the mean normalised error is {z:.1} standard deviations from 0 (limit {limit})"
+                "systematic bias: the mean normalised error is {z:.1} standard deviations from 0 (limit {z_limit}) and {:.2} of the errors' rms (limit {ratio_limit})",
+                ratio.abs()
             ));
         }
     }
@@ -248,6 +263,7 @@ pub fn judge(actual: &HostTensor, reference: &[f64], bound: &[f64], rules: Rules
             0.0
         },
         bias_z,
+        bias_ratio,
         max_abs_error: max_abs,
         worst,
         passed: reason.is_none(),

@@ -157,7 +157,7 @@ impl StageContext<'_> {
         let rules = Rules {
             nan: stage.nan,
             allowed_over_fraction: stage.mismatch_fraction,
-            bias_z: None,
+            bias: None,
         };
         let mut passed = true;
         for name in &stage.outputs {
