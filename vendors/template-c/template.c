@@ -696,8 +696,24 @@ static vsdk_status_t* pil_fixed(const vsdk_kernel_call_t* c, int64_t in, int64_t
   return NULL;
 }
 
+/* One 1-D pass over `lines` lines of `outs` outputs and C channels: element
+ * (line l, tap t, channel ch) of `in` is at l * in_line + t * in_tap + ch, and
+ * output o at l * out_line + o * out_step + ch (strides in bytes). */
+static void pil_pass(const unsigned char* in, unsigned char* out, int64_t lines, int64_t outs, int64_t C,
+                     int64_t in_line, int64_t in_tap, int64_t out_line, int64_t out_step, const int64_t* first,
+                     const int64_t* count, const int32_t* k, int64_t ksize) {
+  int64_t l, o, ch, j;
+  for (l = 0; l < lines; l++)
+    for (o = 0; o < outs; o++)
+      for (ch = 0; ch < C; ch++) {
+        int64_t acc = (int64_t)1 << (PIL_BITS - 1);
+        for (j = 0; j < count[o]; j++) acc += (int64_t)in[l * in_line + (first[o] + j) * in_tap + ch] * k[o * ksize + j];
+        out[l * out_line + o * out_step + ch] = clip8(acc);
+      }
+}
+
 static vsdk_status_t* k_resize_pil(const vsdk_kernel_call_t* c) {
-  int64_t size[2], shape[3], H, W, C, OH, OW, y, x, ch, j, kx_size, ky_size, vertical_first = 0;
+  int64_t size[2], shape[3], H, W, C, OH, OW, kx_size, ky_size, vertical_first = 0;
   int64_t *fx, *nx, *fy, *ny;
   int32_t *kx, *ky;
   int found;
@@ -719,40 +735,15 @@ static vsdk_status_t* k_resize_pil(const vsdk_kernel_call_t* c) {
   TRY(pil_fixed(c, W, OW, &fx, &nx, &kx, &kx_size));
   TRY(pil_fixed(c, H, OH, &fy, &ny, &ky, &ky_size));
   TRY(compact_copy(c, &c->inputs[0], (void**)&src));
+  /* [H, W, C] -> [H, OW, C] -> [OH, OW, C], or through [OH, W, C]. */
+  tmp = (unsigned char*)malloc((size_t)((vertical_first ? OH * W : H * OW) * C) + 1);
+  if (tmp == NULL) return OOM("%s: scratch", c->kernel);
   if (vertical_first) {
-    tmp = (unsigned char*)malloc((size_t)(OH * W * C) + 1);
-    if (tmp == NULL) return OOM("%s: scratch", c->kernel);
-    for (y = 0; y < OH; y++)
-      for (x = 0; x < W; x++)
-        for (ch = 0; ch < C; ch++) {
-          int64_t acc = (int64_t)1 << (PIL_BITS - 1);
-          for (j = 0; j < ny[y]; j++) acc += (int64_t)src[((fy[y] + j) * W + x) * C + ch] * ky[y * ky_size + j];
-          tmp[(y * W + x) * C + ch] = clip8(acc);
-        }
-    for (y = 0; y < OH; y++)
-      for (x = 0; x < OW; x++)
-        for (ch = 0; ch < C; ch++) {
-          int64_t acc = (int64_t)1 << (PIL_BITS - 1);
-          for (j = 0; j < nx[x]; j++) acc += (int64_t)tmp[(y * W + fx[x] + j) * C + ch] * kx[x * kx_size + j];
-          dst[(y * OW + x) * C + ch] = clip8(acc);
-        }
+    pil_pass(src, tmp, W, OH, C, C, W * C, C, W * C, fy, ny, ky, ky_size);
+    pil_pass(tmp, dst, OH, OW, C, W * C, C, OW * C, C, fx, nx, kx, kx_size);
   } else {
-    tmp = (unsigned char*)malloc((size_t)(H * OW * C) + 1);
-    if (tmp == NULL) return OOM("%s: scratch", c->kernel);
-    for (y = 0; y < H; y++)
-      for (x = 0; x < OW; x++)
-        for (ch = 0; ch < C; ch++) {
-          int64_t acc = (int64_t)1 << (PIL_BITS - 1);
-          for (j = 0; j < nx[x]; j++) acc += (int64_t)src[(y * W + fx[x] + j) * C + ch] * kx[x * kx_size + j];
-          tmp[(y * OW + x) * C + ch] = clip8(acc);
-        }
-    for (y = 0; y < OH; y++)
-      for (x = 0; x < OW; x++)
-        for (ch = 0; ch < C; ch++) {
-          int64_t acc = (int64_t)1 << (PIL_BITS - 1);
-          for (j = 0; j < ny[y]; j++) acc += (int64_t)tmp[((fy[y] + j) * OW + x) * C + ch] * ky[y * ky_size + j];
-          dst[(y * OW + x) * C + ch] = clip8(acc);
-        }
+    pil_pass(src, tmp, H, OW, C, W * C, C, OW * C, C, fx, nx, kx, kx_size);
+    pil_pass(tmp, dst, OW, OH, C, C, OW * C, C, OW * C, fy, ny, ky, ky_size);
   }
   free(fx); free(nx); free(kx); free(fy); free(ny); free(ky); free(src); free(tmp);
   return NULL;
