@@ -529,3 +529,36 @@ fn real_weights_by_checkpoint_key_are_pinned_in_the_golden_set() {
         "{e}"
     );
 }
+
+#[test]
+fn a_suite_built_elsewhere_is_named_after_its_directory() {
+    // A user's suite (their photo, their weights, a stress scale) must not
+    // pass for the committed one in a run's header.
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("My_Stress-Suite");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/make_dinov2_suite.py");
+    let out = std::process::Command::new("python3")
+        .arg(&script)
+        .args([
+            "--out",
+            dir.to_str().unwrap(),
+            "--quick",
+            "--activation-scale",
+            "3",
+        ])
+        .output()
+        .expect("python3 runs the suite generator");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc = vips_sdk::document::Document::open(dir.join("suite.yaml")).unwrap();
+    assert_eq!(doc.component.id, "my_stress-suite");
+    assert!(
+        doc.component
+            .title
+            .ends_with("(stress: outlier activations x3)"),
+        "{}",
+        doc.component.title
+    );
+}
