@@ -292,7 +292,8 @@ fn inspect_takes_a_suite_name_and_shows_activation_scales() {
     );
 }
 
-/// The demo suite's tensors exported, with `h` scaled by `1 + rel`.
+/// The demo suite's tensors exported, with `h` scaled by `1 + rel` (and `p`
+/// all NaN when `rel` is NaN).
 fn captures(name: &str, rel: f32) -> std::path::PathBuf {
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("check");
     std::fs::create_dir_all(&dir).unwrap();
@@ -309,8 +310,11 @@ fn captures(name: &str, rel: f32) -> std::path::PathBuf {
             .chunks_exact(4)
             .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
             .collect();
-        if out == "h" {
+        if out == "h" && !rel.is_nan() {
             v.iter_mut().for_each(|x| *x *= 1.0 + rel);
+        }
+        if out == "p" && rel.is_nan() {
+            v.iter_mut().for_each(|x| *x = f32::NAN);
         }
         owned.push((out, t.shape().to_vec(), v));
     }
@@ -363,6 +367,24 @@ fn check_judges_outputs_computed_elsewhere() {
     assert_eq!(code, 1, "{out}");
     let fc1 = out.lines().find(|l| l.starts_with("fc1_gelu")).unwrap();
     assert!(fc1.contains("captured") && fc1.contains("FAIL"), "{out}");
+    // NaN outputs fail their stage and the end-to-end check (which measures
+    // its norms over finite pairs only, and so must count NaN apart).
+    let nan = captures("nan", f32::NAN);
+    let (code, out, _) = cli(&[
+        "check",
+        "demo-mlp",
+        "--tensors",
+        nan.to_str().unwrap(),
+        "--mode",
+        "chained",
+        "--json",
+    ]);
+    assert_eq!(code, 1);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let e2e = &v["tiers"][0]["end_to_end"][0];
+    assert_eq!(e2e["tensor"], "p");
+    assert_eq!(e2e["passed"], false, "{e2e}");
+    assert_eq!(e2e["drift"]["nonfinite_mismatches"], 40);
     // A stage that does not use the wrong tensor still passes.
     let (code, out, _) = cli(&[
         "check",

@@ -11,8 +11,11 @@ pub struct Args {
     /// A suite name (see `list`), a suite directory or a document.
     suite: String,
     /// Captured stage outputs by tensor name (.npy named after the tensor,
-    /// .npz, .safetensors); repeatable. In chained mode each stage's inputs
-    /// are the captured outputs of the stages before it.
+    /// .npz, .safetensors); repeatable. Each stage is judged as computed from
+    /// its inputs in the tier's dtype (capture at the precision you compute
+    /// in: float32 work checks at fp32); captures are rounded to it. In
+    /// chained mode each stage's inputs are the captured outputs of the
+    /// stages before it.
     #[arg(long = "tensors", required = true)]
     tensors: Vec<PathBuf>,
     #[command(flatten)]
@@ -22,8 +25,18 @@ pub struct Args {
 pub fn run(args: Args) -> super::Outcome {
     let (suite, opts, reference) = args.common.open(&args.suite)?;
     let mut captured = HashMap::new();
+    let mut from = HashMap::new();
     for path in &args.tensors {
-        captured.extend(vips_sdk::capture::read(path).map_err(|e| e.to_string())?);
+        for (name, t) in vips_sdk::capture::read(path).map_err(|e| e.to_string())? {
+            if let Some(first) = from.insert(name.clone(), path.clone()) {
+                return Err(format!(
+                    "`{name}` is captured twice: in {} and in {}",
+                    first.display(),
+                    path.display()
+                ));
+            }
+            captured.insert(name, t);
+        }
     }
     let label = args
         .tensors

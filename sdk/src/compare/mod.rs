@@ -64,25 +64,6 @@ impl Tier {
             Tier::Exact => None,
         }
     }
-
-    /// PyTorch's `assert_close` defaults: a starting point, not a calibration.
-    pub fn torch_default(self) -> Tolerance {
-        match self {
-            Tier::Fp32 => Tolerance::Close {
-                rtol: 1.3e-6,
-                atol: 1e-5,
-            },
-            Tier::Fp16 => Tolerance::Close {
-                rtol: 1e-3,
-                atol: 1e-5,
-            },
-            Tier::Bf16 => Tolerance::Close {
-                rtol: 1.6e-2,
-                atol: 1e-5,
-            },
-            Tier::Exact => Tolerance::Exact { lsb: 0 },
-        }
-    }
 }
 
 /// What to do with NaN.
@@ -363,7 +344,7 @@ pub fn compare(
     })
 }
 
-fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
+pub(crate) fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
     let mut idx = vec![0; shape.len()];
     for d in (0..shape.len()).rev() {
         idx[d] = flat % shape[d];

@@ -19,13 +19,6 @@ pub struct StageReference {
     pub bounds: HashMap<String, Vec<f64>>,
 }
 
-fn tier_dtype(tier: Tier, d: DType) -> DType {
-    match tier.float_dtype() {
-        Some(f) if d.is_float() => f,
-        _ => d,
-    }
-}
-
 /// Computes the stage's reference and per-element bound from `inputs`, the
 /// tensors exactly as the provider received them (already in the tier's dtypes).
 pub fn stage_reference(
@@ -57,7 +50,7 @@ pub fn stage_reference(
             attrs: &ref_attrs,
             node: &resolved,
             inputs: &ins,
-            precision: Precision::of(tier_dtype(tier, out_spec.dtype)),
+            precision: Precision::of(out_spec.dtype),
             params,
         };
         let ev = ops::evaluate(&r, &call)?;
@@ -91,12 +84,19 @@ pub fn stage_reference(
         let v = values
             .remove(name)
             .ok_or_else(|| Error::Tensor(format!("stage output `{name}` was not produced")))?;
+        // λ applies to sums of float rounding errors; integer outputs are
+        // exact up to `lsb` (plus what inexact inputs carried in).
+        let confidence = if v.spec.dtype.is_float() {
+            params.lambda
+        } else {
+            1.0
+        };
         let b = vars.get(name).map_or_else(
             || vec![0.0; v.spec.numel()],
             |v| {
                 v.to_f64_vec()
                     .into_iter()
-                    .map(|v| params.lambda * v.sqrt())
+                    .map(|v| confidence * v.sqrt())
                     .collect()
             },
         );

@@ -245,7 +245,7 @@ pub fn judge(actual: &HostTensor, reference: &[f64], bound: &[f64], rules: Rules
         }
     }
     let worst = worst.map(|(i, _)| WorstElement {
-        index: unravel(i, &actual.spec.shape),
+        index: crate::compare::unravel(i, &actual.spec.shape),
         actual: a[i],
         reference: reference[i],
         bound: bound[i],
@@ -269,15 +269,4 @@ pub fn judge(actual: &HostTensor, reference: &[f64], bound: &[f64], rules: Rules
         passed: reason.is_none(),
         reason,
     }
-}
-
-fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
-    let mut idx = vec![0; shape.len()];
-    for d in (0..shape.len()).rev() {
-        if shape[d] > 0 {
-            idx[d] = flat % shape[d];
-            flat /= shape[d];
-        }
-    }
-    idx
 }

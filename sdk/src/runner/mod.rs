@@ -99,8 +99,11 @@ pub(crate) enum Source<'a> {
 pub struct Drift {
     pub max_abs_error: f64,
     pub max_rel_error: f64,
+    /// Over finite pairs.
     pub rel_l2_error: f64,
     pub cosine_similarity: f64,
+    /// Elements where a NaN or ±Inf differs from the golden value.
+    pub nonfinite_mismatches: u64,
 }
 
 impl Drift {
@@ -119,6 +122,8 @@ impl Drift {
             max_rel_error: m.max_rel_error,
             rel_l2_error: m.rel_l2_error,
             cosine_similarity: m.cosine_similarity,
+            // With an infinite tolerance only non-finite pairs mismatch.
+            nonfinite_mismatches: m.mismatches,
         })
     }
 }
@@ -283,8 +288,10 @@ fn run_tiers(
     let stages = select(suite, opts);
     let mut tiers = Vec::new();
     for &tier in &opts.tiers {
-        // Chained mode: the provider's own outputs, and which stage made each.
+        // Chained mode: the provider's own outputs, and which stage made each;
+        // and the outputs of stages that errored or were not supported.
         let mut produced: HashMap<String, (HostTensor, String, bool)> = HashMap::new();
+        let mut missing: HashMap<String, String> = HashMap::new();
         let mut results = Vec::new();
         for stage in &stages {
             let mut inputs = HashMap::new();
@@ -294,12 +301,21 @@ fn run_tiers(
                 let t = match (opts.mode, produced.get(name)) {
                     (Mode::Chained, Some((own, from, passed))) => {
                         if !passed {
-                            diverged_upstream.get_or_insert_with(|| from.clone());
+                            diverged_upstream.get_or_insert_with(|| {
+                                format!("its inputs come from `{from}`, which already diverged")
+                            });
                         }
                         golden_inputs = false;
                         own.clone()
                     }
-                    _ => to_tier(&*suite.tensor(name)?, tier),
+                    _ => {
+                        if let (Mode::Chained, Some(from)) = (opts.mode, missing.get(name)) {
+                            diverged_upstream.get_or_insert_with(|| {
+                                format!("`{from}` produced no `{name}`: this stage was fed the golden value")
+                            });
+                        }
+                        to_tier(&*suite.tensor(name)?, tier)
+                    }
                 };
                 inputs.insert(name.clone(), t);
             }
@@ -312,13 +328,20 @@ fn run_tiers(
                 golden_inputs,
             };
             let (mut result, outputs) = ctx.run(&inputs)?;
-            if let (Some(from), true) = (&diverged_upstream, result.status != Status::Pass) {
-                result.drill_down_note = Some(format!(
-                    "its inputs come from `{from}`, which already diverged"
-                ));
+            if let Some(upstream) = diverged_upstream {
+                // Whatever drill-down found, say first where the inputs came from.
+                result.drill_down_note = Some(match result.drill_down_note.take() {
+                    Some(n) => format!("{upstream}; {n}"),
+                    None => upstream,
+                });
             }
             if opts.mode == Mode::Chained {
                 let passed = result.status == Status::Pass;
+                for name in &stage.outputs {
+                    if !outputs.contains_key(name) {
+                        missing.insert(name.clone(), stage.name.clone());
+                    }
+                }
                 for (name, t) in outputs {
                     produced.insert(name, (t, stage.name.clone(), passed));
                 }
@@ -370,10 +393,10 @@ fn end_to_end(
             }
             let criterion = stage.tolerances[&tier].end_to_end;
             let golden = suite.tensor(name)?;
-            let Ok(drift) = Drift::of(actual, &golden) else {
-                continue;
-            };
-            let passed = drift.rel_l2_error <= criterion.rel_l2
+            let drift = Drift::of(actual, &golden)
+                .map_err(|e| SuiteError::Layout(format!("end to end `{name}`: {e}")))?;
+            let passed = drift.nonfinite_mismatches == 0
+                && drift.rel_l2_error <= criterion.rel_l2
                 && drift.cosine_similarity >= criterion.cosine;
             out.push(EndToEndResult {
                 tensor: name.clone(),
