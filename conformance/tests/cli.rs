@@ -345,20 +345,26 @@ fn captures(name: &str, rel: f32) -> std::path::PathBuf {
 
 #[test]
 fn check_judges_outputs_computed_elsewhere() {
-    // The golden values themselves: float32 roundings of the reference.
-    let good = captures("good", 0.0);
-    for mode in ["isolated", "chained"] {
-        let (code, out, err) = cli(&[
+    // `check demo-mlp --tensors FILE [extra] --json`: exit code and report.
+    let check = |file: &std::path::Path, extra: &[&str]| {
+        let mut args = vec![
             "check",
             "demo-mlp",
             "--tensors",
-            good.to_str().unwrap(),
-            "--mode",
-            mode,
+            file.to_str().unwrap(),
             "--json",
-        ]);
-        assert_eq!(code, 0, "{mode}: {out}{err}");
-        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        ];
+        args.extend_from_slice(extra);
+        let (code, out, err) = cli(&args);
+        let v: serde_json::Value =
+            serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+        (code, v)
+    };
+    // The golden values themselves: float32 roundings of the reference.
+    let good = captures("good", 0.0);
+    for mode in ["isolated", "chained"] {
+        let (code, v) = check(&good, &["--mode", mode]);
+        assert_eq!(code, 0, "{mode}: {v}");
         assert_eq!(v["tiers"][0]["stages"][0]["execution"], "captured");
     }
     // One output 1e-4 off (relative): far outside float32 bounds.
@@ -369,44 +375,18 @@ fn check_judges_outputs_computed_elsewhere() {
     assert!(fc1.contains("captured") && fc1.contains("FAIL"), "{out}");
     // NaN outputs fail their stage and the end-to-end check (which measures
     // its norms over finite pairs only, and so must count NaN apart).
-    let nan = captures("nan", f32::NAN);
-    let (code, out, _) = cli(&[
-        "check",
-        "demo-mlp",
-        "--tensors",
-        nan.to_str().unwrap(),
-        "--mode",
-        "chained",
-        "--json",
-    ]);
+    let (code, v) = check(&captures("nan", f32::NAN), &["--mode", "chained"]);
     assert_eq!(code, 1);
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let e2e = &v["tiers"][0]["end_to_end"][0];
     assert_eq!(e2e["tensor"], "p");
     assert_eq!(e2e["passed"], false, "{e2e}");
     assert_eq!(e2e["drift"]["nonfinite_mismatches"], 40);
     // A stage that does not use the wrong tensor still passes.
-    let (code, out, _) = cli(&[
-        "check",
-        "demo-mlp",
-        "--tensors",
-        bad.to_str().unwrap(),
-        "--stage",
-        "head",
-        "--json",
-    ]);
-    assert_eq!(code, 0, "{out}");
+    let (code, v) = check(&bad, &["--stage", "head"]);
+    assert_eq!(code, 0, "{v}");
     // A stage output that was not captured is an ERROR naming it.
-    let only_h = dir_with_only_h(&bad);
-    let (code, out, _) = cli(&[
-        "check",
-        "demo-mlp",
-        "--tensors",
-        only_h.to_str().unwrap(),
-        "--json",
-    ]);
+    let (code, v) = check(&dir_with_only_h(&bad), &[]);
     assert_eq!(code, 1);
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["tiers"][0]["stages"][1]["status"], "error");
     assert_eq!(v["tiers"][0]["stages"][1]["reason"], "`n` was not captured");
 }

@@ -88,7 +88,7 @@ pub fn generate(
                 .execute(
                     node.op.name(),
                     node.op.version(),
-                    &crate::runner::node_attrs(node, Some(DType::F64)),
+                    &node.attrs_at(Some(DType::F64)),
                     &args,
                 )
                 .map_err(fail)?;

@@ -104,6 +104,25 @@ pub struct GraphNode {
     pub at: Location,
 }
 
+impl GraphNode {
+    /// The node's attributes when floats are computed in `float`: a cast to
+    /// a float type casts to that one instead (the graph says float32; the
+    /// fp16 tier and the float64 reference compute in their own type).
+    pub fn attrs_at(&self, float: Option<DType>) -> Attrs {
+        let mut attrs = self.attrs.clone();
+        if let (Op::Cast, Some(f)) = (self.op, float) {
+            for (name, value) in &mut attrs.0 {
+                if let AttrValue::Str(to) = value {
+                    if name == "dtype" && DType::from_name(to).is_some_and(DType::is_float) {
+                        *to = f.name().to_string();
+                    }
+                }
+            }
+        }
+        attrs
+    }
+}
+
 /// A property the actual output must have, whatever the golden values.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Invariant {

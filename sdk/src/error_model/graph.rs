@@ -6,7 +6,6 @@ use super::ops::{self, Call, Reference};
 use super::{judge, Judgement, Precision, Rules, TierParams};
 use crate::compare::{NanPolicy, Tier};
 use crate::document::Stage;
-use crate::runner::node_attrs;
 use crate::{DType, Device, Error, HostTensor, TensorSpec};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -41,9 +40,9 @@ pub fn stage_reference(
     let mut vars: HashMap<String, HostTensor> = HashMap::new();
     for node in &stage.graph {
         let in_specs: Vec<TensorSpec> = node.inputs.iter().map(|n| specs[n].clone()).collect();
-        let tier_attrs = node_attrs(node, tier.float_dtype());
+        let tier_attrs = node.attrs_at(tier.float_dtype());
         let (resolved, out_spec) = ops::output_spec(node.op, &tier_attrs, &in_specs)?;
-        let ref_attrs = node_attrs(node, Some(DType::F64));
+        let ref_attrs = node.attrs_at(Some(DType::F64));
         let ins: Vec<&HostTensor> = node.inputs.iter().map(|n| &values[n]).collect();
         let call = Call {
             op: node.op,
@@ -139,10 +138,10 @@ pub fn check_nodes(
         let actual = got(&node.output)?;
         let in_specs: Vec<TensorSpec> = own.iter().map(|t| t.spec.clone()).collect();
         let (resolved, _) =
-            ops::output_spec(node.op, &node_attrs(node, tier.float_dtype()), &in_specs)?;
+            ops::output_spec(node.op, &node.attrs_at(tier.float_dtype()), &in_specs)?;
         let wide: Vec<HostTensor> = own.iter().map(|t| ops::wide(t)).collect();
         let ins: Vec<&HostTensor> = wide.iter().collect();
-        let ref_attrs = node_attrs(node, Some(DType::F64));
+        let ref_attrs = node.attrs_at(Some(DType::F64));
         let call = Call {
             op: node.op,
             attrs: &ref_attrs,

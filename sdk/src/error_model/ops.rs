@@ -186,7 +186,7 @@ pub(super) fn evaluate(r: &Reference, c: &Call) -> Result<Evaluated, Error> {
             affine(|lambda| softmax_local(&x, &v, &value.spec.shape, *axis, p, lambda))
         }
         Node::LayerNorm { axis, eps } => {
-            affine(|lambda| layer_norm(c.inputs, *axis, *eps, None, p, lambda).0)
+            affine(|lambda| layer_norm_local(c.inputs, *axis, *eps, p, lambda))
         }
         Node::Sdpa(s) => {
             let (fixed, scaled, _) = sdpa(c.inputs, s.scale, None, p);
@@ -310,10 +310,9 @@ pub(super) fn propagate(
         ),
         Node::LayerNorm { axis, eps } => {
             let vars: Vec<HostTensor> = (0..3).map(var).collect();
-            let p = c.precision.expect("float");
             dense(
                 out_shape,
-                layer_norm(c.inputs, *axis, *eps, Some(&vars), p, c.params.lambda).1,
+                layer_norm_propagate(c.inputs, *axis, *eps, &vars),
             )
         }
         Node::Sdpa(s) => {
@@ -411,67 +410,93 @@ fn softmax_propagate(p_out: &[f64], v: &[f64], shape: &[usize], axis: usize) -> 
     out
 }
 
-/// LayerNorm over axes `axis..`: (local bound, propagated error). The
-/// statistics are centred sums (two-pass or Welford); see the docs for the
-/// derivation.
-fn layer_norm(
+/// One LayerNorm row: the row, its mean and `s = √(σ² + eps)`.
+struct Row<'a> {
+    x: &'a [f64],
+    mu: f64,
+    var: f64,
+    s: f64,
+}
+
+/// The rows of a LayerNorm over axes `axis..`, with their statistics.
+fn layer_norm_rows(x: &[f64], d: usize, eps: f64) -> impl Iterator<Item = Row<'_>> {
+    let dn = d.max(1) as f64;
+    x.chunks(d.max(1)).map(move |row| {
+        let mu = row.iter().sum::<f64>() / dn;
+        let var = row.iter().map(|v| (v - mu) * (v - mu)).sum::<f64>() / dn;
+        Row {
+            x: row,
+            mu,
+            var,
+            s: (var + eps).sqrt(),
+        }
+    })
+}
+
+/// LayerNorm over axes `axis..`: the local bound. The statistics are centred
+/// sums (two-pass or Welford); docs/error-model.md has the derivation.
+fn layer_norm_local(
     inputs: &[&HostTensor],
     axis: usize,
     eps: f64,
-    vars: Option<&[HostTensor]>,
     p: Precision,
     lambda: f64,
-) -> (Vec<f64>, Vec<f64>) {
+) -> Vec<f64> {
     let x = inputs[0].to_f64_vec();
     let (gamma, beta) = (inputs[1].to_f64_vec(), inputs[2].to_f64_vec());
     let d: usize = inputs[0].spec.shape[axis..].iter().product();
-    let e: Option<[Vec<f64>; 3]> =
-        vars.map(|e| [e[0].to_f64_vec(), e[1].to_f64_vec(), e[2].to_f64_vec()]);
-    let g = growth(lambda, d);
-    let u = p.u_acc;
-    let mut local = vec![0.0; x.len()];
-    let mut prop = vec![0.0; if e.is_some() { x.len() } else { 0 }];
-    let dn = d.max(1) as f64;
-    for (r, row) in x.chunks(d.max(1)).enumerate() {
-        let base = r * d;
-        let mu = row.iter().sum::<f64>() / dn;
-        let var = row.iter().map(|v| (v - mu) * (v - mu)).sum::<f64>() / dn;
-        let s = (var + eps).sqrt();
+    let (g, u, dn) = (growth(lambda, d), p.u_acc, d.max(1) as f64);
+    let mut local = Vec::with_capacity(x.len());
+    for Row { x: row, mu, var, s } in layer_norm_rows(&x, d, eps) {
         let m_abs = row.iter().map(|v| v.abs()).sum::<f64>() / dn;
         let d_mu = g * u * m_abs;
         let dc = |v: f64| u * (v.abs() + mu.abs()) + d_mu;
         let d_var =
             g * u * var + 2.0 * row.iter().map(|&v| (v - mu).abs() * dc(v)).sum::<f64>() / dn;
         let ds = 0.5 * d_var / (var + eps) + u;
-        for (j, &v) in row.iter().enumerate() {
+        local.extend(row.iter().enumerate().map(|(j, &v)| {
             let xh = (v - mu) / s;
             let y = gamma[j] * xh + beta[j];
-            local[base + j] = gamma[j].abs() * (dc(v) / s + xh.abs() * (ds + 2.0 * u))
+            gamma[j].abs() * (dc(v) / s + xh.abs() * (ds + 2.0 * u))
                 + u * ((gamma[j] * xh).abs() + beta[j].abs())
                 + p.u * y.abs()
-                + p.tiny;
-        }
-        if let Some([vx, vg, vb]) = &e {
-            // J_ij = γ_i/s·(δ_ij − 1/D − x̂_i·x̂_j/D); (a + b)² ≤ 2a² + 2b² bounds
-            // the off-diagonal part.
-            let vx = &vx[base..base + d];
-            let mean_v = vx.iter().sum::<f64>() / dn;
-            let mean_xv = row
-                .iter()
-                .zip(vx)
-                .map(|(&v, &e)| ((v - mu) / s).powi(2) * e)
-                .sum::<f64>()
-                / dn;
-            for (j, &v) in row.iter().enumerate() {
-                let xh2 = ((v - mu) / s).powi(2);
-                prop[base + j] = (gamma[j] / s).powi(2)
-                    * (vx[j] + 2.0 * (mean_v + xh2 * mean_xv) / dn)
-                    + vg[j] * xh2
-                    + vb[j];
-            }
-        }
+                + p.tiny
+        }));
     }
-    (local, prop)
+    local
+}
+
+/// LayerNorm's propagation of the input variances `vars` (x, weight, bias):
+/// `J_ij = γ_i/s·(δ_ij − 1/D − x̂_i·x̂_j/D)`, the off-diagonal part bounded
+/// with `(a + b)² ≤ 2a² + 2b²`.
+fn layer_norm_propagate(
+    inputs: &[&HostTensor],
+    axis: usize,
+    eps: f64,
+    vars: &[HostTensor],
+) -> Vec<f64> {
+    let x = inputs[0].to_f64_vec();
+    let gamma = inputs[1].to_f64_vec();
+    let (vx, vg, vb) = (
+        vars[0].to_f64_vec(),
+        vars[1].to_f64_vec(),
+        vars[2].to_f64_vec(),
+    );
+    let d: usize = inputs[0].spec.shape[axis..].iter().product();
+    let dn = d.max(1) as f64;
+    let mut prop = Vec::with_capacity(x.len());
+    for (r, Row { x: row, mu, s, .. }) in layer_norm_rows(&x, d, eps).enumerate() {
+        let vx = &vx[r * d..(r + 1) * d];
+        let mean_v = vx.iter().sum::<f64>() / dn;
+        let xh2 = |v: f64| ((v - mu) / s).powi(2);
+        let mean_xv = row.iter().zip(vx).map(|(&v, &e)| xh2(v) * e).sum::<f64>() / dn;
+        prop.extend(row.iter().enumerate().map(|(j, &v)| {
+            (gamma[j] / s).powi(2) * (vx[j] + 2.0 * (mean_v + xh2(v) * mean_xv) / dn)
+                + vg[j] * xh2(v)
+                + vb[j]
+        }));
+    }
+    prop
 }
 
 /// `a [m, k] · b`, where `b` is `[k, n]`, or `[n, k]` read transposed.
@@ -517,9 +542,9 @@ fn map2(a: &[f64], b: &[f64], f: impl Fn(f64, f64) -> f64) -> Vec<f64> {
     a.iter().zip(b).map(|(&x, &y)| f(x, y)).collect()
 }
 
-/// Attention `softmax(s·q kᵀ) v` per batch index, as matrix products: the
-/// local bound as `(fixed, scaled)` (it is affine in λ) and, given input
-/// variances, the propagated variance.
+/// Attention `softmax(s·q kᵀ) v` per batch index, as matrix products:
+/// without `vars`, the local bound as `(fixed, scaled)` (it is affine in λ);
+/// with them, only the propagated variance.
 fn sdpa(
     inputs: &[&HostTensor],
     scale: f64,
@@ -550,7 +575,12 @@ fn sdpa(
         let vb = &v[b * lk * dv..][..lk * dv];
         let mut s = matmul(qb, kb, (lq, dk, lk), true);
         s.iter_mut().for_each(|x| *x *= scale);
-        let mut a = matmul(&abs(qb), &abs(kb), (lq, dk, lk), true);
+        // |q|·|k|ᵀ: only the local bound needs it.
+        let mut a = if e.is_none() {
+            matmul(&abs(qb), &abs(kb), (lq, dk, lk), true)
+        } else {
+            vec![0.0; lq * lk]
+        };
         a.iter_mut().for_each(|x| *x *= scale.abs());
         // Per row: probabilities, then the local error of logits and
         // probabilities, split into the fixed part and the part ∝ λ. An
@@ -576,13 +606,15 @@ fn sdpa(
                 dp1[at] = pi[j] * (gd * u * ai[j] + mean1) + u * pi[j] * gk;
             }
         }
-        let va = abs(vb);
-        let o = matmul(&pm, vb, (lq, lk, dv), false);
-        let bnd = matmul(&pm, &va, (lq, lk, dv), false);
-        let f = matmul(&dp0, &va, (lq, lk, dv), false);
-        let g = matmul(&dp1, &va, (lq, lk, dv), false);
-        fixed.extend(f.iter().zip(&o).map(|(f, o)| f + p.u * o.abs() + p.tiny));
-        scaled.extend(map2(&g, &bnd, |g, b| g + gk * u * b));
+        if e.is_none() {
+            let va = abs(vb);
+            let o = matmul(&pm, vb, (lq, lk, dv), false);
+            let bnd = matmul(&pm, &va, (lq, lk, dv), false);
+            let f = matmul(&dp0, &va, (lq, lk, dv), false);
+            let g = matmul(&dp1, &va, (lq, lk, dv), false);
+            fixed.extend(f.iter().zip(&o).map(|(f, o)| f + p.u * o.abs() + p.tiny));
+            scaled.extend(map2(&g, &bnd, |g, b| g + gk * u * b));
+        }
         if let Some([vq, vk, vv]) = &e {
             // Variances: logits, probabilities (as softmax), then P·v.
             let vqb = &vq[b * lq * dk..][..lq * dk];

@@ -1,7 +1,7 @@
 //! Running a stage on a provider: the plan (fused kernel, the graph node by
 //! node, or NOT SUPPORTED) and the two ways of executing it.
 
-use super::{node_attrs, tier_spec, Execution};
+use super::{tier_spec, Execution};
 use crate::compare::Tier;
 use crate::document::Stage;
 use crate::suite::Suite;
@@ -57,7 +57,7 @@ pub(super) fn run_graph(
     }
     for node in &stage.graph {
         let args: Vec<&DeviceTensor> = node.inputs.iter().map(|i| &on_device[i]).collect();
-        let attrs = node_attrs(node, float);
+        let attrs = node.attrs_at(float);
         let out = device.execute(node.op.name(), node.op.version(), &attrs, &args)?;
         let out = out.into_iter().next().expect("one output");
         host.insert(node.output.clone(), device.download(&out)?);

@@ -13,10 +13,10 @@ mod stage;
 pub use invariants::InvariantResult;
 
 use crate::compare::{self, Criteria, Tier};
-use crate::document::{GraphNode, Stage};
+use crate::document::Stage;
 use crate::error_model::{EndToEnd, Judgement, NodeCheck};
 use crate::suite::{Suite, SuiteError};
-use crate::{AttrValue, Attrs, DType, Device, HostTensor, Op, TensorSpec};
+use crate::{Device, HostTensor, TensorSpec};
 use serde::Serialize;
 use stage::StageContext;
 use std::collections::HashMap;
@@ -107,24 +107,43 @@ pub struct Drift {
 }
 
 impl Drift {
+    /// The comparison that measures drift: every finite pair passes, so only
+    /// NaN or ±Inf that differ count as mismatches.
+    const CRITERIA: Criteria = Criteria {
+        tolerance: compare::Tolerance::Close {
+            rtol: 0.0,
+            atol: f64::MAX,
+        },
+        nan: compare::NanPolicy::Allow,
+        allowed_mismatch_fraction: 1.0,
+    };
+
     fn of(actual: &HostTensor, golden: &HostTensor) -> Result<Drift, compare::CompareError> {
-        let everything = Criteria {
-            tolerance: compare::Tolerance::Close {
-                rtol: 0.0,
-                atol: f64::MAX,
-            },
-            nan: compare::NanPolicy::Allow,
-            allowed_mismatch_fraction: 1.0,
-        };
-        let m = compare::compare(actual, golden, &everything)?;
-        Ok(Drift {
+        Ok(Drift::from_metrics(&compare::compare(
+            actual,
+            golden,
+            &Drift::CRITERIA,
+        )?))
+    }
+
+    /// Drift and the canonical SHA-256 of `actual`, the hash computed beside
+    /// the comparison.
+    fn with_hash(
+        actual: &HostTensor,
+        golden: &HostTensor,
+    ) -> Result<(Drift, [u8; 32]), compare::CompareError> {
+        let (m, hash) = compare::compare_and_hash(actual, golden, &Drift::CRITERIA)?;
+        Ok((Drift::from_metrics(&m), hash))
+    }
+
+    fn from_metrics(m: &compare::Metrics) -> Drift {
+        Drift {
             max_abs_error: m.max_abs_error,
             max_rel_error: m.max_rel_error,
             rel_l2_error: m.rel_l2_error,
             cosine_similarity: m.cosine_similarity,
-            // With an infinite tolerance only non-finite pairs mismatch.
             nonfinite_mismatches: m.mismatches,
-        })
+        }
     }
 }
 
@@ -415,23 +434,6 @@ pub fn to_tier(t: &HostTensor, tier: Tier) -> HostTensor {
         Some(d) if t.spec.dtype.is_float() => t.cast(d),
         _ => t.clone(),
     }
-}
-
-/// A node's attributes when floats are computed in `float`: a cast to a float
-/// type casts to that one instead (the graph says float32; the fp16 tier and
-/// the float64 reference compute in their own type).
-pub(crate) fn node_attrs(node: &GraphNode, float: Option<DType>) -> Attrs {
-    let mut attrs = node.attrs.clone();
-    if let (Op::Cast, Some(f)) = (node.op, float) {
-        for (name, value) in &mut attrs.0 {
-            if let AttrValue::Str(to) = value {
-                if name == "dtype" && DType::from_name(to).is_some_and(DType::is_float) {
-                    *to = f.name().to_string();
-                }
-            }
-        }
-    }
-    attrs
 }
 
 pub(super) fn tier_spec(s: &TensorSpec, tier: Tier) -> TensorSpec {

@@ -175,12 +175,13 @@ impl StageContext<'_> {
             }
             let judgement = error_model::judge(actual, &ref_value.to_f64_vec(), bound, rules);
             passed &= judgement.passed;
-            let drift = Drift::of(actual, &golden).map_err(|e| format!("`{name}`: {e}"))?;
+            let (drift, hash) =
+                Drift::with_hash(actual, &golden).map_err(|e| format!("`{name}`: {e}"))?;
             result.outputs.push(OutputResult {
                 tensor: name.clone(),
                 judgement,
                 drift,
-                sha256: hex::encode(crate::golden::canonical_sha256(actual)),
+                sha256: hex::encode(hash),
             });
         }
         for inv in &stage.verify {
