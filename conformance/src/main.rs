@@ -4,7 +4,9 @@
 //! 2 a usage or input error (bad file, provider that does not load, ...).
 
 mod commands;
+mod results;
 mod suites;
+mod table;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -60,6 +62,9 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Internal: the worker process `run` loads the provider in.
+    #[command(hide = true)]
+    Worker,
 }
 
 fn main() -> ExitCode {
@@ -74,6 +79,7 @@ fn main() -> ExitCode {
         Command::Generate(args) => commands::generate::run(args),
         Command::Export { suite, out } => commands::export::run(&suite, &out),
         Command::Providers { providers, json } => commands::providers::run(providers, json),
+        Command::Worker => std::process::exit(vips_sdk::isolation::serve()),
     };
     match result {
         Ok(code) => code,

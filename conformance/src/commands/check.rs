@@ -24,6 +24,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> super::Outcome {
     let (suite, opts, reference) = args.common.open(&args.suite)?;
+    let mut files = args.common.result_files()?;
     let mut captured = HashMap::new();
     let mut from = HashMap::new();
     for path in &args.tensors {
@@ -52,5 +53,10 @@ pub fn run(args: Args) -> super::Outcome {
         &opts,
     )
     .map_err(|e| e.to_string())?;
-    args.common.finish(&report)
+    for t in &report.tiers {
+        for s in &t.stages {
+            files.stage(opts.mode, s);
+        }
+    }
+    args.common.finish(&report, &mut files)
 }

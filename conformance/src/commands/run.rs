@@ -1,11 +1,15 @@
 //! `run`: a suite on a provider, stage by stage.
 
-use crate::suites;
+use crate::results::ResultFiles;
+use crate::{suites, table};
 use clap::ValueEnum;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 use vips_sdk::compare::Tier;
-use vips_sdk::runner::{self, Mode, RunOptions, RunReport, Status};
+use vips_sdk::execution::Backend;
+use vips_sdk::isolation::{Failure, Worker, WorkerCommand};
+use vips_sdk::runner::{self, Baseline, Mode, RunOptions, RunReport};
 use vips_sdk::suite::Suite;
 use vips_sdk::Provider;
 
@@ -24,6 +28,36 @@ pub struct Args {
     provider: String,
     #[arg(long, default_value_t = 0)]
     device: u32,
+    /// Load the provider in this process instead of a worker process (for
+    /// debugging a driver: a crash then ends the run).
+    #[arg(long)]
+    no_isolate: bool,
+    /// Seconds a stage may take (it runs twice); default: 60 + 1 per MiB of
+    /// the stage's tensors. Enforced only with isolation.
+    #[arg(long, value_name = "SECONDS")]
+    timeout: Option<f64>,
+    /// The run-time seed (the differential round's inputs, the guard
+    /// layouts); default: fresh. Recorded in the results.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Skip the differential round (fresh inputs): the run is then no
+    /// evidence against a provider that replays stored outputs.
+    #[arg(long)]
+    no_differential: bool,
+    /// Fail stages whose two runs differ bitwise (default: reported only).
+    #[arg(long)]
+    require_deterministic: bool,
+    /// Re-run a failing stage up to N times; one that then passes is FLAKY
+    /// (never a pass).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    flake_retries: u32,
+    /// Stop after N failing stages; the rest are MISSING.
+    #[arg(long, value_name = "N")]
+    max_fails: Option<usize>,
+    /// Expected failures: a results CSV written by an earlier run
+    /// (`--output F` writes `F.csv`).
+    #[arg(long, value_name = "CSV")]
+    baseline: Option<PathBuf>,
     #[command(flatten)]
     common: Common,
 }
@@ -100,6 +134,7 @@ impl Common {
             tiers,
             stage_glob,
             shard,
+            ..RunOptions::default()
         };
         if runner::select(&suite, &opts).is_empty() {
             return Err("no stage matches the --stage/--shard selection".into());
@@ -107,19 +142,21 @@ impl Common {
         Ok((suite, opts, reference))
     }
 
-    /// Writes the report where asked, prints it, and gives the exit code.
-    pub fn finish(&self, report: &RunReport) -> super::Outcome {
-        let args = self;
-        if let Some(path) = &args.output {
-            let text = serde_json::to_string_pretty(report).map_err(|e| e.to_string())?;
-            std::fs::write(path, text)
-                .map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
-        }
-        if args.json {
+    /// The results files, created now (see `ResultFiles`).
+    pub fn result_files(&self) -> Result<ResultFiles, String> {
+        ResultFiles::create(self.output.as_deref())
+    }
+
+    /// Writes the report where asked, prints it, and gives the exit code:
+    /// 0 only for a passing verdict.
+    pub fn finish(&self, report: &RunReport, files: &mut ResultFiles) -> super::Outcome {
+        let written = files.finish(report);
+        if self.json {
             super::print_json(report)?;
         } else {
-            print_table(report);
+            table::print(report);
         }
+        written?;
         Ok(if report.passed {
             ExitCode::SUCCESS
         } else {
@@ -129,147 +166,54 @@ impl Common {
 }
 
 pub fn run(args: Args) -> super::Outcome {
-    let (suite, opts, reference) = args.common.open(&args.suite)?;
-    let device = Provider::open_by_name(&args.provider)
-        .and_then(|p| p.device(args.device))
-        .map_err(|e| e.to_string())?;
-    let report = runner::run(&suite, &device, &reference, &opts).map_err(|e| e.to_string())?;
-    args.common.finish(&report)
-}
-
-fn sci(v: f64) -> String {
-    format!("{v:.2e}")
-}
-
-/// A normalised error: plain below 1000, scientific above.
-fn e(v: f64) -> String {
-    if v < 1e3 {
-        format!("{v:.3}")
+    let (suite, mut opts, reference) = args.common.open(&args.suite)?;
+    opts.differential = !args.no_differential;
+    opts.require_deterministic = args.require_deterministic;
+    opts.flake_retries = args.flake_retries;
+    opts.max_fails = args.max_fails;
+    if let Some(seed) = args.seed {
+        opts.seed = seed;
+    }
+    if let Some(t) = args.timeout {
+        if !(t.is_finite() && t > 0.0 && t <= 86_400.0) {
+            return Err(format!("--timeout {t}: expected seconds in (0, 86400]"));
+        }
+        opts.timeout = Some(Duration::from_secs_f64(t));
+    }
+    if let Some(path) = &args.baseline {
+        let text = crate::results::read_baseline(path)?;
+        opts.baseline = Some(
+            Baseline::parse(&text).map_err(|e| format!("baseline {}: {e}", path.display()))?,
+        );
+    }
+    let mut files = args.common.result_files()?;
+    let backend = if args.no_isolate {
+        let device = Provider::open_by_name(&args.provider)
+            .and_then(|p| p.device(args.device))
+            .map_err(|e| e.to_string())?;
+        Backend::InProcess(device)
     } else {
-        sci(v)
-    }
+        let library = Provider::locate(&args.provider).map_err(|e| e.to_string())?;
+        let program = std::env::current_exe()
+            .map_err(|e| format!("cannot find this program to start a worker: {e}"))?;
+        let command = WorkerCommand {
+            program,
+            args: vec!["worker".into()],
+        };
+        let worker = Worker::new(command, library, args.device);
+        match worker.open() {
+            // A library that does not load is a usage error, as in process;
+            // one that crashes while loading gets its verdict (CRASHED).
+            Err(Failure::Provider(m)) => return Err(m),
+            Ok(()) | Err(_) => {}
+        }
+        Backend::Isolated(worker)
+    };
+    let mode = opts.mode;
+    let report = runner::run_on(&suite, backend, &reference, &opts, &mut |r| {
+        files.stage(mode, r)
+    })
+    .map_err(|e| e.to_string())?;
+    args.common.finish(&report, &mut files)
 }
 
-fn print_table(r: &RunReport) {
-    println!(
-        "{} {} on {} {} ({})",
-        r.component, r.component_version, r.provider, r.provider_version, r.device
-    );
-    for t in &r.tiers {
-        println!(
-            "\ntier {}, {} mode",
-            t.tier.name(),
-            serde_json::to_value(t.mode)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default()
-        );
-        // |e| is the error over its bound: below 1 passes; 1 − max|e| is the margin.
-        println!(
-            "{:<22} {:<10} {:<13} {:>8} {:>8} {:>8}  {:<28} {:>10} {:>9}",
-            "stage",
-            "execution",
-            "status",
-            "max|e|",
-            "p99|e|",
-            "rms e",
-            "tightest operator (max|e|)",
-            "drift L2",
-            "time"
-        );
-        let (mut pass, mut fail, mut unsupported) = (0, 0, 0);
-        for s in &t.stages {
-            match s.status {
-                Status::Pass => pass += 1,
-                Status::NotSupported => unsupported += 1,
-                _ => fail += 1,
-            }
-            let exec = s.execution.map_or("-", |e| match e {
-                runner::Execution::Fused => "fused",
-                runner::Execution::Decomposed => "decomposed",
-                runner::Execution::Captured => "captured",
-            });
-            let worst_output = s
-                .outputs
-                .iter()
-                .max_by(|a, b| a.judgement.max_e.total_cmp(&b.judgement.max_e));
-            let (max_e, p99, rms, drift) = match worst_output {
-                Some(o) => (
-                    e(o.judgement.max_e),
-                    e(o.judgement.p99_e),
-                    e(o.judgement.rms_e),
-                    sci(o.drift.rel_l2_error),
-                ),
-                None => ("-".into(), "-".into(), "-".into(), "-".into()),
-            };
-            let tight = s.tightest_node.as_ref().map_or(String::new(), |n| {
-                format!(
-                    "{} {}",
-                    n.op.trim_start_matches("vsdk."),
-                    e(n.judgement.max_e)
-                )
-            });
-            println!(
-                "{:<22} {:<10} {:<13} {max_e:>8} {p99:>8} {rms:>8}  {tight:<28} {drift:>10} {:>7.1}ms",
-                s.stage,
-                exec,
-                s.status.label(),
-                s.seconds * 1e3
-            );
-            if let Some(reason) = &s.reason {
-                println!("    {reason}");
-            }
-            for o in s.outputs.iter().filter(|o| !o.judgement.passed) {
-                println!(
-                    "    `{}`: {}",
-                    o.tensor,
-                    o.judgement.reason.as_deref().unwrap_or("")
-                );
-                if let Some(w) = &o.judgement.worst {
-                    println!(
-                        "      worst {:?}: {:.7} vs reference {:.7}, bound {}",
-                        w.index,
-                        w.actual,
-                        w.reference,
-                        sci(w.bound)
-                    );
-                }
-            }
-            for inv in s.invariants.iter().filter(|i| !i.held) {
-                println!(
-                    "    invariant {} does not hold: {}",
-                    inv.invariant, inv.detail
-                );
-            }
-            if let Some(d) = &s.drill_down {
-                let j = &d.judgement;
-                println!(
-                    "    drill-down: first operator out of its bound is node {} `{}` -> `{}`: {}",
-                    d.node,
-                    d.op,
-                    d.output,
-                    j.reason.as_deref().unwrap_or("")
-                );
-            }
-            if let Some(n) = &s.drill_down_note {
-                println!("    drill-down: {n}");
-            }
-        }
-        if let Some(first) = &t.first_divergent_stage {
-            println!("first divergent stage: {first}");
-        }
-        for e2e in &t.end_to_end {
-            println!(
-                "end to end `{}`: rel L2 {} (limit {}), cosine {:.7} (limit {}): {}",
-                e2e.tensor,
-                sci(e2e.drift.rel_l2_error),
-                sci(e2e.criterion.rel_l2),
-                e2e.drift.cosine_similarity,
-                e2e.criterion.cosine,
-                if e2e.passed { "PASS" } else { "FAIL" }
-            );
-        }
-        println!("{pass} passed, {fail} failed, {unsupported} not supported");
-    }
-    println!("\nverdict: {}", if r.passed { "PASS" } else { "FAIL" });
-}

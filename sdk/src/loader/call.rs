@@ -19,6 +19,7 @@ pub struct Marshalled<'a> {
 
 struct TensorStorage {
     data: *mut std::ffi::c_void,
+    byte_offset: u64,
     dtype: vsdk_dtype_t,
     shape: Vec<i64>,
     strides: Vec<i64>,
@@ -33,6 +34,7 @@ fn storage(t: &DeviceTensor) -> TensorStorage {
     let (code, bits) = t.spec.dtype.dlpack();
     TensorStorage {
         data: t.ptr,
+        byte_offset: t.offset,
         dtype: vsdk_dtype_t {
             code,
             bits,
@@ -89,7 +91,7 @@ impl<'a> Marshalled<'a> {
                 dtype: t.dtype,
                 shape: t.shape.as_ptr(),
                 strides: t.strides.as_ptr(),
-                byte_offset: 0,
+                byte_offset: t.byte_offset,
             })
             .collect();
         Ok(m)

@@ -15,7 +15,7 @@ use vsdk_catalog::{Attrs, DType, Node, Op, TensorSpec};
 use vsdk_ffi::*;
 
 /// What a provider says about itself.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ProviderInfo {
     pub name: String,
     pub vendor: String,
@@ -26,7 +26,7 @@ pub struct ProviderInfo {
 }
 
 /// What a provider says about one of its devices.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DeviceInfo {
     pub index: u32,
     pub device_type: i32,
@@ -35,6 +35,11 @@ pub struct DeviceInfo {
     pub stable_id: String,
     pub memory_bytes: u64,
 }
+
+/// The most devices a provider may report: more is a broken count, not hardware.
+pub const MAX_DEVICES: u32 = 4096;
+/// The most kernels a provider may list.
+pub const MAX_KERNELS: u64 = 1 << 16;
 
 /// A kernel a provider implements: catalog name and version.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -132,6 +137,30 @@ macro_rules! call {
     }};
 }
 
+impl Loaded {
+    fn device_info(&self, index: u32) -> Result<DeviceInfo, Error> {
+        let mut raw = vsdk_device_info_t {
+            struct_size: std::mem::size_of::<vsdk_device_info_t>(),
+            ..Default::default()
+        };
+        call!(
+            *self,
+            device_info,
+            format!("device_info({index})"),
+            index,
+            &mut raw
+        )?;
+        Ok(DeviceInfo {
+            index,
+            device_type: raw.device.device_type,
+            name: c_string(raw.name),
+            driver_version: c_string(raw.driver_version),
+            stable_id: c_string(raw.stable_id),
+            memory_bytes: raw.memory_bytes,
+        })
+    }
+}
+
 /// Reports name certification reports and search paths rely on: a short id
 /// and a semantic version.
 fn check_identity(info: &ProviderInfo) -> Result<(), Error> {
@@ -227,17 +256,19 @@ impl Provider {
     /// Loads a provider by name from the search path (see [`search::search_path`]),
     /// or by path when `name` contains a path separator.
     pub fn open_by_name(name: &str) -> Result<Provider, Error> {
+        Provider::open(Provider::locate(name)?)
+    }
+
+    /// The library [`Provider::open_by_name`] would load.
+    pub fn locate(name: &str) -> Result<PathBuf, Error> {
         if name.contains(std::path::MAIN_SEPARATOR) || name.contains('/') {
-            return Provider::open(name);
+            return Ok(PathBuf::from(name));
         }
-        match search::find(name) {
-            Ok(path) => Provider::open(path),
-            Err((file, searched)) => Err(Error::NotFound {
-                name: name.to_string(),
-                file,
-                searched,
-            }),
-        }
+        search::find(name).map_err(|(file, searched)| Error::NotFound {
+            name: name.to_string(),
+            file,
+            searched,
+        })
     }
 
     pub fn info(&self) -> &ProviderInfo {
@@ -247,29 +278,19 @@ impl Provider {
     pub fn device_count(&self) -> Result<u32, Error> {
         let mut n = 0u32;
         call!(self.inner, device_count, "device_count".into(), &mut n)?;
+        if n > MAX_DEVICES {
+            return Err(Error::Misuse {
+                library: self.inner.library(),
+                message: format!(
+                    "device_count reported {n} devices, more than the {MAX_DEVICES} this host accepts"
+                ),
+            });
+        }
         Ok(n)
     }
 
     pub fn device_info(&self, index: u32) -> Result<DeviceInfo, Error> {
-        let mut raw = vsdk_device_info_t {
-            struct_size: std::mem::size_of::<vsdk_device_info_t>(),
-            ..Default::default()
-        };
-        call!(
-            self.inner,
-            device_info,
-            format!("device_info({index})"),
-            index,
-            &mut raw
-        )?;
-        Ok(DeviceInfo {
-            index,
-            device_type: raw.device.device_type,
-            name: c_string(raw.name),
-            driver_version: c_string(raw.driver_version),
-            stable_id: c_string(raw.stable_id),
-            memory_bytes: raw.memory_bytes,
-        })
+        self.inner.device_info(index)
     }
 
     pub fn devices(&self) -> Result<Vec<DeviceInfo>, Error> {
@@ -282,6 +303,14 @@ impl Provider {
     pub fn kernels(&self) -> Result<Vec<KernelId>, Error> {
         let mut n = 0u64;
         call!(self.inner, kernel_count, "kernel_count".into(), &mut n)?;
+        if n > MAX_KERNELS {
+            return Err(Error::Misuse {
+                library: self.inner.library(),
+                message: format!(
+                    "kernel_count reported {n} kernels, more than the {MAX_KERNELS} this host accepts"
+                ),
+            });
+        }
         let mut out = (0..n)
             .map(|i| {
                 let mut raw = vsdk_kernel_info_t {
@@ -336,12 +365,23 @@ pub struct Device {
     name: String,
 }
 
-/// A tensor in a buffer on a device; frees the buffer when dropped.
+/// A tensor in a buffer on a device; frees the buffer when dropped. The
+/// tensor starts `offset` bytes into its buffer (after a guard region, when
+/// allocated with [`Device::alloc_guarded`]).
 pub struct DeviceTensor {
     inner: Arc<Loaded>,
     device_index: u32,
     ptr: *mut std::ffi::c_void,
+    offset: u64,
+    buffer_bytes: u64,
     pub spec: TensorSpec,
+}
+
+impl DeviceTensor {
+    /// Where the tensor starts in its buffer, and the buffer's size.
+    pub fn layout(&self) -> (u64, u64) {
+        (self.offset, self.buffer_bytes)
+    }
 }
 
 // SAFETY: the pointer is a device address only passed back to its provider,
@@ -375,6 +415,11 @@ impl Device {
         &self.inner.info
     }
 
+    /// What the provider says about this device now.
+    pub fn info(&self) -> Result<DeviceInfo, Error> {
+        self.inner.device_info(self.index)
+    }
+
     fn misuse(&self, message: String) -> Error {
         Error::Misuse {
             library: self.inner.library(),
@@ -384,8 +429,20 @@ impl Device {
 
     /// Allocates an uninitialised tensor.
     pub fn alloc(&self, spec: TensorSpec) -> Result<DeviceTensor, Error> {
+        self.alloc_guarded(spec, 0)
+    }
+
+    /// Allocates a tensor with `guard` spare bytes before and after it in
+    /// the same buffer (a multiple of 64, so the tensor stays aligned):
+    /// what a kernel writes there is visible to [`Device::read_buffer`].
+    pub fn alloc_guarded(&self, spec: TensorSpec, guard: u64) -> Result<DeviceTensor, Error> {
         let mut ptr = std::ptr::null_mut();
-        let bytes = spec.size_bytes() as u64;
+        let tensor_bytes = spec.size_bytes() as u64;
+        let bytes = guard
+            .checked_mul(2)
+            .and_then(|g| g.checked_add(tensor_bytes))
+            .filter(|_| guard % 64 == 0)
+            .ok_or_else(|| self.misuse(format!("guard of {guard} bytes is not valid")))?;
         let what = || format!("alloc({bytes} bytes on device {})", self.index);
         call!(self.inner, alloc, what(), self.index, bytes, 64, &mut ptr)?;
         if ptr.is_null() {
@@ -395,41 +452,72 @@ impl Device {
             inner: self.inner.clone(),
             device_index: self.index,
             ptr,
+            offset: guard,
+            buffer_bytes: bytes,
             spec,
         })
     }
 
     pub fn upload(&self, host: &HostTensor) -> Result<DeviceTensor, Error> {
-        let t = self.alloc(host.spec.clone())?;
-        let n = host.bytes.len() as u64;
+        self.upload_guarded(host, 0)
+    }
+
+    /// [`Device::upload`] into a buffer with guard regions (see
+    /// [`Device::alloc_guarded`]); the guards are left unwritten.
+    pub fn upload_guarded(&self, host: &HostTensor, guard: u64) -> Result<DeviceTensor, Error> {
+        let t = self.alloc_guarded(host.spec.clone(), guard)?;
+        self.write_buffer(&t, t.offset, &host.bytes)?;
+        Ok(t)
+    }
+
+    pub fn download(&self, t: &DeviceTensor) -> Result<HostTensor, Error> {
+        let bytes = self.read_buffer(t, t.offset, t.spec.size_bytes() as u64)?;
+        HostTensor::from_bytes(t.spec.clone(), bytes)
+    }
+
+    /// Writes `bytes` at `offset` of the tensor's whole buffer (guards included).
+    pub fn write_buffer(&self, t: &DeviceTensor, offset: u64, bytes: &[u8]) -> Result<(), Error> {
+        self.own(t)?;
+        let n = bytes.len() as u64;
+        if offset.checked_add(n).is_none_or(|end| end > t.buffer_bytes) {
+            return Err(self.misuse(format!(
+                "write of {n} bytes at {offset} past a {}-byte buffer",
+                t.buffer_bytes
+            )));
+        }
         call!(
             self.inner,
             copy_to_device,
             format!("copy_to_device({n} bytes)"),
             self.index,
             t.ptr,
-            0,
-            host.bytes.as_ptr().cast(),
+            offset,
+            bytes.as_ptr().cast(),
             n
-        )?;
-        Ok(t)
+        )
     }
 
-    pub fn download(&self, t: &DeviceTensor) -> Result<HostTensor, Error> {
+    /// Reads `len` bytes at `offset` of the tensor's whole buffer.
+    pub fn read_buffer(&self, t: &DeviceTensor, offset: u64, len: u64) -> Result<Vec<u8>, Error> {
         self.own(t)?;
-        let mut bytes = vec![0u8; t.spec.size_bytes()];
-        let n = bytes.len() as u64;
+        if offset.checked_add(len).is_none_or(|end| end > t.buffer_bytes) {
+            return Err(self.misuse(format!(
+                "read of {len} bytes at {offset} past a {}-byte buffer",
+                t.buffer_bytes
+            )));
+        }
+        let mut bytes = vec![0u8; len as usize];
         call!(
             self.inner,
             copy_to_host,
-            format!("copy_to_host({n} bytes)"),
+            format!("copy_to_host({len} bytes)"),
             self.index,
             bytes.as_mut_ptr().cast(),
             t.ptr,
-            0,
-            n
+            offset,
+            len
         )?;
-        HostTensor::from_bytes(t.spec.clone(), bytes)
+        Ok(bytes)
     }
 
     pub fn synchronize(&self) -> Result<(), Error> {
@@ -518,14 +606,30 @@ impl Device {
             .into_iter()
             .map(|s| self.alloc(s))
             .collect::<Result<Vec<_>, _>>()?;
-        let marshalled = call::Marshalled::new(self.device, attrs, inputs, &outputs)?;
+        self.execute_into(kernel, version, attrs, inputs, &outputs)?;
+        Ok(outputs)
+    }
+
+    /// Runs a kernel the provider supports into outputs the caller
+    /// allocated (poisoned, guarded: see `execution`). Asks nothing first.
+    pub fn execute_into(
+        &self,
+        kernel: &str,
+        version: u32,
+        attrs: &Attrs,
+        inputs: &[&DeviceTensor],
+        outputs: &[DeviceTensor],
+    ) -> Result<(), Error> {
+        for t in inputs.iter().copied().chain(outputs) {
+            self.own(t)?;
+        }
+        let marshalled = call::Marshalled::new(self.device, attrs, inputs, outputs)?;
         let raw = marshalled.call(kernel, version, self.index)?;
         call!(
             self.inner,
             execute,
             format!("execute({kernel}@{version})"),
             &raw.raw
-        )?;
-        Ok(outputs)
+        )
     }
 }

@@ -1,38 +1,54 @@
 //! Running a stage on a provider: the plan (fused kernel, the graph node by
-//! node, or NOT SUPPORTED) and the two ways of executing it.
+//! node, or NOT SUPPORTED) and the program each way runs.
 
 use super::{tier_spec, Execution};
 use crate::compare::Tier;
 use crate::document::Stage;
+use crate::execution::{Backend, Executed, Program, Spec, Step};
+use crate::isolation::Failure;
 use crate::suite::Suite;
-use crate::{DType, Device, DeviceTensor, Error, HostTensor};
+use crate::{DType, HostTensor};
 use std::collections::HashMap;
+use std::time::Duration;
 
 /// Which way the provider can run the stage at this tier, or what it lacks.
 pub(super) fn plan(
     suite: &Suite,
     stage: &Stage,
     tier: Tier,
-    device: &Device,
-) -> Result<Result<Execution, String>, Error> {
-    let dtype_of = |name: &str| suite.spec(name).map(|s| tier_spec(s, tier).dtype);
+    backend: &Backend,
+) -> Result<Result<Execution, String>, Failure> {
+    let dtype_of = |name: &str| {
+        suite
+            .spec(name)
+            .map(|s| tier_spec(s, tier).dtype)
+            .expect("suite typed every stage and graph tensor")
+    };
+    let mut queries: Vec<(String, u32, DType)> = stage
+        .graph
+        .iter()
+        .map(|n| {
+            (
+                n.op.name().to_string(),
+                n.op.version(),
+                dtype_of(&n.inputs[0]),
+            )
+        })
+        .collect();
     if let Some((kernel, version)) = &stage.kernel {
-        let dtype = dtype_of(&stage.inputs[0]).expect("suite checked every stage input");
-        if device.supports(kernel, *version, dtype)? {
-            return Ok(Ok(Execution::Fused));
-        }
+        queries.push((kernel.clone(), *version, dtype_of(&stage.inputs[0])));
     }
-    let mut missing = Vec::new();
-    for node in &stage.graph {
-        let dtype = dtype_of(&node.inputs[0]).expect("suite typed every graph tensor");
-        if !device.supports(node.op.name(), node.op.version(), dtype)? {
-            missing.push(format!(
-                "{}@{} for {dtype}",
-                node.op.name(),
-                node.op.version()
-            ));
-        }
+    let answers = backend.supports(&queries)?;
+    if stage.kernel.is_some() && answers.last() == Some(&true) {
+        return Ok(Ok(Execution::Fused));
     }
+    let mut missing: Vec<String> = queries
+        .iter()
+        .zip(&answers)
+        .take(stage.graph.len())
+        .filter(|(_, &ok)| !ok)
+        .map(|((k, v, d), _)| format!("{k}@{v} for {d}"))
+        .collect();
     Ok(if missing.is_empty() {
         Ok(Execution::Decomposed)
     } else {
@@ -41,55 +57,57 @@ pub(super) fn plan(
     })
 }
 
-/// Runs the stage's graph node by node on `device`; returns the stage's
-/// inputs and every node's output, downloaded (each node is judged by its
-/// own error).
-pub(super) fn run_graph(
-    float: Option<DType>,
-    stage: &Stage,
-    device: &Device,
-    inputs: &HashMap<String, HostTensor>,
-) -> Result<HashMap<String, HostTensor>, Error> {
-    let mut on_device: HashMap<String, DeviceTensor> = HashMap::new();
-    let mut host = inputs.clone();
-    for (name, t) in inputs {
-        on_device.insert(name.clone(), device.upload(t)?);
+/// The stage's graph node by node: every node's output comes back (each
+/// node is judged by its own error).
+pub(super) fn graph_program(float: Option<DType>, stage: &Stage) -> Program {
+    Program {
+        steps: stage
+            .graph
+            .iter()
+            .map(|node| Step {
+                inputs: node.inputs.clone(),
+                outputs: vec![node.output.clone()],
+                ..Step::new(node.op.name(), node.op.version(), &node.attrs_at(float))
+            })
+            .collect(),
     }
-    for node in &stage.graph {
-        let args: Vec<&DeviceTensor> = node.inputs.iter().map(|i| &on_device[i]).collect();
-        let attrs = node.attrs_at(float);
-        let out = device.execute(node.op.name(), node.op.version(), &attrs, &args)?;
-        let out = out.into_iter().next().expect("one output");
-        host.insert(node.output.clone(), device.download(&out)?);
-        on_device.insert(node.output.clone(), out);
-    }
-    Ok(host)
 }
 
-pub(super) fn run_fused(
-    suite: &Suite,
-    stage: &Stage,
-    tier: Tier,
-    device: &Device,
-    inputs: &HashMap<String, HostTensor>,
-) -> Result<HashMap<String, HostTensor>, Error> {
+/// The stage's own kernel.
+pub(super) fn fused_program(suite: &Suite, stage: &Stage, tier: Tier) -> Program {
     let (kernel, version) = stage.kernel.as_ref().expect("planned fused");
-    let up: Vec<DeviceTensor> = stage
-        .inputs
-        .iter()
-        .map(|i| device.upload(&inputs[i]))
-        .collect::<Result<_, _>>()?;
-    let refs: Vec<&DeviceTensor> = up.iter().collect();
     let specs = stage
         .outputs
         .iter()
-        .map(|o| tier_spec(suite.spec(o).expect("declared"), tier))
+        .map(|o| Spec::of(&tier_spec(suite.spec(o).expect("declared"), tier)))
         .collect();
-    let outs = device.execute_kernel(kernel, *version, &crate::Attrs::new(), &refs, specs)?;
-    stage
-        .outputs
+    Program {
+        steps: vec![Step {
+            inputs: stage.inputs.clone(),
+            outputs: stage.outputs.clone(),
+            out_specs: Some(specs),
+            ..Step::new(kernel, *version, &crate::Attrs::new())
+        }],
+    }
+}
+
+/// Runs `program` from the stage's inputs; returns the inputs and every
+/// output by name, and what the guards found.
+pub(super) fn run_program(
+    backend: &Backend,
+    program: &Program,
+    stage: &Stage,
+    inputs: &HashMap<String, HostTensor>,
+    seed: u64,
+    timeout: Duration,
+) -> Result<(HashMap<String, HostTensor>, Executed), Failure> {
+    let args: Vec<(&str, &HostTensor)> = stage
+        .inputs
         .iter()
-        .zip(&outs)
-        .map(|(n, t)| Ok((n.clone(), device.download(t)?)))
-        .collect()
+        .map(|n| (n.as_str(), &inputs[n]))
+        .collect();
+    let mut executed = backend.run(program, &args, seed, timeout)?;
+    let mut values = inputs.clone();
+    values.extend(std::mem::take(&mut executed.values));
+    Ok((values, executed))
 }

@@ -6,20 +6,27 @@
 //! a decomposed run within its own, invariants, drill-down. `check` judges
 //! outputs computed outside the SDK the same way.
 
+mod differential;
 mod execute;
+mod identity;
 mod invariants;
+pub mod results;
 mod stage;
 
+pub use identity::Identity;
 pub use invariants::InvariantResult;
+pub use results::Baseline;
 
 use crate::compare::{self, Criteria, Tier};
 use crate::document::Stage;
 use crate::error_model::{EndToEnd, Judgement, NodeCheck};
 use crate::suite::{Suite, SuiteError};
+use crate::execution::{Backend, Finding, SplitMix};
 use crate::{Device, HostTensor, TensorSpec};
 use serde::Serialize;
 use stage::StageContext;
 use std::collections::HashMap;
+use std::time::Duration;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -40,6 +47,22 @@ pub struct RunOptions {
     /// `(k, n)`: run the stages whose index i (among those selected) has
     /// `i % n == k - 1`.
     pub shard: Option<(usize, usize)>,
+    /// The run-time seed: the differential round's inputs and the guard
+    /// layouts derive from it.
+    pub seed: u64,
+    /// Run the differential round (fresh inputs, outputs that must change).
+    pub differential: bool,
+    /// Bitwise differences between the two runs of a stage fail it.
+    pub require_deterministic: bool,
+    /// Re-run a failing stage up to this many times; one that then passes
+    /// is FLAKY (never a pass).
+    pub flake_retries: u32,
+    /// Stop after this many failing stages (the rest are MISSING).
+    pub max_fails: Option<usize>,
+    /// Per execution of a stage; default from the stage's size.
+    pub timeout: Option<Duration>,
+    /// Expected failures (see [`Baseline`]).
+    pub baseline: Option<Baseline>,
 }
 
 impl Default for RunOptions {
@@ -49,6 +72,13 @@ impl Default for RunOptions {
             tiers: vec![Tier::Fp32],
             stage_glob: None,
             shard: None,
+            seed: crate::execution::runtime_seed(),
+            differential: true,
+            require_deterministic: false,
+            flake_retries: 0,
+            max_fails: None,
+            timeout: None,
+            baseline: None,
         }
     }
 }
@@ -59,18 +89,77 @@ pub enum Status {
     Pass,
     Fail,
     NotSupported,
+    /// The provider returned an error status, or the reference could not run.
     Error,
+    /// The provider's process died while running the stage.
+    Crashed,
+    /// No answer within the stage's timeout.
+    Timeout,
+    /// Never run (the provider could not be loaded again, `--max-fails`).
+    Missing,
+    /// A kernel wrote into a guard region.
+    OutOfBounds,
+    /// A kernel left output elements unwritten.
+    Unwritten,
+    /// Failed, then passed on a retry: never a pass.
+    Flaky,
+    /// Failed, as the baseline expects.
+    ExpectedFail,
+    /// Passed where the baseline expects a failure (the baseline is stale:
+    /// baselines only tighten).
+    UnexpectedPass,
 }
 
 impl Status {
+    pub const ALL: [Status; 12] = [
+        Status::Pass,
+        Status::Fail,
+        Status::NotSupported,
+        Status::Error,
+        Status::Crashed,
+        Status::Timeout,
+        Status::Missing,
+        Status::OutOfBounds,
+        Status::Unwritten,
+        Status::Flaky,
+        Status::ExpectedFail,
+        Status::UnexpectedPass,
+    ];
+
     pub fn label(self) -> &'static str {
         match self {
             Status::Pass => "PASS",
             Status::Fail => "FAIL",
             Status::NotSupported => "NOT SUPPORTED",
             Status::Error => "ERROR",
+            Status::Crashed => "CRASHED",
+            Status::Timeout => "TIMEOUT",
+            Status::Missing => "MISSING",
+            Status::OutOfBounds => "OUT OF BOUNDS",
+            Status::Unwritten => "UNWRITTEN",
+            Status::Flaky => "FLAKY",
+            Status::ExpectedFail => "EXPECTED FAIL",
+            Status::UnexpectedPass => "UNEXPECTED PASS",
         }
     }
+
+    pub fn from_label(label: &str) -> Option<Status> {
+        Status::ALL.into_iter().find(|s| s.label() == label)
+    }
+
+    /// Counts against the verdict.
+    pub fn is_failure(self) -> bool {
+        !matches!(self, Status::Pass | Status::ExpectedFail)
+    }
+}
+
+/// The main round runs the suite's inputs; the differential round fresh
+/// ones from the run-time seed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Round {
+    Main,
+    Differential,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -86,7 +175,7 @@ pub enum Execution {
 #[derive(Clone, Copy)]
 pub(crate) enum Source<'a> {
     /// A provider runs each stage.
-    Device(&'a Device),
+    Provider(&'a Backend),
     /// Outputs computed elsewhere (an engine's own kernels, another
     /// framework), by tensor name.
     Captured(&'a HashMap<String, HostTensor>),
@@ -167,8 +256,13 @@ pub struct StageResult {
     pub execution: Option<Execution>,
     pub outputs: Vec<OutputResult>,
     pub invariants: Vec<InvariantResult>,
-    /// Why the stage is NOT SUPPORTED or ERROR.
+    /// Why the stage did not pass (or, EXPECTED FAIL and FLAKY, what happened).
     pub reason: Option<String>,
+    /// What the poison, the guards and the second run found.
+    pub findings: Vec<Finding>,
+    pub round: Round,
+    /// Runs of the stage (more than one with `flake_retries`).
+    pub attempts: u32,
     /// Decomposed runs: every operator judged by its own error, in graph order.
     pub nodes: Vec<NodeCheck>,
     /// Decomposed runs: the operator closest to (or furthest past) its bound.
@@ -200,6 +294,9 @@ pub struct TierReport {
     /// Chained mode: the component's outputs (stage outputs no later stage
     /// consumes) against the golden values.
     pub end_to_end: Vec<EndToEndResult>,
+    /// The differential round: each stage on fresh inputs, judged by the
+    /// error model alone, whose outputs must differ from the main round's.
+    pub differential: Vec<StageResult>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -212,8 +309,18 @@ pub struct RunReport {
     pub provider_version: String,
     pub provider_library: String,
     pub device: String,
+    /// What ran, pinned: `None` for captured outputs.
+    pub identity: Option<Identity>,
+    /// The run-time seed (see [`RunOptions::seed`]).
+    pub seed: u64,
     pub tiers: Vec<TierReport>,
-    /// Every selected stage passed at every tier (and, chained, end to end).
+    /// The provider crashed while being released after the run.
+    pub teardown: Option<String>,
+    /// Why stages were left MISSING (`--max-fails`).
+    pub stopped_early: Option<String>,
+    /// Every selected stage passed (or failed as the baseline expects) at
+    /// every tier, in both rounds and, chained, end to end; the provider was
+    /// released cleanly.
     pub passed: bool,
 }
 
@@ -230,26 +337,59 @@ pub fn select<'a>(suite: &'a Suite, opts: &RunOptions) -> Vec<&'a Stage> {
         .collect()
 }
 
-/// Runs the suite on `device`; `reference` (the CPU provider) computes the
-/// float64 reference and the bounds every verdict is made against.
+/// Runs the suite on `device` in this process; `reference` (the CPU
+/// provider) computes the float64 reference and the bounds every verdict is
+/// made against.
 pub fn run(
     suite: &Suite,
     device: &Device,
     reference: &Device,
     opts: &RunOptions,
 ) -> Result<RunReport, SuiteError> {
-    let info = device.provider_info();
-    let tiers = run_tiers(suite, Source::Device(device), reference, opts)?;
-    Ok(report(
+    run_on(
+        suite,
+        Backend::InProcess(device.clone()),
+        reference,
+        opts,
+        &mut |_| {},
+    )
+}
+
+/// Runs the suite on `backend` (in process or in a worker), calling
+/// `observer` with each stage's result as it is known; releases the
+/// provider at the end.
+pub fn run_on(
+    suite: &Suite,
+    backend: Backend,
+    reference: &Device,
+    opts: &RunOptions,
+    observer: &mut dyn FnMut(&StageResult),
+) -> Result<RunReport, SuiteError> {
+    let (tiers, stopped_early) =
+        run_tiers(suite, Source::Provider(&backend), reference, opts, observer)?;
+    let claims = backend.claims();
+    let identity = Identity::of(&backend, claims.clone());
+    let teardown = backend.close().err().map(|f| f.to_string());
+    let (provider, device) = match claims {
+        Some((p, d)) => ([p.name, p.version], d.name),
+        None => (["-".into(), String::new()], "-".into()),
+    };
+    let mut report = report(
         suite,
         tiers,
         [
-            info.name.clone(),
-            info.version.clone(),
-            info.library.display().to_string(),
-            device.name().to_string(),
+            provider[0].clone(),
+            provider[1].clone(),
+            identity.library.clone(),
+            device,
         ],
-    ))
+        opts,
+    );
+    report.identity = Some(identity);
+    report.stopped_early = stopped_early;
+    report.teardown = teardown;
+    report.passed &= report.teardown.is_none() && report.stopped_early.is_none();
+    Ok(report)
 }
 
 /// Judges stage outputs computed outside the SDK (`captured`, by tensor name:
@@ -263,7 +403,11 @@ pub fn check(
     reference: &Device,
     opts: &RunOptions,
 ) -> Result<RunReport, SuiteError> {
-    let tiers = run_tiers(suite, Source::Captured(captured), reference, opts)?;
+    let opts = RunOptions {
+        differential: false,
+        ..opts.clone()
+    };
+    let (tiers, _) = run_tiers(suite, Source::Captured(captured), reference, &opts, &mut |_| {})?;
     Ok(report(
         suite,
         tiers,
@@ -273,15 +417,24 @@ pub fn check(
             label.to_string(),
             "-".into(),
         ],
+        &opts,
     ))
 }
 
 /// `[provider, version, library, device]`.
-fn report(suite: &Suite, tiers: Vec<TierReport>, who: [String; 4]) -> RunReport {
+fn report(
+    suite: &Suite,
+    tiers: Vec<TierReport>,
+    who: [String; 4],
+    opts: &RunOptions,
+) -> RunReport {
     let [provider, provider_version, provider_library, device] = who;
     let passed = !tiers.is_empty()
         && tiers.iter().all(|t| {
-            t.stages.iter().all(|s| s.status == Status::Pass)
+            t.stages
+                .iter()
+                .chain(&t.differential)
+                .all(|s| !s.status.is_failure())
                 && t.end_to_end.iter().all(|e| e.passed)
         });
     RunReport {
@@ -293,9 +446,63 @@ fn report(suite: &Suite, tiers: Vec<TierReport>, who: [String; 4]) -> RunReport 
         provider_version,
         provider_library,
         device,
+        identity: None,
+        seed: opts.seed,
         tiers,
+        teardown: None,
+        stopped_early: None,
         passed,
     }
+}
+
+/// What the tier loop shares: the options, the failure count, the observer.
+struct Progress<'a> {
+    opts: &'a RunOptions,
+    failures: usize,
+    stopped: Option<String>,
+    observer: &'a mut dyn FnMut(&StageResult),
+}
+
+impl Progress<'_> {
+    /// Applies the baseline, counts failures, reports the result.
+    fn record(&mut self, mut result: StageResult) -> StageResult {
+        if result.round == Round::Main {
+            if let Some(baseline) = &self.opts.baseline {
+                baseline.apply(&mut result);
+            }
+        }
+        if result.status.is_failure() && result.status != Status::Missing {
+            self.failures += 1;
+            if let Some(max) = self.opts.max_fails.filter(|&m| self.failures >= m) {
+                self.stopped
+                    .get_or_insert_with(|| format!("stopped after {max} failing stage(s) (--max-fails)"));
+            }
+        }
+        (self.observer)(&result);
+        result
+    }
+
+    /// A stage never run because the run stopped early.
+    fn missing(&mut self, stage: &Stage, tier: Tier, round: Round) -> StageResult {
+        let mut r = StageResult::empty(&stage.name, tier, round);
+        r.status = Status::Missing;
+        r.attempts = 0;
+        r.reason = self.stopped.clone().map(|s| format!("not run: {s}"));
+        self.record(r)
+    }
+}
+
+/// The default time a provider gets to run a stage (twice): a minute, plus
+/// a second per MiB of the stage's tensors.
+fn default_timeout(suite: &Suite, stage: &Stage) -> Duration {
+    let bytes: usize = stage
+        .inputs
+        .iter()
+        .chain(stage.graph.iter().map(|n| &n.output))
+        .filter_map(|n| suite.spec(n))
+        .map(|s| s.size_bytes())
+        .sum();
+    Duration::from_secs(60 + (bytes >> 20) as u64)
 }
 
 fn run_tiers(
@@ -303,16 +510,29 @@ fn run_tiers(
     source: Source,
     reference: &Device,
     opts: &RunOptions,
-) -> Result<Vec<TierReport>, SuiteError> {
+    observer: &mut dyn FnMut(&StageResult),
+) -> Result<(Vec<TierReport>, Option<String>), SuiteError> {
     let stages = select(suite, opts);
+    let mut progress = Progress {
+        opts,
+        failures: 0,
+        stopped: None,
+        observer,
+    };
     let mut tiers = Vec::new();
-    for &tier in &opts.tiers {
+    for (tier_index, &tier) in opts.tiers.iter().enumerate() {
         // Chained mode: the provider's own outputs, and which stage made each;
         // and the outputs of stages that errored or were not supported.
         let mut produced: HashMap<String, (HostTensor, String, bool)> = HashMap::new();
         let mut missing: HashMap<String, String> = HashMap::new();
+        // Every stage's outputs, for the differential round's replay check.
+        let mut main_outputs: HashMap<String, HashMap<String, HostTensor>> = HashMap::new();
         let mut results = Vec::new();
-        for stage in &stages {
+        for (stage_index, stage) in stages.iter().enumerate() {
+            if progress.stopped.is_some() {
+                results.push(progress.missing(stage, tier, Round::Main));
+                continue;
+            }
             let mut inputs = HashMap::new();
             let mut diverged_upstream = None;
             let mut golden_inputs = true;
@@ -338,15 +558,48 @@ fn run_tiers(
                 };
                 inputs.insert(name.clone(), t);
             }
-            let ctx = StageContext {
+            let ctx = |round, attempt: u32| StageContext {
                 suite,
                 stage,
                 tier,
                 source,
                 reference,
                 golden_inputs,
+                round,
+                seed: SplitMix::derive(
+                    opts.seed,
+                    &[tier_index as u64, stage_index as u64, round as u64, attempt.into()],
+                ),
+                timeout: opts.timeout.unwrap_or_else(|| default_timeout(suite, stage)),
+                require_deterministic: opts.require_deterministic,
             };
-            let (mut result, outputs) = ctx.run(&inputs)?;
+            let (mut result, mut outputs) = ctx(Round::Main, 0).run(&inputs)?;
+            let mut attempt = 0;
+            while result.status.is_failure()
+                && result.status != Status::NotSupported
+                && attempt < opts.flake_retries
+            {
+                attempt += 1;
+                let (retry, retry_outputs) = ctx(Round::Main, attempt).run(&inputs)?;
+                if !retry.status.is_failure() {
+                    let first = format!(
+                        "{}{}",
+                        result.status.label(),
+                        result.reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default()
+                    );
+                    result = retry;
+                    outputs = retry_outputs;
+                    result.status = Status::Flaky;
+                    result.reason = Some(format!(
+                        "passed on attempt {} after failing ({first})",
+                        attempt + 1
+                    ));
+                    break;
+                }
+                result = retry;
+                outputs = retry_outputs;
+            }
+            result.attempts = attempt + 1;
             if let Some(upstream) = diverged_upstream {
                 // Whatever drill-down found, say first where the inputs came from.
                 result.drill_down_note = Some(match result.drill_down_note.take() {
@@ -354,18 +607,19 @@ fn run_tiers(
                     None => upstream,
                 });
             }
+            let passed = result.status == Status::Pass;
             if opts.mode == Mode::Chained {
-                let passed = result.status == Status::Pass;
                 for name in &stage.outputs {
                     if !outputs.contains_key(name) {
                         missing.insert(name.clone(), stage.name.clone());
                     }
                 }
-                for (name, t) in outputs {
-                    produced.insert(name, (t, stage.name.clone(), passed));
+                for (name, t) in &outputs {
+                    produced.insert(name.clone(), (t.clone(), stage.name.clone(), passed));
                 }
             }
-            results.push(result);
+            main_outputs.insert(stage.name.clone(), outputs);
+            results.push(progress.record(result));
         }
         let first_divergent_stage = (opts.mode == Mode::Chained)
             .then(|| {
@@ -380,15 +634,70 @@ fn run_tiers(
         } else {
             Vec::new()
         };
+        let mut differential = Vec::new();
+        if opts.differential {
+            for (stage_index, (stage, main)) in stages.iter().zip(&results).enumerate() {
+                if progress.stopped.is_some() {
+                    differential.push(progress.missing(stage, tier, Round::Differential));
+                    continue;
+                }
+                if main.status == Status::NotSupported {
+                    continue;
+                }
+                let ctx = StageContext {
+                    suite,
+                    stage,
+                    tier,
+                    source,
+                    reference,
+                    golden_inputs: false,
+                    round: Round::Differential,
+                    seed: SplitMix::derive(
+                        opts.seed,
+                        &[tier_index as u64, stage_index as u64, Round::Differential as u64],
+                    ),
+                    timeout: opts.timeout.unwrap_or_else(|| default_timeout(suite, stage)),
+                    require_deterministic: opts.require_deterministic,
+                };
+                let result =
+                    differential::round(&ctx, main_outputs.get(&stage.name), |name| {
+                        Ok(to_tier(&*suite.tensor(name)?, tier))
+                    })?;
+                differential.push(progress.record(result));
+            }
+        }
         tiers.push(TierReport {
             tier,
             mode: opts.mode,
             stages: results,
             first_divergent_stage,
             end_to_end,
+            differential,
         });
     }
-    Ok(tiers)
+    Ok((tiers, progress.stopped))
+}
+
+impl StageResult {
+    fn empty(stage: &str, tier: Tier, round: Round) -> StageResult {
+        StageResult {
+            stage: stage.to_string(),
+            tier,
+            status: Status::Error,
+            execution: None,
+            outputs: Vec::new(),
+            invariants: Vec::new(),
+            reason: None,
+            findings: Vec::new(),
+            round,
+            attempts: 1,
+            nodes: Vec::new(),
+            tightest_node: None,
+            drill_down: None,
+            drill_down_note: None,
+            seconds: 0.0,
+        }
+    }
 }
 
 /// The component's outputs (stage outputs no later selected stage consumes),

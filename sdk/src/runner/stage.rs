@@ -2,15 +2,17 @@
 //! the SDK) judged by the error model, every operator of a decomposed run by
 //! its own error, invariants, and drill-down.
 
-use super::execute::{plan, run_fused, run_graph};
-use super::{invariants, Drift, Execution, OutputResult, Source, StageResult, Status};
+use super::execute::{fused_program, graph_program, plan, run_program};
+use super::{invariants, Drift, Execution, OutputResult, Round, Source, StageResult, Status};
 use crate::compare::Tier;
 use crate::document::Stage;
 use crate::error_model::{self, NodeCheck, Precision, Rules, TierParams};
+use crate::execution::Finding;
+use crate::isolation::Failure;
 use crate::suite::{Suite, SuiteError};
 use crate::{DType, HostTensor};
 use std::collections::HashMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 type StageRun = (StageResult, HashMap<String, HostTensor>);
 
@@ -22,32 +24,35 @@ pub(super) struct StageContext<'a> {
     pub reference: &'a crate::Device,
     /// The inputs are the golden tensors (isolated mode, or a first stage).
     pub golden_inputs: bool,
+    pub round: Round,
+    /// Sizes and patterns of the guard regions (fresh for every execution).
+    pub seed: u64,
+    pub timeout: Duration,
+    pub require_deterministic: bool,
+}
+
+/// A stage the provider did not run to the end: crashed, timed out, or
+/// returned an error status.
+fn failed(result: &mut StageResult, failure: Failure) {
+    result.status = match failure {
+        Failure::Provider(_) => Status::Error,
+        Failure::Crashed { .. } => Status::Crashed,
+        Failure::Timeout { .. } => Status::Timeout,
+    };
+    result.reason = Some(failure.to_string());
 }
 
 impl StageContext<'_> {
     pub fn run(&self, inputs: &HashMap<String, HostTensor>) -> Result<StageRun, SuiteError> {
         let start = Instant::now();
         let stage = self.stage;
-        let mut result = StageResult {
-            stage: stage.name.clone(),
-            tier: self.tier,
-            status: Status::Error,
-            execution: None,
-            outputs: Vec::new(),
-            invariants: Vec::new(),
-            reason: None,
-            nodes: Vec::new(),
-            tightest_node: None,
-            drill_down: None,
-            drill_down_note: None,
-            seconds: 0.0,
-        };
+        let mut result = StageResult::empty(&stage.name, self.tier, self.round);
         let finish = |mut r: StageResult, outs| {
             r.seconds = start.elapsed().as_secs_f64();
             Ok((r, outs))
         };
-        let device = match self.source {
-            Source::Device(d) => d,
+        let backend = match self.source {
+            Source::Provider(b) => b,
             Source::Captured(captured) => {
                 result.execution = Some(Execution::Captured);
                 return match self.captured(captured, inputs) {
@@ -72,29 +77,32 @@ impl StageContext<'_> {
                 };
             }
         };
-        let execution = match plan(self.suite, stage, self.tier, device) {
+        let execution = match plan(self.suite, stage, self.tier, backend) {
             Ok(Ok(e)) => e,
             Ok(Err(lacks)) => {
                 result.status = Status::NotSupported;
                 result.reason = Some(lacks);
                 return finish(result, HashMap::new());
             }
-            Err(e) => {
-                result.reason = Some(e.to_string());
+            Err(f) => {
+                failed(&mut result, f);
                 return finish(result, HashMap::new());
             }
         };
         result.execution = Some(execution);
-        let float = self.tier.float_dtype();
-        let values = match execution {
-            Execution::Decomposed => run_graph(float, stage, device, inputs),
-            Execution::Fused => run_fused(self.suite, stage, self.tier, device, inputs),
+        let program = match execution {
+            Execution::Decomposed => graph_program(self.tier.float_dtype(), stage),
+            Execution::Fused => fused_program(self.suite, stage, self.tier),
             Execution::Captured => unreachable!("planned for a device"),
         };
+        let values = run_program(backend, &program, stage, inputs, self.seed, self.timeout);
         let values = match values {
-            Ok(v) => v,
-            Err(e) => {
-                result.reason = Some(e.to_string());
+            Ok((values, executed)) => {
+                result.findings = executed.findings;
+                values
+            }
+            Err(f) => {
+                failed(&mut result, f);
                 return finish(result, HashMap::new());
             }
         };
@@ -104,13 +112,33 @@ impl StageContext<'_> {
             .map(|o| (o.clone(), values[o].clone()))
             .collect();
         match self.judge(&mut result, inputs, &values, execution) {
-            Ok(()) => {}
+            Ok(()) => self.apply_findings(&mut result),
             Err(e) => {
                 result.status = Status::Error;
                 result.reason = Some(e);
             }
         }
         finish(result, outputs)
+    }
+
+    /// What the guards saw outranks the error model: a kernel that wrote
+    /// out of bounds or left outputs unwritten fails as such, whatever its
+    /// outputs look like.
+    fn apply_findings(&self, result: &mut StageResult) {
+        let first = |pred: fn(&Finding) -> bool| result.findings.iter().find(|f| pred(f)).cloned();
+        let verdict = if let Some(f) = first(|f| matches!(f, Finding::OutOfBounds { .. })) {
+            Some((Status::OutOfBounds, f))
+        } else if let Some(f) = first(|f| matches!(f, Finding::Unwritten { .. })) {
+            Some((Status::Unwritten, f))
+        } else {
+            first(|f| matches!(f, Finding::Nondeterministic { .. }))
+                .filter(|_| self.require_deterministic && result.status == Status::Pass)
+                .map(|f| (Status::Fail, f))
+        };
+        if let Some((status, finding)) = verdict {
+            result.status = status;
+            result.reason = Some(finding.to_string());
+        }
     }
 
     /// A captured stage's values: its inputs and its outputs, taken from the
@@ -184,7 +212,7 @@ impl StageContext<'_> {
                 sha256: hex::encode(hash),
             });
         }
-        for inv in &stage.verify {
+        for inv in stage.verify.iter().filter(|_| self.round == Round::Main) {
             let r = invariants::check(inv, &values[inv.tensor()]);
             passed &= r.held;
             result.invariants.push(r);
@@ -194,11 +222,14 @@ impl StageContext<'_> {
         let nodes = match execution {
             Execution::Decomposed => Some(self.check_nodes(values)),
             Execution::Fused if !passed => match self.source {
-                Source::Device(device) => Some(
-                    run_graph(tier.float_dtype(), stage, device, inputs)
-                        .map_err(|e| e.to_string())
-                        .and_then(|v| self.check_nodes(&v)),
-                ),
+                Source::Provider(backend) => {
+                    let program = graph_program(tier.float_dtype(), stage);
+                    Some(
+                        run_program(backend, &program, stage, inputs, self.seed, self.timeout)
+                            .map_err(|f| f.to_string())
+                            .and_then(|(v, _)| self.check_nodes(&v)),
+                    )
+                }
                 Source::Captured(_) => None,
             },
             Execution::Fused | Execution::Captured => None,

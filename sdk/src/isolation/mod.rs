@@ -1,0 +1,497 @@
+//! The provider in a worker process. The runner talks to it over pipes
+//! ([`protocol`]); a worker that dies (crash, abort, `exit` of any status,
+//! an exception, a signal) or stays silent past its timeout is reported as
+//! such and replaced by a fresh one at the next request, so the run goes on.
+//! The driver's stdout and stderr never reach the runner's own output: the
+//! last lines of its stderr are kept for the report.
+
+pub mod protocol;
+mod serve;
+
+pub use serve::serve;
+
+use crate::execution::{Executed, Program, Spec};
+use crate::{DType, DeviceInfo, HostTensor, ProviderInfo};
+use protocol::{Message, Reply, Request};
+use std::collections::VecDeque;
+use std::ffi::OsString;
+use std::io::{BufReader, BufWriter, Read};
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How to start a worker: a program that calls [`serve`] (the CLI runs
+/// itself with a hidden `worker` argument).
+#[derive(Debug, Clone)]
+pub struct WorkerCommand {
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+}
+
+/// Why a request got no answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Failure {
+    /// The provider returned an error status: a normal failure.
+    Provider(String),
+    /// The worker died: how (signal or exit status) and the last lines the
+    /// driver wrote to stderr.
+    Crashed { how: String, stderr: Vec<String> },
+    /// No answer within the timeout; the worker was killed.
+    Timeout { seconds: f64, stderr: Vec<String> },
+}
+
+fn with_stderr(f: &mut std::fmt::Formatter<'_>, stderr: &[String]) -> std::fmt::Result {
+    if !stderr.is_empty() {
+        write!(f, "; the driver's last stderr lines: {}", stderr.join(" | "))?;
+    }
+    Ok(())
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Provider(m) => write!(f, "{m}"),
+            Failure::Crashed { how, stderr } => {
+                write!(f, "the provider's worker process {how}")?;
+                with_stderr(f, stderr)
+            }
+            Failure::Timeout { seconds, stderr } => {
+                write!(f, "no answer within {seconds:.1} s: the worker was killed")?;
+                with_stderr(f, stderr)
+            }
+        }
+    }
+}
+
+const STDERR_LINES: usize = 12;
+const STDERR_LINE_BYTES: usize = 400;
+/// Time for a worker to start and load its provider, and to shut down.
+const OPEN_TIMEOUT: Duration = Duration::from_secs(60);
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The last lines a process wrote, each cut to a bounded length.
+#[derive(Default)]
+struct Tail {
+    lines: VecDeque<String>,
+    partial: Vec<u8>,
+    closed: bool,
+}
+
+impl Tail {
+    fn push(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            if b == b'\n' {
+                let line = String::from_utf8_lossy(&self.partial).trim_end().to_string();
+                self.partial.clear();
+                if self.lines.len() == STDERR_LINES {
+                    self.lines.pop_front();
+                }
+                self.lines.push_back(line);
+            } else if self.partial.len() < STDERR_LINE_BYTES {
+                self.partial.push(b);
+            }
+        }
+    }
+
+    fn snapshot(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.lines.iter().cloned().collect();
+        if !self.partial.is_empty() {
+            out.push(String::from_utf8_lossy(&self.partial).to_string());
+        }
+        out.retain(|l| !l.is_empty());
+        out
+    }
+}
+
+struct Live {
+    child: Child,
+    stdin: BufWriter<ChildStdin>,
+    replies: Receiver<Result<Message<Reply>, String>>,
+    tail: Arc<(Mutex<Tail>, std::sync::Condvar)>,
+}
+
+impl Live {
+    /// The driver's last stderr lines, once the pipe has closed (or after
+    /// a short wait: a driver may have handed its stderr to a child).
+    fn stderr(&self) -> Vec<String> {
+        let (lock, cv) = &*self.tail;
+        let guard = lock.lock().unwrap_or_else(|p| p.into_inner());
+        let (guard, _) = cv
+            .wait_timeout_while(guard, Duration::from_secs(2), |t| !t.closed)
+            .unwrap_or_else(|p| p.into_inner());
+        guard.snapshot()
+    }
+
+    /// How the process ended (waiting a little for it), killing it if it
+    /// has not.
+    fn death(self) -> String {
+        let Live {
+            mut child, stdin, ..
+        } = self;
+        // A worker waiting for its next request exits on end of input.
+        drop(stdin);
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(s)) => break Some(s),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10))
+                }
+                _ => {
+                    let _ = child.kill();
+                    break None;
+                }
+            }
+        };
+        let _ = child.wait();
+        status.map_or("stopped answering".into(), describe)
+    }
+}
+
+/// "exited with status 0", "was killed by signal 11 (SIGSEGV)".
+pub fn describe(status: ExitStatus) -> String {
+    if let Some(sig) = status.signal() {
+        let name = match sig {
+            libc::SIGSEGV => "SIGSEGV",
+            libc::SIGABRT => "SIGABRT",
+            libc::SIGBUS => "SIGBUS",
+            libc::SIGFPE => "SIGFPE",
+            libc::SIGILL => "SIGILL",
+            libc::SIGKILL => "SIGKILL",
+            libc::SIGTERM => "SIGTERM",
+            libc::SIGTRAP => "SIGTRAP",
+            libc::SIGPIPE => "SIGPIPE",
+            _ => "",
+        };
+        if name.is_empty() {
+            format!("was killed by signal {sig}")
+        } else {
+            format!("was killed by signal {sig} ({name})")
+        }
+    } else {
+        format!("exited with status {}", status.code().unwrap_or(-1))
+    }
+}
+
+struct State {
+    live: Option<Live>,
+    opened: Option<(ProviderInfo, DeviceInfo)>,
+    /// Workers started so far (the first plus restarts).
+    started: u32,
+    /// Consecutive failures to load the provider, and the last one: after
+    /// two, no more workers are started (a driver that crashes in `create`
+    /// would otherwise be retried for every stage).
+    open_failures: u32,
+    last_open_failure: Option<Failure>,
+}
+
+/// Appends where it happened to a crash or timeout.
+fn during(f: Failure, what: &str) -> Failure {
+    match f {
+        Failure::Crashed { how, stderr } => Failure::Crashed {
+            how: format!("{how} {what}"),
+            stderr,
+        },
+        other => other,
+    }
+}
+
+/// A provider device in a worker process, restarted on demand.
+pub struct Worker {
+    command: WorkerCommand,
+    library: PathBuf,
+    device: u32,
+    state: Mutex<State>,
+}
+
+impl Worker {
+    /// A worker for `library`'s device `device`; nothing starts until
+    /// [`Worker::open`] or the first request.
+    pub fn new(command: WorkerCommand, library: PathBuf, device: u32) -> Worker {
+        Worker {
+            command,
+            library,
+            device,
+            state: Mutex::new(State {
+                live: None,
+                opened: None,
+                started: 0,
+                open_failures: 0,
+                last_open_failure: None,
+            }),
+        }
+    }
+
+    /// Starts the worker and loads the provider: a load error is
+    /// `Failure::Provider`, a crash while loading `Crashed`.
+    pub fn open(&self) -> Result<(), Failure> {
+        let mut state = self.lock();
+        self.ensure(&mut state).map(|_| ())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// What the provider and device said about themselves at the last open.
+    pub fn opened(&self) -> Option<(ProviderInfo, DeviceInfo)> {
+        self.lock().opened.clone()
+    }
+
+    pub fn library(&self) -> &std::path::Path {
+        &self.library
+    }
+
+    /// Workers started so far: 1 when nothing had to be restarted.
+    pub fn started(&self) -> u32 {
+        self.lock().started
+    }
+
+    fn spawn(&self) -> Result<Live, Failure> {
+        let mut child = Command::new(&self.command.program)
+            .args(&self.command.args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| Failure::Crashed {
+                how: format!(
+                    "could not be started ({}: {e})",
+                    self.command.program.display()
+                ),
+                stderr: Vec::new(),
+            })?;
+        let (stdin, stdout, mut stderr) = match (
+            child.stdin.take(),
+            child.stdout.take(),
+            child.stderr.take(),
+        ) {
+            (Some(i), Some(o), Some(e)) => (i, o, e),
+            _ => unreachable!("all three are piped above"),
+        };
+        let (tx, replies) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut r = BufReader::with_capacity(1 << 20, stdout);
+            loop {
+                let m = protocol::read::<Reply>(&mut r).map_err(|e| e.to_string());
+                let stop = m.is_err();
+                if tx.send(m).is_err() || stop {
+                    return;
+                }
+            }
+        });
+        let tail: Arc<(Mutex<Tail>, std::sync::Condvar)> = Arc::default();
+        let sink = tail.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 8192];
+            loop {
+                let n = stderr.read(&mut buf).unwrap_or(0);
+                let (lock, cv) = &*sink;
+                let mut t = lock.lock().unwrap_or_else(|p| p.into_inner());
+                if n == 0 {
+                    t.closed = true;
+                    cv.notify_all();
+                    return;
+                }
+                t.push(&buf[..n]);
+            }
+        });
+        Ok(Live {
+            child,
+            stdin: BufWriter::with_capacity(1 << 20, stdin),
+            replies,
+            tail,
+        })
+    }
+
+    /// A live, opened worker.
+    fn ensure<'a>(&self, state: &'a mut State) -> Result<&'a mut Live, Failure> {
+        if state.live.is_none() {
+            if state.open_failures >= 2 {
+                if let Some(f) = &state.last_open_failure {
+                    return Err(f.clone());
+                }
+            }
+            let opened = self.start_and_open(state);
+            if let Err(f) = &opened {
+                state.open_failures += 1;
+                state.last_open_failure = Some(f.clone());
+            } else {
+                state.open_failures = 0;
+            }
+            opened?;
+        }
+        Ok(state.live.as_mut().expect("opened above"))
+    }
+
+    fn start_and_open(&self, state: &mut State) -> Result<(), Failure> {
+        {
+            let live = self.spawn()?;
+            state.started += 1;
+            use std::os::unix::ffi::OsStrExt;
+            let open = Request::Open {
+                library: self.library.as_os_str().as_bytes().to_vec(),
+                device: self.device,
+            };
+            state.live = Some(live);
+            let reply = Self::exchange(state, &open, &[], OPEN_TIMEOUT)
+                .map_err(|f| during(f, "while loading the provider (create)"))?;
+            match reply.header {
+                Reply::Opened { provider, device } => state.opened = Some((provider, device)),
+                Reply::Failed(m) => {
+                    if let Some(live) = state.live.take() {
+                        live.death();
+                    }
+                    return Err(Failure::Provider(m));
+                }
+                other => return Err(Failure::Provider(format!("unexpected reply {other:?}"))),
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends one request and waits for its reply; a dead or silent worker
+    /// is collected (and forgotten: the next request starts a new one).
+    fn exchange(
+        state: &mut State,
+        request: &Request,
+        tensors: &[&[u8]],
+        timeout: Duration,
+    ) -> Result<Message<Reply>, Failure> {
+        let live = state.live.as_mut().expect("a live worker");
+        let sent = protocol::write(&mut live.stdin, request, tensors);
+        let reply = match sent {
+            Ok(()) => live.replies.recv_timeout(timeout),
+            Err(_) => Err(RecvTimeoutError::Disconnected),
+        };
+        match reply {
+            Ok(Ok(m)) => Ok(m),
+            Ok(Err(_)) | Err(RecvTimeoutError::Disconnected) => {
+                let live = state.live.take().expect("checked above");
+                let stderr = live.stderr();
+                let how = live.death();
+                Err(Failure::Crashed { how, stderr })
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                let mut live = state.live.take().expect("checked above");
+                let _ = live.child.kill();
+                let stderr = live.stderr();
+                live.death();
+                Err(Failure::Timeout {
+                    seconds: timeout.as_secs_f64(),
+                    stderr,
+                })
+            }
+        }
+    }
+
+    fn request(
+        &self,
+        request: &Request,
+        tensors: &[&[u8]],
+        timeout: Duration,
+    ) -> Result<Message<Reply>, Failure> {
+        let mut state = self.lock();
+        self.ensure(&mut state)?;
+        Self::exchange(&mut state, request, tensors, timeout)
+    }
+
+    /// `kernel_supports` for each query.
+    pub fn supports(&self, queries: &[(String, u32, DType)]) -> Result<Vec<bool>, Failure> {
+        let request = Request::Supports(
+            queries
+                .iter()
+                .map(|(k, v, d)| (k.clone(), *v, d.name().to_string()))
+                .collect(),
+        );
+        match self.request(&request, &[], OPEN_TIMEOUT)?.header {
+            Reply::Supported(a) if a.len() == queries.len() => Ok(a),
+            Reply::Failed(m) => Err(Failure::Provider(m)),
+            other => Err(Failure::Provider(format!("unexpected reply {other:?}"))),
+        }
+    }
+
+    /// Runs a program (see `execution::run_guarded`) in the worker.
+    pub fn run(
+        &self,
+        program: &Program,
+        inputs: &[(&str, &HostTensor)],
+        seed: u64,
+        timeout: Duration,
+    ) -> Result<Executed, Failure> {
+        let request = Request::Run {
+            program: program.clone(),
+            inputs: inputs
+                .iter()
+                .map(|(n, t)| (n.to_string(), Spec::of(&t.spec)))
+                .collect(),
+            seed,
+        };
+        let blobs: Vec<&[u8]> = inputs.iter().map(|(_, t)| t.bytes.as_slice()).collect();
+        let reply = self.request(&request, &blobs, timeout)?;
+        match reply.header {
+            Reply::Ran { outputs, findings } => {
+                let values = outputs.into_iter().map(|(n, _)| n).zip(reply.tensors).collect();
+                let executed = Executed { values, findings };
+                let scribbled = executed
+                    .findings
+                    .iter()
+                    .any(|f| matches!(f, crate::execution::Finding::OutOfBounds { .. }));
+                if scribbled {
+                    // A kernel that scribbled may have corrupted the worker:
+                    // the next request gets a fresh one.
+                    self.retire();
+                }
+                Ok(executed)
+            }
+            Reply::Failed(m) => Err(Failure::Provider(m)),
+            other => Err(Failure::Provider(format!("unexpected reply {other:?}"))),
+        }
+    }
+
+    /// Ends the current worker (not reported: the run goes on without it).
+    fn retire(&self) {
+        let mut state = self.lock();
+        if let Some(live) = state.live.take() {
+            live.death();
+        }
+    }
+
+    /// Shuts the worker down: the provider's `destroy` runs there, and a
+    /// crash in it is reported like any other.
+    pub fn close(self) -> Result<(), Failure> {
+        let mut state = self.lock();
+        if state.live.is_none() {
+            return Ok(());
+        }
+        let reply = Self::exchange(&mut state, &Request::Shutdown, &[], CLOSE_TIMEOUT)
+            .map_err(|f| during(f, "while shutting down (destroy)"))?;
+        let live = state.live.take().expect("a live worker");
+        drop(live.stdin);
+        let mut child = live.child;
+        let status = child.wait().map_err(|e| Failure::Crashed {
+            how: format!("could not be waited for: {e}"),
+            stderr: Vec::new(),
+        })?;
+        match reply.header {
+            Reply::Closed if status.success() => Ok(()),
+            _ => Err(Failure::Crashed {
+                how: format!("{} while shutting down", describe(status)),
+                stderr: Vec::new(),
+            }),
+        }
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let mut state = self.lock();
+        if let Some(mut live) = state.live.take() {
+            let _ = live.child.kill();
+            let _ = live.child.wait();
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! The worker side: a process that holds the provider and answers requests
+//! until its stdin closes. Whatever the driver does to this process (crash,
+//! `exit`, scribble, hang) the runner sees as a dead or silent worker.
+
+use super::protocol::{self, Message, ProtocolError, Reply, Request};
+use crate::execution::{self, Spec};
+use crate::{DType, Device, Provider};
+use std::io::{BufReader, BufWriter};
+use std::os::fd::FromRawFd;
+
+/// Serves requests on stdin, replying on the process's original stdout;
+/// file descriptor 1 is pointed at stderr first, so a driver that prints
+/// cannot corrupt the protocol. Returns the process exit code.
+pub fn serve() -> i32 {
+    // SAFETY: plain system calls on file descriptors this process owns;
+    // `dup` returns a new descriptor that nothing else uses.
+    let reply_fd = unsafe {
+        // A worker whose runner died must not outlive it (a hung kernel
+        // would never read the closed stdin).
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        let fd = libc::dup(1);
+        if fd < 0 || libc::dup2(2, 1) < 0 {
+            eprintln!("vips worker: cannot set up its descriptors");
+            return 3;
+        }
+        fd
+    };
+    // SAFETY: `reply_fd` is a fresh descriptor from `dup`, owned by this File alone.
+    let reply = unsafe { std::fs::File::from_raw_fd(reply_fd) };
+    let mut out = BufWriter::with_capacity(1 << 20, reply);
+    let mut input = BufReader::with_capacity(1 << 20, std::io::stdin().lock());
+    let mut open: Option<(Provider, Device)> = None;
+    loop {
+        let message: Message<Request> = match protocol::read(&mut input) {
+            Ok(m) => m,
+            Err(ProtocolError::Closed) => return 0,
+            Err(e) => {
+                eprintln!("vips worker: {e}");
+                return 3;
+            }
+        };
+        let (reply, tensors) = handle(message, &mut open);
+        let blobs: Vec<&[u8]> = tensors.iter().map(|t| t.bytes.as_slice()).collect();
+        if protocol::write(&mut out, &reply, &blobs).is_err() {
+            return 3;
+        }
+        if reply == Reply::Closed {
+            return 0;
+        }
+    }
+}
+
+fn handle(
+    message: Message<Request>,
+    open: &mut Option<(Provider, Device)>,
+) -> (Reply, Vec<crate::HostTensor>) {
+    let failed = |m: String| (Reply::Failed(m), Vec::new());
+    match message.header {
+        Request::Open { library, device } => {
+            use std::os::unix::ffi::OsStringExt;
+            let path = std::path::PathBuf::from(std::ffi::OsString::from_vec(library));
+            *open = None;
+            match Provider::open(&path).and_then(|p| p.device(device).map(|d| (p, d))) {
+                Ok((p, d)) => match p.device_info(device) {
+                    Ok(info) => {
+                        let reply = Reply::Opened {
+                            provider: p.info().clone(),
+                            device: info,
+                        };
+                        *open = Some((p, d));
+                        (reply, Vec::new())
+                    }
+                    Err(e) => failed(e.to_string()),
+                },
+                Err(e) => failed(e.to_string()),
+            }
+        }
+        Request::Shutdown => {
+            // Destroys the instance, here, where a crash in `destroy` is seen.
+            *open = None;
+            (Reply::Closed, Vec::new())
+        }
+        Request::Supports(queries) => {
+            let Some((_, device)) = open else {
+                return failed("no provider is open".into());
+            };
+            let answers = queries
+                .iter()
+                .map(|(kernel, version, dtype)| {
+                    let dtype = DType::ALL
+                        .into_iter()
+                        .find(|d| d.name() == dtype)
+                        .ok_or_else(|| format!("unknown dtype {dtype:?}"))?;
+                    device
+                        .supports(kernel, *version, dtype)
+                        .map_err(|e| e.to_string())
+                })
+                .collect::<Result<Vec<_>, _>>();
+            match answers {
+                Ok(a) => (Reply::Supported(a), Vec::new()),
+                Err(e) => failed(e),
+            }
+        }
+        Request::Run {
+            program,
+            inputs,
+            seed,
+        } => {
+            let Some((_, device)) = open else {
+                return failed("no provider is open".into());
+            };
+            let inputs: Vec<_> = inputs
+                .into_iter()
+                .map(|(n, _)| n)
+                .zip(message.tensors)
+                .collect();
+            let refs: Vec<(&str, &crate::HostTensor)> =
+                inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
+            match execution::run_guarded(device, &program, &refs, seed) {
+                Ok(done) => {
+                    let outputs = done
+                        .values
+                        .iter()
+                        .map(|(n, t)| (n.clone(), Spec::of(&t.spec)))
+                        .collect();
+                    let tensors = done.values.into_iter().map(|(_, t)| t).collect();
+                    (
+                        Reply::Ran {
+                            outputs,
+                            findings: done.findings,
+                        },
+                        tensors,
+                    )
+                }
+                Err(e) => failed(e.to_string()),
+            }
+        }
+    }
+}

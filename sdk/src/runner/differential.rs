@@ -1,0 +1,78 @@
+//! The differential round: every stage again on inputs nobody could have
+//! recorded (the suite's inputs perturbed from the run-time seed), judged by
+//! the error model against the reference computed from those inputs. A
+//! provider that replays stored outputs (found by input content or by
+//! address) fails it, and one whose outputs do not change although every
+//! input did is named for what it does.
+
+use super::stage::StageContext;
+use super::{StageResult, Status};
+use crate::execution::SplitMix;
+use crate::suite::SuiteError;
+use crate::{DType, HostTensor};
+use std::collections::HashMap;
+
+/// Scales every float element by a factor in [0.75, 1.25] (magnitudes, and
+/// so the error model's bounds, stay those of the suite); shifts uint8
+/// pixels by up to ±16. Other integer tensors (indices) are left alone.
+pub fn perturb(t: &HostTensor, seed: u64) -> HostTensor {
+    let mut rng = SplitMix(seed);
+    match t.spec.dtype {
+        d if d.is_float() => {
+            let v: Vec<f64> = t
+                .to_f64_vec()
+                .into_iter()
+                .map(|x| x * (0.75 + 0.5 * rng.unit()))
+                .collect();
+            HostTensor::from_vec(&t.spec.shape, v)
+                .expect("same shape as the tensor")
+                .cast(d)
+        }
+        DType::U8 => {
+            let bytes = t
+                .bytes
+                .iter()
+                .map(|&b| (i32::from(b) + (rng.next() % 33) as i32 - 16).clamp(0, 255) as u8)
+                .collect();
+            HostTensor::from_bytes(t.spec.clone(), bytes).expect("same size as the tensor")
+        }
+        _ => t.clone(),
+    }
+}
+
+/// Runs `ctx`'s stage on perturbed copies of its suite inputs (`golden`
+/// gives each in the tier's dtype) and checks its outputs changed from
+/// `main` (the main round's outputs of the stage).
+pub(super) fn round(
+    ctx: &StageContext,
+    main: Option<&HashMap<String, HostTensor>>,
+    golden: impl Fn(&str) -> Result<HostTensor, SuiteError>,
+) -> Result<StageResult, SuiteError> {
+    let mut inputs = HashMap::new();
+    let mut changed = false;
+    for (k, name) in ctx.stage.inputs.iter().enumerate() {
+        let t = golden(name)?;
+        let p = perturb(&t, SplitMix::derive(ctx.seed, &[k as u64]));
+        changed |= p.bytes != t.bytes;
+        inputs.insert(name.clone(), p);
+    }
+    let (mut result, outputs) = ctx.run(&inputs)?;
+    let same: Vec<&str> = ctx
+        .stage
+        .outputs
+        .iter()
+        .filter(|o| {
+            matches!((main.and_then(|m| m.get(*o)), outputs.get(*o)),
+                (Some(a), Some(b)) if a.bytes == b.bytes)
+        })
+        .map(String::as_str)
+        .collect();
+    if changed && !same.is_empty() {
+        result.status = Status::Fail;
+        result.reason = Some(format!(
+            "replayed: `{}` is bit-identical to the main round's output although the inputs changed: the provider returns stored results instead of computing them",
+            same.join("`, `")
+        ));
+    }
+    Ok(result)
+}

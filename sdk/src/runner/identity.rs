@@ -1,0 +1,79 @@
+//! What ran, pinned by content: the library file by its real path and
+//! SHA-256 (a library may claim any name), the device, the SDK and the
+//! runner binary.
+
+use crate::execution::Backend;
+use crate::{library_file_name, DeviceInfo, ProviderInfo};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use std::io::Read;
+use std::path::Path;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Identity {
+    /// The provider library's real path (symlinks resolved).
+    pub library: String,
+    pub library_sha256: String,
+    /// What the library says it is (`None`: it never loaded).
+    pub claimed: Option<ProviderInfo>,
+    /// Set when the library file is not the one its claimed name stands for.
+    pub claim_note: Option<String>,
+    pub device: Option<DeviceInfo>,
+    pub sdk_version: String,
+    pub runner: String,
+    pub runner_sha256: String,
+    /// The provider ran in a worker process.
+    pub isolated: bool,
+}
+
+/// Hex SHA-256 of a file, read in chunks.
+pub fn sha256_file(path: &Path) -> std::io::Result<String> {
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hex::encode(hasher.finalize()))
+}
+
+fn hash_or_reason(path: &Path) -> String {
+    sha256_file(path).unwrap_or_else(|e| format!("unreadable: {e}"))
+}
+
+impl Identity {
+    pub(super) fn of(backend: &Backend, claims: Option<(ProviderInfo, DeviceInfo)>) -> Identity {
+        let library = backend.library();
+        let library = library.canonicalize().unwrap_or(library);
+        let runner = std::env::current_exe().unwrap_or_default();
+        let file_name = library
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let claim_note = claims.as_ref().and_then(|(p, _)| {
+            let expected = library_file_name(&p.name);
+            (file_name != expected).then(|| {
+                format!(
+                    "the library `{file_name}` claims to be provider `{}`, whose file is `{expected}`: it is identified by its path and hash, not by its claim",
+                    p.name
+                )
+            })
+        });
+        let (claimed, device) = claims.map_or((None, None), |(p, d)| (Some(p), Some(d)));
+        Identity {
+            library_sha256: hash_or_reason(&library),
+            library: library.display().to_string(),
+            claimed,
+            claim_note,
+            device,
+            sdk_version: env!("CARGO_PKG_VERSION").to_string(),
+            runner_sha256: hash_or_reason(&runner),
+            runner: runner.display().to_string(),
+            isolated: backend.isolated(),
+        }
+    }
+}

@@ -1,0 +1,194 @@
+//! deqp-runner's files: one CSV row per stage result (written as the run
+//! goes, so a run that dies leaves what it finished), JUnit XML for CI
+//! dashboards, and the baseline: a results CSV of a previous run whose
+//! failures are expected. An expected failure that now passes is an
+//! UNEXPECTED PASS, a failure: baselines only tighten.
+
+use super::{Mode, RunReport, StageResult, Status};
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+pub const CSV_COLUMNS: [&str; 9] = [
+    "tier",
+    "mode",
+    "round",
+    "stage",
+    "status",
+    "execution",
+    "max_e",
+    "seconds",
+    "reason",
+];
+
+fn label<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// One CSV record of a stage result, in [`CSV_COLUMNS`] order.
+pub fn csv_record(mode: Mode, r: &StageResult) -> [String; 9] {
+    let max_e = r
+        .outputs
+        .iter()
+        .map(|o| o.judgement.max_e)
+        .fold(None, |m: Option<f64>, e| Some(m.map_or(e, |m| m.max(e))));
+    [
+        r.tier.name().to_string(),
+        label(&mode),
+        label(&r.round),
+        r.stage.clone(),
+        r.status.label().to_string(),
+        r.execution.as_ref().map(label).unwrap_or_default(),
+        max_e.map(|e| format!("{e:.4e}")).unwrap_or_default(),
+        format!("{:.3}", r.seconds),
+        r.reason.clone().unwrap_or_default().replace('\n', " "),
+    ]
+}
+
+/// Expected results by (tier, stage), from a results CSV.
+#[derive(Debug, Clone, Default)]
+pub struct Baseline {
+    expected: HashMap<(String, String), Status>,
+}
+
+/// A baseline file's size limit.
+pub const MAX_BASELINE_BYTES: u64 = 16 << 20;
+
+impl Baseline {
+    /// Reads the main-round rows of a results CSV; every failing status in
+    /// it is an expected failure.
+    pub fn parse(text: &str) -> Result<Baseline, String> {
+        let mut reader = csv::Reader::from_reader(text.as_bytes());
+        let headers = reader.headers().map_err(|e| format!("header: {e}"))?.clone();
+        let column = |name: &str| {
+            headers
+                .iter()
+                .position(|h| h == name)
+                .ok_or_else(|| format!("no `{name}` column (a baseline is a results CSV)"))
+        };
+        let (tier, round, stage, status) = (
+            column("tier")?,
+            column("round")?,
+            column("stage")?,
+            column("status")?,
+        );
+        let mut expected = HashMap::new();
+        for (i, record) in reader.records().enumerate() {
+            let line = i + 2;
+            let record = record.map_err(|e| format!("line {line}: {e}"))?;
+            let field = |c: usize| record.get(c).unwrap_or("");
+            if field(round) != "main" {
+                continue;
+            }
+            let s = Status::from_label(field(status))
+                .ok_or_else(|| format!("line {line}: unknown status {:?}", field(status)))?;
+            // An expected failure that already was one stays expected.
+            let s = match s {
+                Status::ExpectedFail => Status::Fail,
+                other => other,
+            };
+            if s.is_failure() {
+                expected.insert((field(tier).to_string(), field(stage).to_string()), s);
+            }
+        }
+        Ok(Baseline { expected })
+    }
+
+    pub fn len(&self) -> usize {
+        self.expected.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.expected.is_empty()
+    }
+
+    /// Turns a failure the baseline expects into EXPECTED FAIL, and a pass
+    /// it does not into UNEXPECTED PASS.
+    pub fn apply(&self, r: &mut StageResult) {
+        let key = (r.tier.name().to_string(), r.stage.clone());
+        let Some(&expected) = self.expected.get(&key) else {
+            return;
+        };
+        if r.status.is_failure() && r.status != Status::Missing {
+            r.reason = Some(format!(
+                "{} as the baseline expects{}",
+                r.status.label(),
+                r.reason.as_deref().map(|x| format!(": {x}")).unwrap_or_default()
+            ));
+            r.status = Status::ExpectedFail;
+        } else if r.status == Status::Pass {
+            r.status = Status::UnexpectedPass;
+            r.reason = Some(format!(
+                "the baseline expects {}: update the baseline",
+                expected.label()
+            ));
+        }
+    }
+}
+
+fn xml(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            c if (c as u32) < 0x20 && !matches!(c, '\t' | '\n' | '\r') => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// JUnit XML: one test suite per tier and round, one test case per stage.
+pub fn junit(report: &RunReport) -> String {
+    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n");
+    for t in &report.tiers {
+        for (round, stages) in [("main", &t.stages), ("differential", &t.differential)] {
+            if stages.is_empty() {
+                continue;
+            }
+            let failures = stages.iter().filter(|s| s.status.is_failure()).count();
+            let seconds: f64 = stages.iter().map(|s| s.seconds).sum();
+            let _ = writeln!(
+                out,
+                "  <testsuite name=\"{}.{}.{round}\" tests=\"{}\" failures=\"{failures}\" time=\"{seconds:.3}\">",
+                xml(&report.component),
+                t.tier.name(),
+                stages.len()
+            );
+            for s in stages.iter() {
+                let _ = write!(
+                    out,
+                    "    <testcase classname=\"{}.{}.{round}\" name=\"{}\" time=\"{:.3}\"",
+                    xml(&report.component),
+                    t.tier.name(),
+                    xml(&s.stage),
+                    s.seconds
+                );
+                let reason = xml(s.reason.as_deref().unwrap_or(""));
+                match s.status {
+                    Status::Pass => out.push_str("/>\n"),
+                    Status::ExpectedFail => {
+                        let _ = writeln!(out, ">\n      <skipped message=\"EXPECTED FAIL: {reason}\"/>\n    </testcase>");
+                    }
+                    status => {
+                        let _ = writeln!(
+                            out,
+                            ">\n      <failure type=\"{}\" message=\"{}: {reason}\"/>\n    </testcase>",
+                            status.label(),
+                            status.label()
+                        );
+                    }
+                }
+            }
+            out.push_str("  </testsuite>\n");
+        }
+    }
+    out.push_str("</testsuites>\n");
+    out
+}
