@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define TARGET_ENV "VSDK_HOSTILE_TARGET"
@@ -217,9 +218,10 @@ static vsdk_status_t* half_write_execute(vsdk_provider_t* p, const vsdk_kernel_c
     if (st == NULL) allocated++;
   }
   if (st == NULL) {
-    /* The host's call, with the outputs swapped for the scratch ones. A host
-     * struct larger than ours is cut to what we copied. */
-    call = *c;
+    /* The host's call, with the outputs swapped for the scratch ones (as much
+     * of it as both sides know: a larger host struct is cut to ours). */
+    memset(&call, 0, sizeof call);
+    memcpy(&call, c, c->struct_size < sizeof call ? c->struct_size : sizeof call);
     if (call.struct_size > sizeof call) call.struct_size = sizeof call;
     call.outputs = scratch;
     st = wrap(REAL->execute(p, &call));
@@ -352,6 +354,7 @@ static vsdk_status_t* replay_execute(vsdk_provider_t* p, const vsdk_kernel_call_
   int recording;
   uint64_t key = FNV_OFFSET, i;
   char key_hex[17];
+  struct stat tape_stat;
   vsdk_status_t* st = NULL;
   if (tape == NULL || tape[0] == '\0')
     return fail(VSDK_STATUS_INVALID_ARGUMENT, "%s is not set: set it to the tape directory", TAPE_ENV);
@@ -360,6 +363,8 @@ static vsdk_status_t* replay_execute(vsdk_provider_t* p, const vsdk_kernel_call_
                 mode ? "\"" : "", mode ? mode : "unset", mode ? "\"" : "");
   if (c->kernel == NULL) return fail(VSDK_STATUS_INVALID_ARGUMENT, "a call without a kernel name");
   recording = strcmp(mode, "record") == 0;
+  if (stat(tape, &tape_stat) != 0 || !S_ISDIR(tape_stat.st_mode))
+    return fail(VSDK_STATUS_INVALID_ARGUMENT, "%s=%s is not a directory", TAPE_ENV, tape);
   for (i = 0; i < c->num_inputs; i++) key = hash_tensor(key, &c->inputs[i]);
   snprintf(key_hex, sizeof key_hex, "%016llx", (unsigned long long)key);
 

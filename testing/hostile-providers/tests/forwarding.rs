@@ -126,6 +126,12 @@ fn replay_answers_from_the_tape_without_computing() {
     let err = driver.gelu_into(&x, &out).expect_err("an unknown mode");
     assert!(err.1.contains(hostile::MODE_ENV), "{err:?}");
 
+    // A tape that is not there: a status naming the variable, not zeros.
+    std::env::set_var(hostile::MODE_ENV, "replay");
+    std::env::set_var(hostile::TAPE_ENV, tape.path().join("missing"));
+    let err = driver.gelu_into(&x, &out).expect_err("a missing tape");
+    assert!(err.1.contains(hostile::TAPE_ENV), "{err:?}");
+
     std::env::remove_var(hostile::MODE_ENV);
     std::env::remove_var(hostile::TAPE_ENV);
 }
