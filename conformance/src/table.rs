@@ -110,7 +110,11 @@ pub fn print(r: &RunReport) {
             if let Some(reason) = &s.reason {
                 println!("    {reason}");
             }
-            for f in s.findings.iter().filter(|f| Some(f.to_string()) != s.reason) {
+            for f in s
+                .findings
+                .iter()
+                .filter(|f| Some(f.to_string()) != s.reason)
+            {
                 println!("    {f}");
             }
             for o in s.outputs.iter().filter(|o| !o.judgement.passed) {
@@ -186,7 +190,9 @@ pub fn print(r: &RunReport) {
                     "    {} {}: {}",
                     s.stage,
                     s.status.label(),
-                    s.reason.as_deref().unwrap_or("out of bounds on fresh inputs")
+                    s.reason
+                        .as_deref()
+                        .unwrap_or("out of bounds on fresh inputs")
                 );
             }
         }

@@ -182,9 +182,8 @@ pub fn run(args: Args) -> super::Outcome {
     }
     if let Some(path) = &args.baseline {
         let text = crate::results::read_baseline(path)?;
-        opts.baseline = Some(
-            Baseline::parse(&text).map_err(|e| format!("baseline {}: {e}", path.display()))?,
-        );
+        opts.baseline =
+            Some(Baseline::parse(&text).map_err(|e| format!("baseline {}: {e}", path.display()))?);
     }
     let mut files = args.common.result_files()?;
     let backend = if args.no_isolate {
@@ -216,4 +215,3 @@ pub fn run(args: Args) -> super::Outcome {
     .map_err(|e| e.to_string())?;
     args.common.finish(&report, &mut files)
 }
-

@@ -6,7 +6,7 @@
 use super::program::{Executed, Finding, Program, Side, Spec};
 use super::SplitMix;
 use crate::{Device, DeviceTensor, Error, HostTensor, Node, Op, TensorSpec};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Poison for floating outputs: all-ones bytes, a NaN in every float dtype
 /// that no arithmetic on our inputs produces (hardware NaNs carry a zero
@@ -15,12 +15,14 @@ use std::collections::HashMap;
 const POISON_FIRST: u8 = 0xFF;
 const POISON_SECOND_INT: u8 = 0x00;
 
-
 struct Run<'a> {
     device: &'a Device,
     rng: SplitMix,
     pattern: [u8; 8],
     findings: Vec<Finding>,
+    /// Told the index of each step before it runs (the worker reports it,
+    /// so a crash can be blamed on its kernel).
+    on_step: &'a mut dyn FnMut(usize),
 }
 
 impl Run<'_> {
@@ -76,17 +78,24 @@ impl Run<'_> {
         };
         // Distances from the tensor's edge: after it counting up, before it
         // counting down from its first byte.
-        let after_changed = (0..after.len())
+        let after_changed: Vec<u64> = (0..after.len())
             .filter(|&i| after[i] != expect[i % 8])
             .map(|i| i as u64)
             .collect();
-        let before_changed = (0..before.len())
+        let before_changed: Vec<u64> = (0..before.len())
             .rev()
             .filter(|&i| before[i] != expect[i % 8])
             .map(|i| offset - 1 - i as u64)
             .collect();
+        let dirty = !after_changed.is_empty() || !before_changed.is_empty();
         report(Side::After, after_changed);
         report(Side::Before, before_changed);
+        if dirty {
+            // Restored, so that later checks see only later writes.
+            self.device.write_buffer(t, 0, &expect)?;
+            self.device
+                .write_buffer(t, end, &self.guard_bytes(size - end))?;
+        }
         Ok(())
     }
 
@@ -103,13 +112,21 @@ impl Run<'_> {
             on_device.insert(name, self.place(t.spec.clone(), &t.bytes)?);
         }
         let mut values = Vec::new();
-        for step in &program.steps {
+        // What each buffer must still hold at the end: far writes land in
+        // other tensors, not in the guards of the kernel's own.
+        let mut written: HashMap<&str, Vec<u8>> =
+            inputs.iter().map(|&(n, t)| (n, t.bytes.clone())).collect();
+        for (index, step) in program.steps.iter().enumerate() {
+            (self.on_step)(index);
             let args = step
                 .inputs
                 .iter()
                 .map(|i| {
                     on_device.get(i.as_str()).ok_or_else(|| {
-                        Error::Tensor(format!("`{}` reads `{i}`, which nothing wrote", step.kernel))
+                        Error::Tensor(format!(
+                            "`{}` reads `{i}`, which nothing wrote",
+                            step.kernel
+                        ))
                     })
                 })
                 .collect::<Result<Vec<_>, _>>()?;
@@ -160,9 +177,22 @@ impl Run<'_> {
                 let whole = self.device.read_buffer(&t, 0, size)?;
                 self.check_guards(&step.kernel, name, &t, Some(&whole))?;
                 let end = offset as usize + t.spec.size_bytes();
-                let host = HostTensor::from_bytes(t.spec.clone(), whole[offset as usize..end].to_vec())?;
-                values.push((name.clone(), host));
+                let body = whole[offset as usize..end].to_vec();
+                written.insert(name, body.clone());
+                values.push((name.clone(), HostTensor::from_bytes(t.spec.clone(), body)?));
                 on_device.insert(name, t);
+            }
+        }
+        for (name, t) in &on_device {
+            let (offset, size) = t.layout();
+            let whole = self.device.read_buffer(t, 0, size)?;
+            self.check_guards("", name, t, Some(&whole))?;
+            let body = &whole[offset as usize..offset as usize + t.spec.size_bytes()];
+            if let Some(first) = body.iter().zip(&written[name]).position(|(a, b)| a != b) {
+                self.findings.push(Finding::Corrupted {
+                    tensor: name.to_string(),
+                    first_byte: first as u64,
+                });
             }
         }
         Ok(values)
@@ -176,6 +206,7 @@ pub fn run(
     program: &Program,
     inputs: &[(&str, &HostTensor)],
     seed: u64,
+    on_step: &mut dyn FnMut(usize),
 ) -> Result<Executed, Error> {
     let mut rng = SplitMix(seed);
     let mut pattern = rng.next().to_le_bytes();
@@ -186,55 +217,81 @@ pub fn run(
         rng,
         pattern,
         findings: Vec::new(),
+        on_step,
     };
     let first = run.run(program, inputs, POISON_FIRST)?;
     let second = run.run(program, inputs, POISON_SECOND_INT)?;
-    let kernel_of = |name: &str| {
-        program
-            .steps
-            .iter()
-            .find(|s| s.outputs.iter().any(|o| o == name))
-            .map_or(String::new(), |s| s.kernel.clone())
-    };
-    for ((name, a), (_, b)) in first.iter().zip(&second) {
-        let width = a.spec.dtype.size_bytes();
-        let float = a.spec.dtype.is_float();
-        let poisoned = |e: &[u8], p: u8| e.iter().all(|&x| x == p);
-        let mut unwritten = (0u64, None);
-        let mut differ = (0u64, None);
-        for (i, (ea, eb)) in a.bytes.chunks(width).zip(b.bytes.chunks(width)).enumerate() {
-            let left = if float {
-                poisoned(ea, POISON_FIRST) || poisoned(eb, POISON_FIRST)
-            } else {
-                poisoned(ea, POISON_FIRST) && poisoned(eb, POISON_SECOND_INT)
+    let mut findings = run.findings;
+    // A NaN poison read by the next kernel comes out as the same NaN, and a
+    // flipped bit flows on: only a step whose inputs were clean is blamed.
+    let (mut poisoned, mut differing) = (HashSet::new(), HashSet::new());
+    let values: HashMap<&str, (&HostTensor, &HostTensor)> = first
+        .iter()
+        .zip(&second)
+        .map(|((n, a), (_, b))| (n.as_str(), (a, b)))
+        .collect();
+    for step in &program.steps {
+        let clean = |set: &HashSet<&str>| !step.inputs.iter().any(|i| set.contains(i.as_str()));
+        let (inputs_written, inputs_same) = (clean(&poisoned), clean(&differing));
+        for name in &step.outputs {
+            let Some(&(a, b)) = values.get(name.as_str()) else {
+                continue;
             };
-            if left {
-                unwritten.0 += 1;
-                unwritten.1.get_or_insert(i as u64);
-            } else if ea != eb {
-                differ.0 += 1;
-                differ.1.get_or_insert(i as u64);
+            let (unwritten, differ) = compare_runs(a, b);
+            if let Some((count, first_index)) = unwritten {
+                poisoned.insert(name.as_str());
+                if inputs_written {
+                    findings.push(Finding::Unwritten {
+                        kernel: step.kernel.clone(),
+                        tensor: name.clone(),
+                        count,
+                        first_index,
+                    });
+                }
+            }
+            if let Some((count, first_index)) = differ {
+                differing.insert(name.as_str());
+                if inputs_same {
+                    findings.push(Finding::Nondeterministic {
+                        tensor: name.clone(),
+                        count,
+                        first_index,
+                    });
+                }
             }
         }
-        if let (count, Some(first_index)) = unwritten {
-            run.findings.push(Finding::Unwritten {
-                kernel: kernel_of(name),
-                tensor: name.clone(),
-                count,
-                first_index,
-            });
-        }
-        if let (count, Some(first_index)) = differ {
-            run.findings.push(Finding::Nondeterministic {
-                tensor: name.clone(),
-                count,
-                first_index,
-            });
-        }
     }
-    run.findings.dedup();
+    findings.dedup();
     Ok(Executed {
         values: first,
-        findings: run.findings,
+        findings,
     })
+}
+
+/// (count, first flat index) of the elements left unwritten, and of those
+/// that differ between the runs.
+type Count = Option<(u64, u64)>;
+
+fn compare_runs(a: &HostTensor, b: &HostTensor) -> (Count, Count) {
+    let width = a.spec.dtype.size_bytes();
+    let float = a.spec.dtype.is_float();
+    let poisoned = |e: &[u8], p: u8| e.iter().all(|&x| x == p);
+    let (mut unwritten, mut differ): (Count, Count) = (None, None);
+    let bump = |c: &mut Count, i: usize| match c {
+        Some((n, _)) => *n += 1,
+        None => *c = Some((1, i as u64)),
+    };
+    for (i, (ea, eb)) in a.bytes.chunks(width).zip(b.bytes.chunks(width)).enumerate() {
+        let left = if float {
+            poisoned(ea, POISON_FIRST) || poisoned(eb, POISON_FIRST)
+        } else {
+            poisoned(ea, POISON_FIRST) && poisoned(eb, POISON_SECOND_INT)
+        };
+        if left {
+            bump(&mut unwritten, i);
+        } else if ea != eb {
+            bump(&mut differ, i);
+        }
+    }
+    (unwritten, differ)
 }

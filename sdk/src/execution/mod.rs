@@ -88,9 +88,8 @@ impl Backend {
         timeout: Duration,
     ) -> Result<Executed, Failure> {
         match self {
-            Backend::InProcess(d) => {
-                run_guarded(d, program, inputs, seed).map_err(|e| Failure::Provider(e.to_string()))
-            }
+            Backend::InProcess(d) => run_guarded(d, program, inputs, seed, &mut |_| {})
+                .map_err(|e| Failure::Provider(e.to_string())),
             Backend::Isolated(w) => w.run(program, inputs, seed, timeout),
         }
     }

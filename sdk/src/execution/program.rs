@@ -132,9 +132,10 @@ pub enum Side {
 
 /// Something a provider did that no correct kernel does.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 pub enum Finding {
-    /// A kernel wrote into the guard region around one of its tensors:
+    /// A kernel wrote into the guard region around one of its tensors
+    /// (`kernel` empty: found at the end of the run, by a later kernel):
     /// `first` and `last` are byte distances from the tensor's edge (0 is
     /// the first byte past the end, or the last byte before the start).
     OutOfBounds {
@@ -144,6 +145,9 @@ pub enum Finding {
         first: u64,
         last: u64,
     },
+    /// A tensor's bytes changed after it was written (uploaded, or produced
+    /// by its kernel): some later kernel wrote outside its own tensors.
+    Corrupted { tensor: String, first_byte: u64 },
     /// Output elements still holding the poison written before the kernel.
     Unwritten {
         kernel: String,
@@ -170,19 +174,28 @@ impl std::fmt::Display for Finding {
                 last,
             } => {
                 let (lo, hi) = (first.min(last), first.max(last));
+                let who = if kernel.is_empty() {
+                    "a later kernel".to_string()
+                } else {
+                    format!("`{kernel}`")
+                };
                 match side {
                     Side::After => write!(
                         f,
-                        "`{kernel}` wrote past the end of `{tensor}` (bytes +{lo}..+{hi} after it)"
+                        "{who} wrote past the end of `{tensor}` (bytes +{lo}..+{hi} after it)"
                     ),
                     Side::Before => write!(
                         f,
-                        "`{kernel}` wrote before the start of `{tensor}` (bytes -{}..-{} before it)",
+                        "{who} wrote before the start of `{tensor}` (bytes -{}..-{} before it)",
                         hi + 1,
                         lo + 1
                     ),
                 }
             }
+            Finding::Corrupted { tensor, first_byte } => write!(
+                f,
+                "`{tensor}` changed after it was written (first at byte {first_byte}): a kernel wrote outside its own tensors"
+            ),
             Finding::Unwritten {
                 kernel,
                 tensor,

@@ -39,13 +39,22 @@ pub enum Failure {
     /// The worker died: how (signal or exit status) and the last lines the
     /// driver wrote to stderr.
     Crashed { how: String, stderr: Vec<String> },
-    /// No answer within the timeout; the worker was killed.
-    Timeout { seconds: f64, stderr: Vec<String> },
+    /// No answer within the timeout; the worker was killed. `during`: the
+    /// kernel it was running, when known.
+    Timeout {
+        seconds: f64,
+        during: String,
+        stderr: Vec<String>,
+    },
 }
 
 fn with_stderr(f: &mut std::fmt::Formatter<'_>, stderr: &[String]) -> std::fmt::Result {
     if !stderr.is_empty() {
-        write!(f, "; the driver's last stderr lines: {}", stderr.join(" | "))?;
+        write!(
+            f,
+            "; the driver's last stderr lines: {}",
+            stderr.join(" | ")
+        )?;
     }
     Ok(())
 }
@@ -58,8 +67,16 @@ impl std::fmt::Display for Failure {
                 write!(f, "the provider's worker process {how}")?;
                 with_stderr(f, stderr)
             }
-            Failure::Timeout { seconds, stderr } => {
-                write!(f, "no answer within {seconds:.1} s: the worker was killed")?;
+            Failure::Timeout {
+                seconds,
+                during,
+                stderr,
+            } => {
+                write!(f, "no answer within {seconds:.1} s")?;
+                if !during.is_empty() {
+                    write!(f, " {during}")?;
+                }
+                write!(f, ": the worker was killed")?;
                 with_stderr(f, stderr)
             }
         }
@@ -84,7 +101,9 @@ impl Tail {
     fn push(&mut self, bytes: &[u8]) {
         for &b in bytes {
             if b == b'\n' {
-                let line = String::from_utf8_lossy(&self.partial).trim_end().to_string();
+                let line = String::from_utf8_lossy(&self.partial)
+                    .trim_end()
+                    .to_string();
                 self.partial.clear();
                 if self.lines.len() == STDERR_LINES {
                     self.lines.pop_front();
@@ -264,14 +283,11 @@ impl Worker {
                 ),
                 stderr: Vec::new(),
             })?;
-        let (stdin, stdout, mut stderr) = match (
-            child.stdin.take(),
-            child.stdout.take(),
-            child.stderr.take(),
-        ) {
-            (Some(i), Some(o), Some(e)) => (i, o, e),
-            _ => unreachable!("all three are piped above"),
-        };
+        let (stdin, stdout, mut stderr) =
+            match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
+                (Some(i), Some(o), Some(e)) => (i, o, e),
+                _ => unreachable!("all three are piped above"),
+            };
         let (tx, replies) = mpsc::channel();
         std::thread::spawn(move || {
             let mut r = BufReader::with_capacity(1 << 20, stdout);
@@ -363,16 +379,37 @@ impl Worker {
     ) -> Result<Message<Reply>, Failure> {
         let live = state.live.as_mut().expect("a live worker");
         let sent = protocol::write(&mut live.stdin, request, tensors);
-        let reply = match sent {
-            Ok(()) => live.replies.recv_timeout(timeout),
-            Err(_) => Err(RecvTimeoutError::Disconnected),
+        let deadline = Instant::now() + timeout;
+        let mut running = None;
+        let reply = loop {
+            if sent.is_err() {
+                break Err(RecvTimeoutError::Disconnected);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            match live.replies.recv_timeout(left) {
+                Ok(Ok(Message {
+                    header: Reply::Running(step),
+                    ..
+                })) => running = Some(step),
+                other => break other,
+            }
+        };
+        let during = |how: String| match (running, request) {
+            (Some(step), Request::Run { program, .. }) => match program.steps.get(step as usize) {
+                Some(s) => format!(
+                    "{how} while running `{}`@{} (step {step})",
+                    s.kernel, s.version
+                ),
+                None => how,
+            },
+            _ => how,
         };
         match reply {
             Ok(Ok(m)) => Ok(m),
             Ok(Err(_)) | Err(RecvTimeoutError::Disconnected) => {
                 let live = state.live.take().expect("checked above");
                 let stderr = live.stderr();
-                let how = live.death();
+                let how = during(live.death());
                 Err(Failure::Crashed { how, stderr })
             }
             Err(RecvTimeoutError::Timeout) => {
@@ -382,6 +419,7 @@ impl Worker {
                 live.death();
                 Err(Failure::Timeout {
                     seconds: timeout.as_secs_f64(),
+                    during: during(String::new()).trim().to_string(),
                     stderr,
                 })
             }
@@ -434,12 +472,19 @@ impl Worker {
         let reply = self.request(&request, &blobs, timeout)?;
         match reply.header {
             Reply::Ran { outputs, findings } => {
-                let values = outputs.into_iter().map(|(n, _)| n).zip(reply.tensors).collect();
+                let values = outputs
+                    .into_iter()
+                    .map(|(n, _)| n)
+                    .zip(reply.tensors)
+                    .collect();
                 let executed = Executed { values, findings };
-                let scribbled = executed
-                    .findings
-                    .iter()
-                    .any(|f| matches!(f, crate::execution::Finding::OutOfBounds { .. }));
+                let scribbled = executed.findings.iter().any(|f| {
+                    matches!(
+                        f,
+                        crate::execution::Finding::OutOfBounds { .. }
+                            | crate::execution::Finding::Corrupted { .. }
+                    )
+                });
                 if scribbled {
                     // A kernel that scribbled may have corrupted the worker:
                     // the next request gets a fresh one.

@@ -45,6 +45,9 @@ pub enum Reply {
         outputs: Vec<(String, Spec)>,
         findings: Vec<Finding>,
     },
+    /// Sent before each step of a program runs (not a reply: the reply
+    /// follows), so that a crash is blamed on its kernel.
+    Running(u32),
     /// The provider returned an error (not a crash): the message.
     Failed(String),
     Closed,

@@ -39,9 +39,10 @@ pub fn serve() -> i32 {
                 return 3;
             }
         };
-        let (reply, tensors) = handle(message, &mut open);
+        let (reply, tensors) = handle(message, &mut open, &mut out);
         let blobs: Vec<&[u8]> = tensors.iter().map(|t| t.bytes.as_slice()).collect();
-        if protocol::write(&mut out, &reply, &blobs).is_err() {
+        if let Err(e) = protocol::write(&mut out, &reply, &blobs) {
+            eprintln!("vips worker: cannot reply: {e}");
             return 3;
         }
         if reply == Reply::Closed {
@@ -53,6 +54,7 @@ pub fn serve() -> i32 {
 fn handle(
     message: Message<Request>,
     open: &mut Option<(Provider, Device)>,
+    out: &mut impl std::io::Write,
 ) -> (Reply, Vec<crate::HostTensor>) {
     let failed = |m: String| (Reply::Failed(m), Vec::new());
     match message.header {
@@ -116,7 +118,11 @@ fn handle(
                 .collect();
             let refs: Vec<(&str, &crate::HostTensor)> =
                 inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
-            match execution::run_guarded(device, &program, &refs, seed) {
+            let mut running = |step: usize| {
+                // Best effort: a runner that went away ends us at the reply.
+                let _ = protocol::write(out, &Reply::Running(step as u32), &[]);
+            };
+            match execution::run_guarded(device, &program, &refs, seed, &mut running) {
                 Ok(done) => {
                     let outputs = done
                         .values

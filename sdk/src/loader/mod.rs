@@ -500,7 +500,10 @@ impl Device {
     /// Reads `len` bytes at `offset` of the tensor's whole buffer.
     pub fn read_buffer(&self, t: &DeviceTensor, offset: u64, len: u64) -> Result<Vec<u8>, Error> {
         self.own(t)?;
-        if offset.checked_add(len).is_none_or(|end| end > t.buffer_bytes) {
+        if offset
+            .checked_add(len)
+            .is_none_or(|end| end > t.buffer_bytes)
+        {
             return Err(self.misuse(format!(
                 "read of {len} bytes at {offset} past a {}-byte buffer",
                 t.buffer_bytes

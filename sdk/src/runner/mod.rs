@@ -20,8 +20,8 @@ pub use results::Baseline;
 use crate::compare::{self, Criteria, Tier};
 use crate::document::Stage;
 use crate::error_model::{EndToEnd, Judgement, NodeCheck};
-use crate::suite::{Suite, SuiteError};
 use crate::execution::{Backend, Finding, SplitMix};
+use crate::suite::{Suite, SuiteError};
 use crate::{Device, HostTensor, TensorSpec};
 use serde::Serialize;
 use stage::StageContext;
@@ -407,7 +407,13 @@ pub fn check(
         differential: false,
         ..opts.clone()
     };
-    let (tiers, _) = run_tiers(suite, Source::Captured(captured), reference, &opts, &mut |_| {})?;
+    let (tiers, _) = run_tiers(
+        suite,
+        Source::Captured(captured),
+        reference,
+        &opts,
+        &mut |_| {},
+    )?;
     Ok(report(
         suite,
         tiers,
@@ -422,12 +428,7 @@ pub fn check(
 }
 
 /// `[provider, version, library, device]`.
-fn report(
-    suite: &Suite,
-    tiers: Vec<TierReport>,
-    who: [String; 4],
-    opts: &RunOptions,
-) -> RunReport {
+fn report(suite: &Suite, tiers: Vec<TierReport>, who: [String; 4], opts: &RunOptions) -> RunReport {
     let [provider, provider_version, provider_library, device] = who;
     let passed = !tiers.is_empty()
         && tiers.iter().all(|t| {
@@ -474,8 +475,9 @@ impl Progress<'_> {
         if result.status.is_failure() && result.status != Status::Missing {
             self.failures += 1;
             if let Some(max) = self.opts.max_fails.filter(|&m| self.failures >= m) {
-                self.stopped
-                    .get_or_insert_with(|| format!("stopped after {max} failing stage(s) (--max-fails)"));
+                self.stopped.get_or_insert_with(|| {
+                    format!("stopped after {max} failing stage(s) (--max-fails)")
+                });
             }
         }
         (self.observer)(&result);
@@ -568,9 +570,16 @@ fn run_tiers(
                 round,
                 seed: SplitMix::derive(
                     opts.seed,
-                    &[tier_index as u64, stage_index as u64, round as u64, attempt.into()],
+                    &[
+                        tier_index as u64,
+                        stage_index as u64,
+                        round as u64,
+                        attempt.into(),
+                    ],
                 ),
-                timeout: opts.timeout.unwrap_or_else(|| default_timeout(suite, stage)),
+                timeout: opts
+                    .timeout
+                    .unwrap_or_else(|| default_timeout(suite, stage)),
                 require_deterministic: opts.require_deterministic,
             };
             let (mut result, mut outputs) = ctx(Round::Main, 0).run(&inputs)?;
@@ -585,7 +594,11 @@ fn run_tiers(
                     let first = format!(
                         "{}{}",
                         result.status.label(),
-                        result.reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default()
+                        result
+                            .reason
+                            .as_deref()
+                            .map(|r| format!(": {r}"))
+                            .unwrap_or_default()
                     );
                     result = retry;
                     outputs = retry_outputs;
@@ -654,15 +667,20 @@ fn run_tiers(
                     round: Round::Differential,
                     seed: SplitMix::derive(
                         opts.seed,
-                        &[tier_index as u64, stage_index as u64, Round::Differential as u64],
+                        &[
+                            tier_index as u64,
+                            stage_index as u64,
+                            Round::Differential as u64,
+                        ],
                     ),
-                    timeout: opts.timeout.unwrap_or_else(|| default_timeout(suite, stage)),
+                    timeout: opts
+                        .timeout
+                        .unwrap_or_else(|| default_timeout(suite, stage)),
                     require_deterministic: opts.require_deterministic,
                 };
-                let result =
-                    differential::round(&ctx, main_outputs.get(&stage.name), |name| {
-                        Ok(to_tier(&*suite.tensor(name)?, tier))
-                    })?;
+                let result = differential::round(&ctx, main_outputs.get(&stage.name), |name| {
+                    Ok(to_tier(&*suite.tensor(name)?, tier))
+                })?;
                 differential.push(progress.record(result));
             }
         }

@@ -61,7 +61,10 @@ impl Baseline {
     /// it is an expected failure.
     pub fn parse(text: &str) -> Result<Baseline, String> {
         let mut reader = csv::Reader::from_reader(text.as_bytes());
-        let headers = reader.headers().map_err(|e| format!("header: {e}"))?.clone();
+        let headers = reader
+            .headers()
+            .map_err(|e| format!("header: {e}"))?
+            .clone();
         let column = |name: &str| {
             headers
                 .iter()
@@ -115,7 +118,10 @@ impl Baseline {
             r.reason = Some(format!(
                 "{} as the baseline expects{}",
                 r.status.label(),
-                r.reason.as_deref().map(|x| format!(": {x}")).unwrap_or_default()
+                r.reason
+                    .as_deref()
+                    .map(|x| format!(": {x}"))
+                    .unwrap_or_default()
             ));
             r.status = Status::ExpectedFail;
         } else if r.status == Status::Pass {
