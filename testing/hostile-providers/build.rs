@@ -11,6 +11,7 @@ const VARIANTS: &[(&str, &str)] = &[
     ("abort", "-DHOSTILE_ABORT"),
     ("exit0", "-DHOSTILE_EXIT0"),
     ("hang", "-DHOSTILE_HANG"),
+    ("flaky", "-DHOSTILE_FLAKY"),
     ("oob_near", "-DHOSTILE_OOB_NEAR"),
     ("oob_far", "-DHOSTILE_OOB_FAR"),
     ("half_write", "-DHOSTILE_HALF_WRITE"),

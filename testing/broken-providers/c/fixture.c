@@ -134,8 +134,8 @@ static vsdk_status_t* execute(vsdk_provider_t* p, const vsdk_kernel_call_t* c) {
   return fail(VSDK_STATUS_DEVICE_ERROR, "fixture: the device lost its queue");
 #else
   {
-    const float* x = (const float*)c->inputs[0].data;
-    float* y = (float*)c->outputs[0].data;
+    const float* x = (const float*)((const char*)c->inputs[0].data + c->inputs[0].byte_offset);
+    float* y = (float*)((char*)c->outputs[0].data + c->outputs[0].byte_offset);
     int64_t i, n = 1;
     int32_t d;
     for (d = 0; d < c->inputs[0].ndim; d++) n *= c->inputs[0].shape[d];

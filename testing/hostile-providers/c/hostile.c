@@ -11,6 +11,7 @@
  *                        vsdk.gelu); other kernels are forwarded untouched.
  *   VSDK_HOSTILE_TAPE    HOSTILE_REPLAY only: directory of the recordings.
  *   VSDK_HOSTILE_MODE    HOSTILE_REPLAY only: "record" or "replay".
+ *   VSDK_HOSTILE_MARKER  HOSTILE_FLAKY only: a file; aborts once while it is absent.
  *
  * Forwarding: the instance pointer is the real provider's, passed through.
  * Every status the library returns is its own object, either wrapping the real
@@ -525,6 +526,19 @@ static vsdk_status_t* f_execute(vsdk_provider_t* p, const vsdk_kernel_call_t* c)
   /* A driver that calls exit(0) on an error path: the process ends "successfully"
    * in the middle of a kernel, with no result. */
   if (is_target(c)) exit(0);
+#endif
+#ifdef HOSTILE_FLAKY
+  /* A driver with a race that strikes once: it aborts the first time the
+   * kernel runs (per marker file, VSDK_HOSTILE_MARKER, so across processes)
+   * and works ever after. */
+  if (is_target(c)) {
+    const char* marker = getenv("VSDK_HOSTILE_MARKER");
+    if (marker != NULL && access(marker, F_OK) != 0) {
+      FILE* f = fopen(marker, "w");
+      if (f != NULL) fclose(f);
+      abort();
+    }
+  }
 #endif
 #ifdef HOSTILE_HANG
   /* A driver that deadlocks or waits forever on a device that never answers. */

@@ -31,6 +31,9 @@ pub const ABORT: &str = env!("VSDK_HOSTILE_ABORT");
 pub const EXIT0: &str = env!("VSDK_HOSTILE_EXIT0");
 /// `execute` never returns (loops on `pause()`).
 pub const HANG: &str = env!("VSDK_HOSTILE_HANG");
+/// `execute` aborts the first time it runs while the file named by
+/// `VSDK_HOSTILE_MARKER` is absent (creating it), then works: a flake.
+pub const FLAKY: &str = env!("VSDK_HOSTILE_FLAKY");
 /// After the real kernel, writes the 8 bytes `HOSTILE!` just past the end of
 /// the first output (at `data + byte_offset + nbytes`).
 pub const OOB_NEAR: &str = env!("VSDK_HOSTILE_OOB_NEAR");
@@ -71,6 +74,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("abort", ABORT),
     ("exit0", EXIT0),
     ("hang", HANG),
+    ("flaky", FLAKY),
     ("oob_near", OOB_NEAR),
     ("oob_far", OOB_FAR),
     ("half_write", HALF_WRITE),
