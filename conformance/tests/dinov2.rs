@@ -44,10 +44,14 @@ fn cpu() -> Device {
         .unwrap()
 }
 
+/// Without the differential round (fresh inputs: anti-memorisation, which
+/// `the_cpu_provider_passes_every_suite...` and the hostile-driver tests
+/// cover): these tests are about the verdicts on the suites' own data.
 fn opts(tiers: &[Tier]) -> RunOptions {
     RunOptions {
         mode: Mode::Isolated,
         tiers: tiers.to_vec(),
+        differential: false,
         ..RunOptions::default()
     }
 }
@@ -62,12 +66,14 @@ fn assert_passes(r: &runner::RunReport, what: &str) {
             .flat_map(|t| {
                 t.stages
                     .iter()
+                    .chain(&t.differential)
                     .filter(|s| s.status != Status::Pass)
                     .map(move |s| {
                         format!(
-                            "{} {}: {:?} {:?}",
+                            "{} {} ({:?} round): {:?} {:?}",
                             t.tier.name(),
                             s.stage,
+                            s.round,
                             s.status,
                             s.reason
                         )
@@ -114,11 +120,16 @@ fn the_cpu_provider_passes_every_suite_at_every_float_tier_in_both_modes() {
                 &cpu,
                 &RunOptions {
                     mode,
+                    // A correct provider passes on fresh inputs too.
+                    differential: mode == Mode::Isolated,
                     ..opts(&ALL_TIERS)
                 },
             )
             .unwrap();
             assert_passes(&r, &format!("{name} {mode:?}"));
+            if mode == Mode::Isolated {
+                assert!(r.tiers.iter().all(|t| t.differential.len() == 17));
+            }
             for t in &r.tiers {
                 assert_eq!(t.stages.len(), 17);
                 // Margins: every output reports its normalised error.

@@ -200,13 +200,12 @@ pub fn run(args: Args) -> super::Outcome {
             args: vec!["worker".into()],
         };
         let worker = Worker::new(command, library, args.device);
-        match worker.open() {
-            // A library that does not load is a usage error, as in process;
-            // one that crashes while loading gets its verdict (CRASHED).
-            Err(Failure::Provider(m)) => return Err(m),
-            Ok(()) | Err(_) => {}
+        // A library that does not load is a usage error, as in process; one
+        // that crashes while loading gets its verdict (CRASHED).
+        if let Err(Failure::Provider(m)) = worker.open() {
+            return Err(m);
         }
-        Backend::Isolated(worker)
+        Backend::Isolated(Box::new(worker))
     };
     let mode = opts.mode;
     let report = runner::run_on(&suite, backend, &reference, &opts, &mut |r| {

@@ -28,7 +28,7 @@ struct Run<'a> {
 impl Run<'_> {
     /// 64 to 4096 bytes: any write a few elements past a tensor lands in it.
     fn guard_size(&mut self) -> u64 {
-        64 * (1 + self.rng.next() % 64)
+        64 * (1 + self.rng.next_u64() % 64)
     }
 
     fn guard_bytes(&self, len: u64) -> Vec<u8> {
@@ -209,7 +209,7 @@ pub fn run(
     on_step: &mut dyn FnMut(usize),
 ) -> Result<Executed, Error> {
     let mut rng = SplitMix(seed);
-    let mut pattern = rng.next().to_le_bytes();
+    let mut pattern = rng.next_u64().to_le_bytes();
     // Never the float poison, so a guard can't pass for poisoned data.
     pattern.iter_mut().for_each(|b| *b &= 0xFE);
     let mut run = Run {

@@ -18,7 +18,7 @@ use std::time::Duration;
 pub struct SplitMix(pub u64);
 
 impl SplitMix {
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -28,12 +28,14 @@ impl SplitMix {
 
     /// Uniform in [0, 1).
     pub fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
 
     /// A seed for one part of a run, derived from the run's seed.
     pub fn derive(seed: u64, parts: &[u64]) -> u64 {
-        parts.iter().fold(seed, |acc, &p| SplitMix(acc ^ p).next())
+        parts
+            .iter()
+            .fold(seed, |acc, &p| SplitMix(acc ^ p).next_u64())
     }
 }
 
@@ -54,7 +56,7 @@ pub enum Backend {
     /// with it; for debugging a driver).
     InProcess(Device),
     /// In a worker process (the default).
-    Isolated(Worker),
+    Isolated(Box<Worker>),
 }
 
 impl Backend {

@@ -70,7 +70,7 @@ pub enum ProtocolError {
     Malformed(String),
 }
 
-fn specs_of<'a>(tensors: &'a [(String, Spec)]) -> impl Iterator<Item = &'a Spec> {
+fn specs_of(tensors: &[(String, Spec)]) -> impl Iterator<Item = &Spec> {
     tensors.iter().map(|(_, s)| s)
 }
 

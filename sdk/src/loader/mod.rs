@@ -441,7 +441,7 @@ impl Device {
         let bytes = guard
             .checked_mul(2)
             .and_then(|g| g.checked_add(tensor_bytes))
-            .filter(|_| guard % 64 == 0)
+            .filter(|_| guard.is_multiple_of(64))
             .ok_or_else(|| self.misuse(format!("guard of {guard} bytes is not valid")))?;
         let what = || format!("alloc({bytes} bytes on device {})", self.index);
         call!(self.inner, alloc, what(), self.index, bytes, 64, &mut ptr)?;

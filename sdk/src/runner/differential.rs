@@ -32,7 +32,7 @@ pub fn perturb(t: &HostTensor, seed: u64) -> HostTensor {
             let bytes = t
                 .bytes
                 .iter()
-                .map(|&b| (i32::from(b) + (rng.next() % 33) as i32 - 16).clamp(0, 255) as u8)
+                .map(|&b| (i32::from(b) + (rng.next_u64() % 33) as i32 - 16).clamp(0, 255) as u8)
                 .collect();
             HostTensor::from_bytes(t.spec.clone(), bytes).expect("same size as the tensor")
         }
