@@ -17,7 +17,9 @@ fn rng() -> rand_chacha::ChaCha8Rng {
 fn a_run_request_round_trips_with_its_tensors() {
     let mut rng = rng();
     let shape = [rng.gen_range(1..9), rng.gen_range(1..300)];
-    let values: Vec<f32> = (0..shape[0] * shape[1]).map(|_| rng.gen_range(-3.0..3.0)).collect();
+    let values: Vec<f32> = (0..shape[0] * shape[1])
+        .map(|_| rng.gen_range(-3.0..3.0))
+        .collect();
     let x = HostTensor::from_vec(&shape, values).unwrap();
     let program = Program {
         steps: vec![Step {
@@ -81,7 +83,10 @@ fn lengths_are_bounded_before_anything_is_allocated() {
     let mut wire = Vec::new();
     protocol::write(&mut wire, &huge, &[&[7u8; 10]]).unwrap();
     let e = protocol::read::<Reply>(&mut wire.as_slice()).unwrap_err();
-    assert!(e.to_string().contains("ends after 10 of 8589934592 bytes"), "{e}");
+    assert!(
+        e.to_string().contains("ends after 10 of 8589934592 bytes"),
+        "{e}"
+    );
     // A shape whose size overflows, and one past the tensor limit.
     for shape in [vec![u64::MAX, 3], vec![1 << 40]] {
         let r = Reply::Ran {
@@ -111,9 +116,7 @@ fn a_baseline_is_a_results_csv() {
     assert_eq!(b.len(), 1, "only main-round failures are expected");
     let e = Baseline::parse("stage,status\nx,PASS\n").unwrap_err();
     assert!(e.contains("no `tier` column"), "{e}");
-    let e = Baseline::parse(
-        "tier,round,stage,status\nfp32,main,x,PASS\nfp32,main,y,SOMETIMES\n",
-    )
-    .unwrap_err();
+    let e = Baseline::parse("tier,round,stage,status\nfp32,main,x,PASS\nfp32,main,y,SOMETIMES\n")
+        .unwrap_err();
     assert!(e.contains("line 3: unknown status \"SOMETIMES\""), "{e}");
 }

@@ -112,10 +112,6 @@ impl Run<'_> {
             on_device.insert(name, self.place(t.spec.clone(), &t.bytes)?);
         }
         let mut values = Vec::new();
-        // What each buffer must still hold at the end: far writes land in
-        // other tensors, not in the guards of the kernel's own.
-        let mut written: HashMap<&str, Vec<u8>> =
-            inputs.iter().map(|&(n, t)| (n, t.bytes.clone())).collect();
         for (index, step) in program.steps.iter().enumerate() {
             (self.on_step)(index);
             let args = step
@@ -178,17 +174,23 @@ impl Run<'_> {
                 self.check_guards(&step.kernel, name, &t, Some(&whole))?;
                 let end = offset as usize + t.spec.size_bytes();
                 let body = whole[offset as usize..end].to_vec();
-                written.insert(name, body.clone());
                 values.push((name.clone(), HostTensor::from_bytes(t.spec.clone(), body)?));
                 on_device.insert(name, t);
             }
         }
+        // Every buffer must still hold what was written into it: a far
+        // write lands in another tensor, not in its own tensor's guards.
+        let written: HashMap<&str, &[u8]> = inputs
+            .iter()
+            .map(|&(n, t)| (n, t.bytes.as_slice()))
+            .chain(values.iter().map(|(n, t)| (n.as_str(), t.bytes.as_slice())))
+            .collect();
         for (name, t) in &on_device {
             let (offset, size) = t.layout();
             let whole = self.device.read_buffer(t, 0, size)?;
             self.check_guards("", name, t, Some(&whole))?;
             let body = &whole[offset as usize..offset as usize + t.spec.size_bytes()];
-            if let Some(first) = body.iter().zip(&written[name]).position(|(a, b)| a != b) {
+            if let Some(first) = body.iter().zip(written[name]).position(|(a, b)| a != b) {
                 self.findings.push(Finding::Corrupted {
                     tensor: name.to_string(),
                     first_byte: first as u64,

@@ -65,8 +65,11 @@ fn handle(
             match Provider::open(&path).and_then(|p| p.device(device).map(|d| (p, d))) {
                 Ok((p, d)) => match p.device_info(device) {
                     Ok(info) => {
+                        let mut provider = p.info().clone();
+                        // The runner knows the path; a non-UTF-8 one would not encode.
+                        provider.library = provider.library.to_string_lossy().into_owned().into();
                         let reply = Reply::Opened {
-                            provider: p.info().clone(),
+                            provider,
                             device: info,
                         };
                         *open = Some((p, d));
