@@ -209,17 +209,24 @@ fn a_write_just_past_an_output_is_out_of_bounds() {
     r.others_pass(BAD);
 }
 
+/// 4 KiB written 1 MiB past an output lands wherever the provider's
+/// allocator put other memory: a tensor the runner holds (OUT OF BOUNDS:
+/// corrupted), unmapped memory (CRASHED), or memory nobody checks, which
+/// no host can see from outside (docs/runner.md). Whatever it hits, it is
+/// the worker's memory: the runner and every other stage are unharmed, and
+/// the exit code follows the verdict.
 #[test]
-fn a_far_write_does_not_pass() {
+fn a_far_write_stays_in_the_worker() {
     let r = run(hostile::OOB_FAR, &[]);
-    assert_eq!(r.code, 1, "{}", r.stdout);
     let status = r.status("main", BAD);
     assert!(
-        ["out_of_bounds", "crashed"].contains(&status.as_str()),
+        ["out_of_bounds", "crashed", "pass"].contains(&status.as_str()),
         "{status}: {}",
         r.stdout
     );
     r.others_pass(BAD);
+    let passed = r.report["passed"].as_bool().expect("a verdict");
+    assert_eq!(r.code, if passed { 0 } else { 1 }, "{}", r.stdout);
 }
 
 #[test]
