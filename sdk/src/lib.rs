@@ -27,6 +27,7 @@ pub mod document;
 pub mod error_model;
 pub mod generate;
 pub mod golden;
+pub mod limits;
 pub mod pack;
 pub mod runner;
 pub mod suite;
