@@ -17,8 +17,10 @@ pub const MAX_SEEDED_TENSOR_BYTES: u64 = 1 << 28;
 /// bytes once generated (2^31, 2 GiB).
 pub const MAX_SEEDED_TOTAL_BYTES: u64 = 1 << 31;
 
-/// Largest VIPS document, in bytes (16 MiB; the DINOv2 documents are 82 KB).
-pub const MAX_DOCUMENT_BYTES: u64 = 16 << 20;
+/// Largest VIPS document, in bytes (4 MiB; the DINOv2 documents are 82 KB).
+/// The YAML parser keeps about 100 bytes per scalar: a 4 MiB flow list of
+/// zeros peaks at about 420 MB, 16 MiB would take 1.7 GB.
+pub const MAX_DOCUMENT_BYTES: u64 = 4 << 20;
 
 /// Deepest nesting of a VIPS document's YAML: block collections (indentation
 /// levels and `- ` sequence entries) plus flow collections (`[`, `{`).

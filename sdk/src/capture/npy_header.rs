@@ -263,9 +263,11 @@ fn parse_dict(text: &str) -> Result<(String, bool, Vec<u64>), String> {
         };
         match (k.as_str(), v) {
             ("descr", Value::Str(s)) => descr = Some(s),
-            ("descr", other) => return Err(format!(
+            ("descr", other) => {
+                return Err(format!(
                 "dtype {other:?} is not a plain numeric type (structured arrays are not supported)"
-            )),
+            ))
+            }
             ("fortran_order", Value::Bool(b)) => fortran = Some(b),
             ("shape", Value::Seq(dims)) => {
                 let dims = dims
