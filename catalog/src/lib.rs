@@ -13,7 +13,7 @@ mod shape;
 pub use attrs::{AttrValue, Attrs};
 pub use dtype::DType;
 pub use ops::{Conv2d, Crop, Node, Op, Resize, Sdpa, ALL_OPS, CATALOG_VERSION};
-pub use shape::{broadcast_shapes, TensorSpec};
+pub use shape::{broadcast_shapes, checked_numel, TensorSpec, MAX_TENSOR_BYTES};
 
 /// Why a call does not fit the catalog. Messages name the kernel and the
 /// offending attribute or tensor.

@@ -273,7 +273,30 @@ fn positive_size(c: &Check, attrs: &Attrs) -> Result<Option<[usize; 2]>, Catalog
 impl Node {
     /// Checks a call against the catalog: attribute names and types, input
     /// count, dtypes and shapes. Returns the resolved node and its outputs.
+    /// Every input and output must fit [`MAX_TENSOR_BYTES`](crate::MAX_TENSOR_BYTES),
+    /// and every shape is computed with overflow detection: a shape that
+    /// does not fit is an error, never a wrapped size.
     pub fn infer(
+        op: Op,
+        attrs: &Attrs,
+        inputs: &[TensorSpec],
+    ) -> Result<(Node, Vec<TensorSpec>), CatalogError> {
+        let c = Check { kernel: op.name() };
+        for (i, t) in inputs.iter().enumerate() {
+            if let Err(e) = t.bounded_size_bytes() {
+                return c.fail(format!("input {i}: {e}"));
+            }
+        }
+        let (node, outputs) = Node::infer_shapes(op, attrs, inputs)?;
+        for t in &outputs {
+            if let Err(e) = t.bounded_size_bytes() {
+                return c.fail(format!("output: {e}"));
+            }
+        }
+        Ok((node, outputs))
+    }
+
+    fn infer_shapes(
         op: Op,
         attrs: &Attrs,
         inputs: &[TensorSpec],
@@ -397,7 +420,8 @@ impl Node {
                 }
                 for d in 0..rank {
                     let (o, s) = (offsets[d], sizes[d]);
-                    if o < 0 || s < 0 || (o + s) as usize > x.shape[d] {
+                    let end = o.checked_add(s).filter(|_| o >= 0 && s >= 0);
+                    if end.is_none_or(|e| e as u64 > x.shape[d] as u64) {
                         return c.fail(format!(
                             "axis {d}: window [{o}, {o}+{s}) is outside the input's extent {}",
                             x.shape[d]
@@ -467,7 +491,7 @@ impl Node {
                 let (cin, cout) = (x.shape[1], w.shape[0]);
                 if !cin.is_multiple_of(groups)
                     || !cout.is_multiple_of(groups)
-                    || w.shape[1] * groups != cin
+                    || w.shape[1].checked_mul(groups) != Some(cin)
                 {
                     return c.fail(format!(
                         "input channels {cin}, weight {:?} and groups {groups} do not agree",
@@ -481,8 +505,17 @@ impl Node {
                 }
                 let mut spatial = [0usize; 2];
                 for a in 0..2 {
-                    let padded = x.shape[2 + a] + pads[a] + pads[a + 2];
-                    let span = dilations[a] * (w.shape[2 + a].max(1) - 1) + 1;
+                    let padded = x.shape[2 + a]
+                        .checked_add(pads[a])
+                        .and_then(|p| p.checked_add(pads[a + 2]));
+                    let span = dilations[a]
+                        .checked_mul(w.shape[2 + a].max(1) - 1)
+                        .and_then(|s| s.checked_add(1));
+                    let (Some(padded), Some(span)) = (padded, span) else {
+                        return c.fail(format!(
+                            "axis {a}: padding {pads:?} or dilation {dilations:?} overflows"
+                        ));
+                    };
                     if w.shape[2 + a] == 0 || padded < span {
                         return c.fail(format!(
                             "kernel {:?} (dilated span {span}) does not fit the padded input {:?}",
@@ -519,7 +552,10 @@ impl Node {
                             t.shape, x.shape
                         ));
                     }
-                    shape[axis] += t.shape[axis];
+                    let Some(sum) = shape[axis].checked_add(t.shape[axis]) else {
+                        return c.fail(format!("the size of axis {axis} overflows"));
+                    };
+                    shape[axis] = sum;
                 }
                 (Node::Concat { axis }, out(shape))
             }
@@ -649,11 +685,17 @@ fn reshape_target(c: &Check, target: &[i64], numel: usize) -> Result<Vec<usize>,
             format!("{target:?}: dimensions are >= 0, with at most one -1"),
         );
     }
-    let known: usize = target
+    let known: Vec<usize> = target
         .iter()
         .filter(|&&d| d >= 0)
         .map(|&d| d as usize)
-        .product();
+        .collect();
+    let Some(known) = crate::checked_numel(&known) else {
+        return c.attr(
+            "shape",
+            format!("{target:?}: the element count overflows (the input has {numel})"),
+        );
+    };
     let mut shape: Vec<usize> = target.iter().map(|&d| d.max(0) as usize).collect();
     if let Some(&i) = inferred.first() {
         if known == 0 || !numel.is_multiple_of(known) {
@@ -661,7 +703,7 @@ fn reshape_target(c: &Check, target: &[i64], numel: usize) -> Result<Vec<usize>,
         }
         shape[i] = numel / known;
     }
-    if shape.iter().product::<usize>() != numel {
+    if crate::checked_numel(&shape) != Some(numel) {
         return c.attr(
             "shape",
             format!("{target:?} holds a different number of elements than the input ({numel})"),
@@ -729,5 +771,32 @@ mod tests {
         assert_eq!(out[0].shape, vec![256, 384]);
         let bad = Attrs::new().with("shape", AttrValue::Ints(vec![-1, 5]));
         assert!(Node::infer(Op::Reshape, &bad, &[f32s(&[4, 4])]).is_err());
+    }
+
+    #[test]
+    fn shapes_that_overflow_are_errors_not_wraps() {
+        // (2^62 + 1) * 128 wraps to 128 in 64 bits.
+        let wraps = Attrs::new().with("shape", AttrValue::Ints(vec![4611686018427387905, 128]));
+        let err = Node::infer(Op::Reshape, &wraps, &[f32s(&[128])]).unwrap_err();
+        assert!(err.to_string().contains("overflows"), "{err}");
+        let crop = Attrs::new()
+            .with("offsets", AttrValue::Ints(vec![i64::MAX]))
+            .with("sizes", AttrValue::Ints(vec![2]));
+        assert!(Node::infer(Op::Crop, &crop, &[f32s(&[4])]).is_err());
+        let huge = Attrs::new().with("size", AttrValue::Ints(vec![1 << 31, 1 << 31]));
+        let err = Node::infer(
+            Op::ResizePilBicubic,
+            &huge,
+            &[TensorSpec::new(DType::U8, &[4, 4, 3])],
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("tensor limit"), "{err}");
+        let err = Node::infer(Op::Gelu, &Attrs::new(), &[f32s(&[1 << 40, 1 << 40])]).unwrap_err();
+        assert!(err.to_string().starts_with("vsdk.gelu: input 0:"), "{err}");
+        let concat = [
+            f32s(&[usize::MAX / 2 + 1, 0]),
+            f32s(&[usize::MAX / 2 + 1, 0]),
+        ];
+        assert!(Node::infer(Op::Concat, &Attrs::new(), &concat).is_err());
     }
 }

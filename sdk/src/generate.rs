@@ -5,7 +5,7 @@
 
 use crate::document::{Document, TensorSource};
 use crate::golden::{GoldenFile, GoldenWriter};
-use crate::pack::{read_captures, supplied};
+use crate::pack::{capture_key, read_captures, supplied};
 use crate::suite::{Suite, SuiteError};
 use crate::{DType, Device, DeviceTensor, Error, HostTensor};
 use std::collections::HashMap;
@@ -38,15 +38,27 @@ pub fn generate(
     reference: &Device,
     captures: &[PathBuf],
 ) -> Result<Vec<u8>, GenerateError> {
-    let mut found = read_captures(captures).map_err(|e| GenerateError::Input {
-        tensor: "(captures)".into(),
-        message: e.to_string(),
-    })?;
     let produced: Vec<&str> = document
         .stages
         .iter()
         .flat_map(|s| s.outputs.iter().map(String::as_str))
         .collect();
+    // Only the tensors taken from captures are read.
+    let keys: Vec<&str> = document
+        .tensors
+        .iter()
+        .filter(|t| {
+            matches!(t.source, TensorSource::Golden | TensorSource::Weights(_))
+                && !produced.contains(&t.name.as_str())
+        })
+        .map(capture_key)
+        .collect();
+    let (mut found, _) = read_captures(captures, &|name| keys.contains(&name)).map_err(|e| {
+        GenerateError::Input {
+            tensor: "(captures)".into(),
+            message: e.to_string(),
+        }
+    })?;
     // Inputs: seeded tensors, regenerated as the document says.
     let mut values: HashMap<String, HostTensor> = HashMap::new();
     for t in &document.tensors {

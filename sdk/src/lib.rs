@@ -29,6 +29,7 @@ pub mod execution;
 pub mod generate;
 pub mod golden;
 pub mod isolation;
+pub mod limits;
 pub mod pack;
 pub mod runner;
 pub mod suite;

@@ -30,15 +30,22 @@ pub enum PackError {
 /// Captured tensors by name (or checkpoint key), with the file each came from.
 pub type Captures = BTreeMap<String, (HostTensor, PathBuf)>;
 
-/// Reads every capture file.
-pub fn read_captures(paths: &[PathBuf]) -> Result<Captures, CaptureError> {
+/// Reads the tensors `wanted` selects from every capture file; also returns
+/// the names of the others, whose data is not read.
+pub fn read_captures(
+    paths: &[PathBuf],
+    wanted: &dyn Fn(&str) -> bool,
+) -> Result<(Captures, Vec<String>), CaptureError> {
     let mut found = Captures::new();
+    let mut skipped = Vec::new();
     for path in paths {
-        for (name, t) in capture::read(path)? {
+        let c = capture::read_selected(path, wanted)?;
+        for (name, t) in c.tensors {
             found.insert(name, (t, path.clone()));
         }
+        skipped.extend(c.skipped);
     }
-    Ok(found)
+    Ok((found, skipped))
 }
 
 /// The captured value of `decl`: found under its name, or under its
@@ -56,7 +63,7 @@ pub(crate) fn supplied(
 
 /// The name a capture of `decl` goes by: its checkpoint key for `weights`
 /// tensors, else its name.
-fn capture_key(decl: &TensorDecl) -> &str {
+pub(crate) fn capture_key(decl: &TensorDecl) -> &str {
     match &decl.source {
         TensorSource::Weights(key) => key.as_str(),
         _ => decl.name.as_str(),
@@ -246,7 +253,14 @@ pub fn pack(
     document: &Document,
     captures: &[PathBuf],
 ) -> Result<(Vec<u8>, PackSummary), PackError> {
-    let mut found = read_captures(captures)?;
+    // Only what the document names is read (an unused .npz member is never
+    // inflated).
+    let keys: Vec<&str> = document
+        .tensors
+        .iter()
+        .flat_map(|t| [t.name.as_str(), capture_key(t)])
+        .collect();
+    let (mut found, skipped) = read_captures(captures, &|name| keys.contains(&name))?;
     let mut w = GoldenWriter::new(
         &document.component.id,
         &document.component.version,
@@ -309,7 +323,9 @@ pub fn pack(
             }
         }
     }
-    summary.unused = found.into_keys().collect();
+    summary.unused = found.into_keys().chain(skipped).collect();
+    summary.unused.sort();
+    summary.unused.dedup();
     let bytes = w.to_bytes().map_err(|e| PackError::Encode(e.to_string()))?;
     let golden =
         GoldenFile::from_bytes(Path::new("(packed)"), bytes.clone()).map_err(SuiteError::from)?;

@@ -267,6 +267,44 @@ static vsdk_status_t* attr_ints(const vsdk_kernel_call_t* c, const char* name, u
   return NULL;
 }
 
+/* The largest tensor this template accepts, in bytes: the catalog's limit
+ * (2^34). `execute` checks every tensor of a call against it, with overflow
+ * detection, before any kernel runs, so that `numel` below and every size
+ * computed from one tensor's shape fits in size_t and int64_t. Never trust
+ * a shape to multiply out: a shape of [2^62 + 1, 128] wraps to 128. */
+#define MAX_TENSOR_BYTES ((uint64_t)1 << 34)
+
+/* a * b for a, b >= 0, or 0 (and *out untouched) when it exceeds `limit`. */
+static int mul_within(uint64_t a, uint64_t b, uint64_t limit, uint64_t* out) {
+  if (a != 0 && b > limit / a) return 0;
+  *out = a * b;
+  return 1;
+}
+
+/* Checks one tensor of a call: rank, dimensions >= 0, and an element count
+ * and byte size that fit MAX_TENSOR_BYTES, computed without overflow. */
+static vsdk_status_t* check_tensor(const vsdk_kernel_call_t* c, const vsdk_tensor_t* t, const char* what, uint64_t i) {
+  uint64_t n = 1, bytes;
+  int32_t d;
+  if (t->ndim < 0 || t->ndim > MAX_RANK)
+    return UNSUPPORTED("%s: %s %llu has rank %d (this template handles 0 to %d)", c->kernel, what, (unsigned long long)i, t->ndim, MAX_RANK);
+  if (t->ndim > 0 && t->shape == NULL) return INVALID("%s: %s %llu has a NULL shape", c->kernel, what, (unsigned long long)i);
+  for (d = 0; d < t->ndim; d++)
+    if (t->shape[d] < 0) return INVALID("%s: %s %llu: dimension %d is negative", c->kernel, what, (unsigned long long)i, d);
+  for (d = 0; d < t->ndim; d++) {
+    if (t->shape[d] == 0) return NULL; /* no elements, whatever the other dimensions */
+  }
+  for (d = 0; d < t->ndim; d++)
+    if (!mul_within(n, (uint64_t)t->shape[d], MAX_TENSOR_BYTES, &n))
+      return INVALID("%s: %s %llu: the element count overflows or exceeds the %llu-byte tensor limit", c->kernel, what,
+                     (unsigned long long)i, (unsigned long long)MAX_TENSOR_BYTES);
+  if (!mul_within(n, t->dtype.bits / 8u, MAX_TENSOR_BYTES, &bytes))
+    return INVALID("%s: %s %llu is larger than the %llu-byte tensor limit", c->kernel, what, (unsigned long long)i,
+                   (unsigned long long)MAX_TENSOR_BYTES);
+  return NULL;
+}
+
+/* The element count of a tensor `execute` has checked. */
 static size_t numel(const vsdk_tensor_t* t) {
   size_t n = 1;
   int32_t i;
@@ -468,6 +506,13 @@ static vsdk_status_t* k_conv2d(const vsdk_kernel_call_t* c) {
   TRY(attr_ints(c, "pads", 4, pads, &found));
   TRY(attr_int(c, "groups", 1, &groups));
   if (c->inputs[0].ndim != 4 || c->inputs[1].ndim != 4 || groups < 1) return INVALID("%s: expected 4-d input and weight", c->kernel);
+  /* Bounded so that the output size below cannot overflow int64_t. */
+  for (i = 0; i < 4; i++)
+    if (pads[i] < 0 || pads[i] > INT32_MAX) return INVALID("%s: `pads` must lie in [0, 2^31)", c->kernel);
+  for (i = 0; i < 2; i++)
+    if (strides[i] < 1 || strides[i] > INT32_MAX || dil[i] < 1 || dil[i] > INT32_MAX)
+      return INVALID("%s: `strides` and `dilations` must lie in [1, 2^31)", c->kernel);
+  if (c->inputs[1].shape[2] > INT32_MAX || c->inputs[1].shape[3] > INT32_MAX) return INVALID("%s: kernel too large", c->kernel);
   N = c->inputs[0].shape[0]; C = c->inputs[0].shape[1]; H = c->inputs[0].shape[2]; W = c->inputs[0].shape[3];
   O = c->inputs[1].shape[0]; kh = c->inputs[1].shape[2]; kw = c->inputs[1].shape[3];
   cg = C / groups;
@@ -736,7 +781,12 @@ static vsdk_status_t* k_resize_pil(const vsdk_kernel_call_t* c) {
   TRY(pil_fixed(c, H, OH, &fy, &ny, &ky, &ky_size));
   TRY(compact_copy(c, &c->inputs[0], (void**)&src));
   /* [H, W, C] -> [H, OW, C] -> [OH, OW, C], or through [OH, W, C]. */
-  tmp = (unsigned char*)malloc((size_t)((vertical_first ? OH * W : H * OW) * C) + 1);
+  {
+    uint64_t lines = (uint64_t)(vertical_first ? OH : H), len = (uint64_t)(vertical_first ? W : OW), n;
+    if (!mul_within(lines, len, MAX_TENSOR_BYTES, &n) || !mul_within(n, (uint64_t)C, MAX_TENSOR_BYTES, &n))
+      return INVALID("%s: the intermediate image exceeds the tensor limit", c->kernel);
+    tmp = (unsigned char*)malloc((size_t)n + 1);
+  }
   if (tmp == NULL) return OOM("%s: scratch", c->kernel);
   if (vertical_first) {
     pil_pass(src, tmp, W, OH, C, C, W * C, C, W * C, fy, ny, ky, ky_size);
@@ -844,7 +894,12 @@ static vsdk_status_t* k_resize_bicubic(const vsdk_kernel_call_t* c) {
   TRY(axis_taps(c, W, OW, sw, (int)aa, &fx, &nx, &wx, &ix, &ksx));
   TRY(axis_taps(c, H, OH, sh, (int)aa, &fy, &ny, &wy, &iy, &ksy));
   TRY(load_f32(c, 0, &src));
-  tmp = (float*)malloc((size_t)(N * C * H * OW) * sizeof(float) + 1);
+  {
+    uint64_t n;
+    if (!mul_within((uint64_t)(N * C), (uint64_t)H, MAX_TENSOR_BYTES, &n) || !mul_within(n, (uint64_t)OW, MAX_TENSOR_BYTES / sizeof(float), &n))
+      return INVALID("%s: the intermediate image exceeds the tensor limit", c->kernel);
+    tmp = (float*)malloc((size_t)n * sizeof(float) + 1);
+  }
   if (tmp == NULL) return OOM("%s: scratch", c->kernel);
   for (p = 0; p < N * C; p++) {
     for (y = 0; y < H; y++)
@@ -883,7 +938,9 @@ static vsdk_status_t* k_crop(const vsdk_kernel_call_t* c) {
   TRY(attr_ints(c, "sizes", (uint64_t)t->ndim, sz, &found2));
   if (!found || !found2) return INVALID("%s: `offsets` and `sizes` are required", c->kernel);
   for (d = 0; d < t->ndim; d++) {
-    if (off[d] < 0 || sz[d] < 0 || off[d] + sz[d] > t->shape[d]) return INVALID("%s: window outside axis %d", c->kernel, d);
+    /* off + sz > shape, written so that it cannot overflow */
+    if (off[d] < 0 || sz[d] < 0 || off[d] > t->shape[d] || sz[d] > t->shape[d] - off[d])
+      return INVALID("%s: window outside axis %d", c->kernel, d);
     n *= (size_t)sz[d];
   }
   TRY(same_dtype_out(c, t->ndim, sz));
@@ -918,6 +975,7 @@ static vsdk_status_t* k_concat(const vsdk_kernel_call_t* c) {
     if (t->ndim != t0->ndim || !is_dtype(t->dtype, t0->dtype.code, t0->dtype.bits)) return INVALID("%s: inputs disagree", c->kernel);
     for (d = 0; d < t->ndim; d++)
       if (d != axis && t->shape[d] != t0->shape[d]) return INVALID("%s: input %llu differs off the axis", c->kernel, (unsigned long long)in);
+    if (t->shape[axis] > INT64_MAX - shape[axis]) return INVALID("%s: the concatenated axis overflows", c->kernel);
     shape[axis] += t->shape[axis];
   }
   TRY(same_dtype_out(c, t0->ndim, shape));
@@ -942,9 +1000,16 @@ static vsdk_status_t* k_reshape(const vsdk_kernel_call_t* c) {
   TRY(need_inputs(c, 1, 1));
   if (a == NULL || a->kind != VSDK_ATTR_INTS || a->value.ints.len > MAX_RANK) return INVALID("%s: `shape` is required", c->kernel);
   for (d = 0; d < a->value.ints.len; d++) {
+    uint64_t k;
     shape[d] = a->value.ints.data[d];
-    if (shape[d] == -1) infer = (int64_t)d;
-    else known *= shape[d];
+    if (shape[d] < -1 || (shape[d] == -1 && infer >= 0)) return INVALID("%s: `shape` has a dimension < -1 or two -1", c->kernel);
+    if (shape[d] == -1) {
+      infer = (int64_t)d;
+    } else {
+      if (!mul_within((uint64_t)known, (uint64_t)shape[d], MAX_TENSOR_BYTES, &k))
+        return INVALID("%s: `shape` overflows or exceeds the tensor limit", c->kernel);
+      known = (int64_t)k;
+    }
   }
   if (infer >= 0) shape[infer] = known ? (int64_t)numel(&c->inputs[0]) / known : 0;
   TRY(same_dtype_out(c, (int32_t)a->value.ints.len, shape));
@@ -1024,11 +1089,15 @@ static vsdk_status_t* k_cast(const vsdk_kernel_call_t* c) {
 
 static vsdk_status_t* execute(vsdk_provider_t* p, const vsdk_kernel_call_t* c) {
   const char* k;
+  uint64_t i;
   if (p == NULL || c == NULL || c->kernel == NULL) return INVALID("execute: NULL argument");
   if (c->struct_size < sizeof(vsdk_kernel_call_t)) return INVALID("execute: call struct from an unknown older ABI");
   if (c->device_index != 0) return INVALID("%s: device %u does not exist", c->kernel, c->device_index);
   if (c->version != 1) return UNSUPPORTED("%s@%u: this template implements version 1", c->kernel, c->version);
   if (c->num_inputs == 0) return INVALID("%s: no inputs", c->kernel);
+  if (c->inputs == NULL || (c->num_outputs > 0 && c->outputs == NULL)) return INVALID("%s: NULL tensor array", c->kernel);
+  for (i = 0; i < c->num_inputs; i++) TRY(check_tensor(c, &c->inputs[i], "input", i));
+  for (i = 0; i < c->num_outputs; i++) TRY(check_tensor(c, &c->outputs[i], "output", i));
   k = c->kernel;
   if (!strcmp(k, "vsdk.gelu")) return k_gelu(c);
   if (!strcmp(k, "vsdk.add")) return k_binary(c, '+');

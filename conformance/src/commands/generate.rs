@@ -35,8 +35,8 @@ pub fn run(args: Args) -> super::Outcome {
         vips_sdk::generate::generate(&doc, &reference, &args.tensors).map_err(|e| e.to_string())?;
     let out = args.out.unwrap_or(golden_path);
     if args.check {
-        let on_disk =
-            std::fs::read(&out).map_err(|e| format!("{}: cannot read: {e}", out.display()))?;
+        let on_disk = vips_sdk::limits::read_regular_file(&out, u64::MAX)
+            .map_err(|e| format!("{}: {e}", out.display()))?;
         if on_disk != bytes {
             println!(
                 "{} differs from what generate computes ({} vs {} bytes)",

@@ -1,5 +1,6 @@
 //! `inspect`: a document or a golden file, tensor by tensor.
 
+use std::io::Read;
 use std::path::Path;
 use std::process::ExitCode;
 use vips_sdk::document::{Document, TensorSource};
@@ -17,7 +18,16 @@ pub fn run(file: &Path, json: bool) -> super::Outcome {
     if file.is_dir() {
         return suite(file, json);
     }
-    let head = std::fs::read(file).map_err(|e| format!("{}: cannot read: {e}", file.display()))?;
+    // The magic decides; never read more than it (the file may be huge, or
+    // not a regular file at all, which is refused before it is opened).
+    let mut head = Vec::new();
+    vips_sdk::limits::open_regular_file(file, u64::MAX)
+        .and_then(|(f, _)| {
+            f.take(vips_sdk::golden::MAGIC.len() as u64)
+                .read_to_end(&mut head)
+                .map_err(|e| format!("cannot read: {e}"))
+        })
+        .map_err(|e| format!("{}: {e}", file.display()))?;
     let golden_name = file.extension().is_some_and(|e| e == "golden");
     if golden_name || head.starts_with(vips_sdk::golden::MAGIC) {
         return golden(file, json);

@@ -12,7 +12,7 @@ pub fn run(suite: Option<String>, json: bool) -> super::Outcome {
         for (name, dir) in &all {
             let doc = Document::open(suite_files(dir).0).map_err(|e| e.to_string())?;
             rows.push(serde_json::json!({
-                "name": name, "path": dir, "component": doc.component.id,
+                "name": name, "path": super::path_text(dir), "component": doc.component.id,
                 "version": doc.component.version, "title": doc.component.title, "stages": doc.stages.len(),
             }));
         }

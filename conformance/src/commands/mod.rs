@@ -10,9 +10,25 @@ pub mod pack;
 pub mod providers;
 pub mod run;
 
+use std::path::Path;
 use std::process::ExitCode;
 
 pub type Outcome = Result<ExitCode, String>;
+
+/// `path` as text for a report: lossily (U+FFFD for each invalid byte) when
+/// it is not UTF-8, which JSON cannot carry, with a warning on stderr.
+pub fn path_text(path: &Path) -> String {
+    match path.to_str() {
+        Some(s) => s.to_string(),
+        None => {
+            let lossy = path.to_string_lossy().into_owned();
+            eprintln!(
+                "warning: {lossy}: the path is not UTF-8; shown with U+FFFD for its invalid bytes"
+            );
+            lossy
+        }
+    }
+}
 
 /// Writes `value` as pretty JSON to stdout.
 pub fn print_json(value: &impl serde::Serialize) -> Result<(), String> {

@@ -15,7 +15,7 @@ fn describe(provider: &Provider) -> Result<serde_json::Value, vips_sdk::Error> {
         "version": info.version,
         "description": info.description,
         "abi_version": info.abi_version,
-        "library": info.library,
+        "library": super::path_text(&info.library),
         "devices": devices.iter().map(|d| serde_json::json!({
             "index": d.index,
             "name": d.name,
@@ -59,8 +59,19 @@ fn print_table(v: &serde_json::Value) {
 }
 
 pub fn run(extra: Vec<String>, json: bool) -> super::Outcome {
-    let mut targets: Vec<(String, PathBuf)> =
-        discover().into_iter().map(|d| (d.name, d.path)).collect();
+    let mut targets: Vec<(String, PathBuf)> = Vec::new();
+    for d in discover() {
+        // A file name that is not UTF-8 comes back lossily converted, a
+        // path that does not exist: say so rather than fail to load it.
+        if d.name.contains('\u{FFFD}') && !d.path.exists() {
+            eprintln!(
+                "warning: skipping {}: the file name is not UTF-8",
+                d.path.display()
+            );
+            continue;
+        }
+        targets.push((d.name, d.path));
+    }
     for p in extra {
         targets.push((p.clone(), PathBuf::from(p)));
     }
@@ -93,7 +104,7 @@ pub fn run(extra: Vec<String>, json: bool) -> super::Outcome {
                     eprintln!("error: {e}");
                 }
                 report.push(
-                    serde_json::json!({ "name": name, "library": path, "error": e.to_string() }),
+                    serde_json::json!({ "name": name, "library": super::path_text(&path), "error": e.to_string() }),
                 );
             }
         }

@@ -2,12 +2,17 @@
 //! (docs/vips-format.md). Loading parses, checks every reference and name, and
 //! reports problems as `file:line:column: field.path: message`.
 
+mod depth;
 mod raw;
 
 use crate::compare::{NanPolicy, Tier};
 use crate::error_model::TierParams;
 use crate::golden::{Distribution, Seeded};
-use crate::{AttrValue, Attrs, DType, Op};
+use crate::limits::{
+    read_regular_file, MAX_DOCUMENT_BYTES, MAX_SEEDED_TENSOR_BYTES, MAX_SEEDED_TOTAL_BYTES,
+    MAX_YAML_DEPTH,
+};
+use crate::{AttrValue, Attrs, DType, Op, TensorSpec};
 use indexmap::IndexMap;
 use marked_yaml::{LoaderOptions, Spanned};
 use raw::*;
@@ -195,11 +200,11 @@ impl TensorDecl {
 impl Document {
     pub fn open(path: impl AsRef<Path>) -> Result<Document, DocumentError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|e| DocumentError {
+        let text = read_text(path).map_err(|message| DocumentError {
             file: path.to_path_buf(),
             location: Location::default(),
             path: String::new(),
-            message: format!("cannot read: {e}"),
+            message,
         })?;
         let doc = Document::parse(path, &text)?;
         doc.check_uses()?;
@@ -216,8 +221,8 @@ impl Document {
                 path: format!("uses[{i}]"),
                 message,
             };
-            let text = std::fs::read_to_string(&u.path)
-                .map_err(|e| fail(format!("{}: cannot read: {e}", u.path.display())))?;
+            let text =
+                read_text(&u.path).map_err(|e| fail(format!("{}: {e}", u.path.display())))?;
             let got: [u8; 32] = Sha256::digest(text.as_bytes()).into();
             if got != u.sha256 {
                 return Err(fail(format!(
@@ -252,6 +257,19 @@ impl Document {
             path: field.to_string(),
             message,
         };
+        // The parser recurses and buffers: bound the input before it runs.
+        if text.len() as u64 > MAX_DOCUMENT_BYTES {
+            return Err(fail(
+                Location::default(),
+                "",
+                format!(
+                    "the document is {} bytes, larger than the {MAX_DOCUMENT_BYTES}-byte limit",
+                    text.len()
+                ),
+            ));
+        }
+        depth::check(text, MAX_YAML_DEPTH)
+            .map_err(|(location, message)| fail(location, "", message))?;
         let options = LoaderOptions::default().error_on_duplicate_keys(true);
         let node = marked_yaml::parse_yaml_with_options(0, text, options).map_err(|e| {
             let (location, message) = split_location(&e.to_string());
@@ -270,6 +288,7 @@ impl Document {
         let mut v = Validator {
             fail: &fail,
             tensors: IndexMap::new(),
+            seeded_bytes: 0,
         };
         let doc = v.document(path, raw)?;
         Ok(Document {
@@ -285,6 +304,18 @@ impl Document {
     pub fn stage(&self, name: &str) -> Option<&Stage> {
         self.stages.iter().find(|s| s.name == name)
     }
+}
+
+/// The text of a document file: a regular file of at most
+/// [`MAX_DOCUMENT_BYTES`], in UTF-8.
+fn read_text(path: &Path) -> Result<String, String> {
+    let bytes = read_regular_file(path, MAX_DOCUMENT_BYTES)?;
+    String::from_utf8(bytes).map_err(|e| {
+        format!(
+            "not UTF-8 text (invalid byte at offset {})",
+            e.utf8_error().valid_up_to()
+        )
+    })
 }
 
 /// "3:7: message" → (3:7, "message").
@@ -306,6 +337,8 @@ struct Validator<'a, F: Fn(Location, &str, String) -> DocumentError> {
     fail: &'a F,
     /// Declared tensors by name, for reference checks.
     tensors: IndexMap<String, TensorDecl>,
+    /// Bytes of the seeded tensors declared so far, once generated.
+    seeded_bytes: u64,
 }
 
 impl<F: Fn(Location, &str, String) -> DocumentError> Validator<'_, F> {
@@ -424,7 +457,11 @@ impl<F: Fn(Location, &str, String) -> DocumentError> Validator<'_, F> {
         })
     }
 
-    fn tensor(&self, name: &Spanned<String>, t: RawTensor) -> Result<TensorDecl, DocumentError> {
+    fn tensor(
+        &mut self,
+        name: &Spanned<String>,
+        t: RawTensor,
+    ) -> Result<TensorDecl, DocumentError> {
         let field = format!("tensors.{}", name.as_str());
         let Some(dtype) = DType::from_name(&t.dtype) else {
             return self.err(at(&t.dtype), &format!("{field}.dtype"), format!("unknown dtype `{}` (one of float16, bfloat16, float32, float64, uint8, int32, int64)", *t.dtype));
@@ -432,11 +469,22 @@ impl<F: Fn(Location, &str, String) -> DocumentError> Validator<'_, F> {
         let shape = t
             .shape
             .map(|s| s.into_iter().map(|d| d as usize).collect::<Vec<_>>());
+        // Every size is bounded, with overflow detection, before anything
+        // is generated or allocated.
+        let bytes = match &shape {
+            None => 0,
+            Some(s) => match TensorSpec::new(dtype, s).bounded_size_bytes() {
+                Ok(b) => b as u64,
+                Err(e) => return self.err(at(name), &format!("{field}.shape"), e),
+            },
+        };
         let source = match &*t.source {
             RawSource::Golden => TensorSource::Golden,
             RawSource::Weights(key) => TensorSource::Weights(key.clone()),
             RawSource::Values(v) => {
-                let n: usize = shape.as_ref().map_or(0, |s| s.iter().product());
+                let n = shape
+                    .as_deref()
+                    .map_or(0, |s| TensorSpec::new(dtype, s).numel());
                 if shape.is_none() || n != v.len() {
                     return self.err(
                         at(&t.source),
@@ -479,6 +527,29 @@ impl<F: Fn(Location, &str, String) -> DocumentError> Validator<'_, F> {
                         at(&t.source),
                         &format!("{field}.shape"),
                         "a seeded tensor needs a shape",
+                    );
+                }
+                if bytes > MAX_SEEDED_TENSOR_BYTES {
+                    return self.err(
+                        at(name),
+                        &format!("{field}.shape"),
+                        format!(
+                            "a seeded {dtype} {:?} tensor is {bytes} bytes once generated, above the \
+                             {MAX_SEEDED_TENSOR_BYTES}-byte limit for seeded tensors",
+                            shape.as_deref().unwrap_or_default()
+                        ),
+                    );
+                }
+                self.seeded_bytes += bytes;
+                if self.seeded_bytes > MAX_SEEDED_TOTAL_BYTES {
+                    return self.err(
+                        at(name),
+                        &format!("{field}.shape"),
+                        format!(
+                            "the seeded tensors up to this one total {} bytes once generated, above \
+                             the {MAX_SEEDED_TOTAL_BYTES}-byte limit for a document",
+                            self.seeded_bytes
+                        ),
                     );
                 }
                 TensorSource::Seeded(Seeded {

@@ -6,9 +6,12 @@ mod seeded;
 
 pub use seeded::{splitmix64, Distribution, Seeded};
 
-use crate::{DType, HostTensor, TensorSpec};
+use crate::limits::{read_regular_file, MAX_SEEDED_TENSOR_BYTES, MAX_SEEDED_TOTAL_BYTES};
+use crate::{DType, Element, HostTensor, TensorSpec};
+use half::{bf16, f16};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// The first 8 bytes of every golden file.
@@ -17,7 +20,8 @@ pub const MAGIC: &[u8; 8] = b"VSDKGOLD";
 pub const FORMAT_VERSION: u32 = 1;
 /// Largest tensor a golden file may declare (bytes once materialised): a
 /// guard against a corrupt or hostile shape, far above any real suite.
-pub const MAX_TENSOR_BYTES: u64 = 1 << 34;
+/// Seeded tensors have tighter limits (`crate::limits`).
+pub use crate::limits::MAX_TENSOR_BYTES;
 
 const TRAILER: usize = 32;
 
@@ -96,19 +100,32 @@ pub struct GoldenTensor {
 
 /// The canonical hash of a tensor: SHA-256 of its values as little-endian
 /// float32 in C order (`hashlib.sha256(a.astype('<f4').tobytes())`).
+///
+/// Streams: other dtypes are converted (through f64, then to f32, round to
+/// nearest even) a chunk at a time, never as a copy of the whole tensor.
 pub fn canonical_sha256(t: &HostTensor) -> [u8; 32] {
-    let mut h = Sha256::new();
-    if t.spec.dtype == DType::F32 {
-        h.update(&t.bytes);
-    } else {
-        let mut buf = Vec::with_capacity(4 * 4096);
-        for chunk in t.to_f64_vec().chunks(4096) {
+    /// Elements converted per hasher update.
+    const CHUNK: usize = 4096;
+    fn feed<T: Element>(h: &mut Sha256, bytes: &[u8]) {
+        let size = T::DTYPE.size_bytes();
+        let mut buf = Vec::with_capacity(4 * CHUNK);
+        for chunk in bytes.chunks(size * CHUNK) {
             buf.clear();
-            chunk
-                .iter()
-                .for_each(|&v| buf.extend_from_slice(&(v as f32).to_le_bytes()));
+            for c in chunk.chunks_exact(size) {
+                buf.extend_from_slice(&(T::read_le(c).to_f64() as f32).to_le_bytes());
+            }
             h.update(&buf);
         }
+    }
+    let mut h = Sha256::new();
+    match t.spec.dtype {
+        DType::F32 => h.update(&t.bytes),
+        DType::F16 => feed::<f16>(&mut h, &t.bytes),
+        DType::BF16 => feed::<bf16>(&mut h, &t.bytes),
+        DType::F64 => feed::<f64>(&mut h, &t.bytes),
+        DType::U8 => feed::<u8>(&mut h, &t.bytes),
+        DType::I32 => feed::<i32>(&mut h, &t.bytes),
+        DType::I64 => feed::<i64>(&mut h, &t.bytes),
     }
     h.finalize().into()
 }
@@ -129,9 +146,11 @@ pub struct GoldenFile {
 impl GoldenFile {
     pub fn open(path: impl AsRef<Path>) -> Result<Self, GoldenError> {
         let path = path.as_ref();
-        let bytes = std::fs::read(path).map_err(|e| GoldenError::Io {
+        // A FIFO or a device is refused before it is opened; a regular file
+        // bounds what is read.
+        let bytes = read_regular_file(path, u64::MAX).map_err(|reason| GoldenError::Io {
             path: path.to_path_buf(),
-            reason: format!("cannot read: {e}"),
+            reason,
         })?;
         Self::from_bytes(path, bytes)
     }
@@ -167,7 +186,9 @@ impl GoldenFile {
             )));
         }
         at = body_end - rest.len();
-        let mut tensors = Vec::new();
+        let mut tensors: Vec<GoldenTensor> = Vec::new();
+        let mut first_index: HashMap<String, u32> = HashMap::new();
+        let mut seeded_bytes = 0u64;
         for i in 0..header.tensor_count {
             let (entry, rest): (Entry, &[u8]) =
                 postcard::take_from_bytes(&body[at..]).map_err(|e| {
@@ -176,7 +197,28 @@ impl GoldenFile {
                         header.tensor_count
                     ))
                 })?;
-            tensors.push(index_entry(path, &bytes, entry)?);
+            let t = index_entry(path, &bytes, entry)?;
+            let err = |reason: String| GoldenError::Tensor {
+                path: path.to_path_buf(),
+                tensor: t.name.clone(),
+                reason,
+            };
+            if let Some(first) = first_index.insert(t.name.clone(), i) {
+                return Err(err(format!(
+                    "the name is used twice (tensor #{first} and tensor #{i} at byte {at}): \
+                     names in a golden file are unique"
+                )));
+            }
+            if matches!(t.source, Source::Seeded(_)) {
+                seeded_bytes += t.spec.size_bytes() as u64;
+                if seeded_bytes > MAX_SEEDED_TOTAL_BYTES {
+                    return Err(err(format!(
+                        "the seeded tensors up to this one total {seeded_bytes} bytes once \
+                         generated, above the {MAX_SEEDED_TOTAL_BYTES}-byte limit for a golden file"
+                    )));
+                }
+            }
+            tensors.push(t);
             at = body_end - rest.len();
         }
         if at != body_end {
@@ -289,6 +331,14 @@ fn index_entry(path: &Path, file: &[u8], e: Entry<'_>) -> Result<GoldenTensor, G
         }
         Data::Seeded(s) => {
             s.distribution.validate().map_err(err)?;
+            let bytes = numel * dtype.size_bytes() as u64;
+            if bytes > MAX_SEEDED_TENSOR_BYTES {
+                return Err(err(format!(
+                    "a seeded {dtype} {:?} tensor is {bytes} bytes once generated, above the \
+                     {MAX_SEEDED_TENSOR_BYTES}-byte limit for seeded tensors",
+                    e.shape
+                )));
+            }
             // Test images are uint8; every other distribution is for floats.
             let is_image = s.distribution == Distribution::TestImage;
             if is_image != (dtype == DType::U8) || (!is_image && !dtype.is_float()) {

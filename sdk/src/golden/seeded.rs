@@ -5,6 +5,7 @@
 //! tensor is `mix(seed + (j + 1) · γ)`, so elements are generated in parallel
 //! and still equal the sequential definition.
 
+use crate::limits::MAX_SEEDED_TENSOR_BYTES;
 use crate::{DType, HostTensor};
 use half::bf16;
 use rayon::prelude::*;
@@ -81,18 +82,38 @@ impl Distribution {
         }
     }
 
+    /// Parameters are finite, `low ≤ high`, `std ≥ 0`, and so are the
+    /// quantities generation derives from them: `high − low`, and the
+    /// extremes `mean ± 6·std` of a normal (its support), so that no finite
+    /// recipe generates ±Inf.
     pub fn validate(self) -> Result<(), String> {
-        let ok = match self {
+        let problem = match self {
             Distribution::Uniform { low, high } => {
-                low.is_finite() && high.is_finite() && low <= high
+                if !(low.is_finite() && high.is_finite() && low <= high) {
+                    Some("expected finite low <= high".to_string())
+                } else if !(high - low).is_finite() {
+                    Some(format!("high - low = {} is not finite", high - low))
+                } else {
+                    None
+                }
             }
-            Distribution::Normal { mean, std } => mean.is_finite() && std.is_finite() && std >= 0.0,
-            Distribution::TestImage => true,
+            Distribution::Normal { mean, std } => {
+                if !(mean.is_finite() && std.is_finite() && std >= 0.0) {
+                    Some("expected a finite mean and a finite std >= 0".to_string())
+                } else if !(mean.abs() + 6.0 * std).is_finite() {
+                    Some(format!(
+                        "mean ± 6·std (the support) = ±{} is not finite",
+                        mean.abs() + 6.0 * std
+                    ))
+                } else {
+                    None
+                }
+            }
+            Distribution::TestImage => None,
         };
-        if ok {
-            Ok(())
-        } else {
-            Err(format!("invalid distribution {self:?}"))
+        match problem {
+            None => Ok(()),
+            Some(p) => Err(format!("invalid distribution {self:?}: {p}")),
         }
     }
 }
@@ -105,10 +126,19 @@ pub struct Seeded {
 }
 
 impl Seeded {
-    /// Generates the tensor. Only float dtypes can be seeded; the caller has
-    /// bounded `numel`.
+    /// Generates the tensor. Only float dtypes can be seeded; the size is
+    /// checked against [`MAX_SEEDED_TENSOR_BYTES`] before anything is
+    /// allocated.
     pub fn generate(&self, dtype: DType, shape: &[usize]) -> Result<HostTensor, String> {
         self.distribution.validate()?;
+        let bytes = crate::TensorSpec::new(dtype, shape).checked_size_bytes();
+        if bytes.is_none_or(|b| b as u64 > MAX_SEEDED_TENSOR_BYTES) {
+            return Err(format!(
+                "a seeded {dtype} {shape:?} tensor is {} bytes once generated, above the \
+                 {MAX_SEEDED_TENSOR_BYTES}-byte limit for seeded tensors",
+                bytes.map_or("more than 2^64".to_string(), |b| b.to_string())
+            ));
+        }
         if self.distribution == Distribution::TestImage {
             let &[h, w, c] = shape else {
                 return Err(format!("a test image has shape [H, W, C], not {shape:?}"));
@@ -218,6 +248,31 @@ mod tests {
         assert_eq!(hex::encode(&t.bytes[..12]), "1530be0004c12d14bc2d12bf");
         assert!(image.generate(DType::F32, &[3, 4, 3]).is_err());
         assert!(image.generate(DType::U8, &[3, 4]).is_err());
+    }
+
+    #[test]
+    fn recipes_that_overflow_or_exceed_the_limit_are_refused() {
+        let wide = Distribution::Uniform {
+            low: -1e308,
+            high: 1e308,
+        };
+        assert!(wide.validate().unwrap_err().contains("high - low"));
+        let tall = Distribution::Normal {
+            mean: 0.0,
+            std: 1e308,
+        };
+        assert!(tall.validate().unwrap_err().contains("not finite"));
+        let ok = Seeded {
+            seed: 1,
+            distribution: Distribution::Uniform {
+                low: 0.0,
+                high: 1.0,
+            },
+        };
+        let e = ok.generate(DType::F32, &[1 << 36]).unwrap_err();
+        assert!(e.contains("limit for seeded tensors"), "{e}");
+        let e = ok.generate(DType::F32, &[1 << 62, 1 << 62]).unwrap_err();
+        assert!(e.contains("more than 2^64"), "{e}");
     }
 
     #[test]
