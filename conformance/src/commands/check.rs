@@ -28,7 +28,10 @@ pub fn run(args: Args) -> super::Outcome {
     let mut captured = HashMap::new();
     let mut from = HashMap::new();
     for path in &args.tensors {
-        for (name, t) in vips_sdk::capture::read(path).map_err(|e| e.to_string())? {
+        // Only the suite's tensors are read (an unused `.npz` member is not inflated).
+        let wanted = |name: &str| suite.spec(name).is_some();
+        let capture = vips_sdk::capture::read_selected(path, &wanted).map_err(|e| e.to_string())?;
+        for (name, t) in capture.tensors {
             if let Some(first) = from.insert(name.clone(), path.clone()) {
                 return Err(format!(
                     "`{name}` is captured twice: in {} and in {}",
