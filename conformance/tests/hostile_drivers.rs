@@ -306,7 +306,7 @@ fn an_exception_from_create_crashes_every_stage_with_its_message() {
         assert_eq!(r.status("main", s), "crashed");
         let reason = r.reason("main", s);
         assert!(
-            reason.contains("while loading the provider (create)"),
+            reason.contains(&format!("while loading {} (create)", hostile::THROW_CREATE)),
             "{reason}"
         );
         assert!(reason.contains("foreign exception"), "{reason}");

@@ -353,8 +353,10 @@ impl Worker {
                 device: self.device,
             };
             state.live = Some(live);
-            let reply = Self::exchange(state, &open, &[], OPEN_TIMEOUT)
-                .map_err(|f| during(f, "while loading the provider (create)"))?;
+            let reply = Self::exchange(state, &open, &[], OPEN_TIMEOUT).map_err(|f| {
+                let what = format!("while loading {} (create)", self.library.display());
+                during(f, &what)
+            })?;
             match reply.header {
                 Reply::Opened { provider, device } => state.opened = Some((provider, device)),
                 Reply::Failed(m) => {
