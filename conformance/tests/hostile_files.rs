@@ -622,24 +622,7 @@ fn pack_never_inflates_an_npz_member_the_document_does_not_name() {
     let big = write(t, "big.npz", npz_with_a_gigabyte_member());
     assert!(std::fs::metadata(&big).unwrap().len() < 2 << 20);
     let demo = vips_sdk::suite::Suite::open(Path::new(DEMO_DIR)).unwrap();
-    let members: Vec<Member> = ["h", "n", "p"]
-        .iter()
-        .map(|n| {
-            let x = demo.tensor(n).unwrap();
-            let shape = format!(
-                "({})",
-                x.spec
-                    .shape
-                    .iter()
-                    .map(|d| format!("{d},"))
-                    .collect::<String>()
-            );
-            Member::stored(
-                &format!("{n}.npy"),
-                npy_f32(&shape, &x.to_vec::<f32>().unwrap()),
-            )
-        })
-        .collect();
+    let members = demo_members(&demo);
     let good = write(t, "good.npz", zip(&members));
     let out = t.join("out.golden");
     let r = run(

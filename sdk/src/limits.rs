@@ -17,6 +17,10 @@ pub const MAX_SEEDED_TENSOR_BYTES: u64 = 1 << 28;
 /// bytes once generated (2^31, 2 GiB).
 pub const MAX_SEEDED_TOTAL_BYTES: u64 = 1 << 31;
 
+/// Largest golden vector file, in bytes (2^32, 4 GiB; it is read whole. The
+/// full DINOv2 ViT-S/14 suite's is 6.6 MiB: golden files are compact).
+pub const MAX_GOLDEN_BYTES: u64 = 1 << 32;
+
 /// Largest VIPS document, in bytes (4 MiB; the DINOv2 documents are 82 KB).
 /// The YAML parser keeps about 100 bytes per scalar: a 4 MiB flow list of
 /// zeros peaks at about 420 MB, 16 MiB would take 1.7 GB.

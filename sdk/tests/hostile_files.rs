@@ -407,24 +407,7 @@ fn npz_members_are_checked_before_inflating_and_inflated_only_when_needed() {
     let big = write(d, "big.npz", npz_with_a_gigabyte_member());
     assert!(std::fs::metadata(&big).unwrap().len() < 2 << 20);
     let demo = Suite::open(Path::new(DEMO_YAML).parent().unwrap()).unwrap();
-    let members: Vec<Member> = ["h", "n", "p"]
-        .iter()
-        .map(|n| {
-            let t = demo.tensor(n).unwrap();
-            let shape = format!(
-                "({})",
-                t.spec
-                    .shape
-                    .iter()
-                    .map(|d| format!("{d},"))
-                    .collect::<String>()
-            );
-            Member::stored(
-                &format!("{n}.npy"),
-                npy_f32(&shape, &t.to_vec::<f32>().unwrap()),
-            )
-        })
-        .collect();
+    let members = demo_members(&demo);
     let good = write(d, "good.npz", zip(&members));
     let doc = demo.document.clone();
     let (b, g) = (big.clone(), good.clone());

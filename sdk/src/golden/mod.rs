@@ -148,9 +148,11 @@ impl GoldenFile {
         let path = path.as_ref();
         // A FIFO or a device is refused before it is opened; a regular file
         // bounds what is read.
-        let bytes = read_regular_file(path, u64::MAX).map_err(|reason| GoldenError::Io {
-            path: path.to_path_buf(),
-            reason,
+        let bytes = read_regular_file(path, crate::limits::MAX_GOLDEN_BYTES).map_err(|reason| {
+            GoldenError::Io {
+                path: path.to_path_buf(),
+                reason,
+            }
         })?;
         Self::from_bytes(path, bytes)
     }

@@ -298,3 +298,26 @@ pub fn small_document(x_decl: &str, y_decl: &str, graph: &str) -> String {
          \x20   graph:\n{graph}"
     )
 }
+
+/// `.npz` members holding the demo suite's `h`, `n` and `p` as float32
+/// `.npy` files (what a PyTorch user would capture).
+pub fn demo_members(demo: &vips_sdk::suite::Suite) -> Vec<Member> {
+    ["h", "n", "p"]
+        .iter()
+        .map(|n| {
+            let t = demo.tensor(n).unwrap();
+            let shape = format!(
+                "({})",
+                t.spec
+                    .shape
+                    .iter()
+                    .map(|d| format!("{d},"))
+                    .collect::<String>()
+            );
+            Member::stored(
+                &format!("{n}.npy"),
+                npy_f32(&shape, &t.to_vec::<f32>().unwrap()),
+            )
+        })
+        .collect()
+}
