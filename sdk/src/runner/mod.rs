@@ -582,37 +582,9 @@ fn run_tiers(
                     .unwrap_or_else(|| default_timeout(suite, stage)),
                 require_deterministic: opts.require_deterministic,
             };
-            let (mut result, mut outputs) = ctx(Round::Main, 0).run(&inputs)?;
-            let mut attempt = 0;
-            while result.status.is_failure()
-                && result.status != Status::NotSupported
-                && attempt < opts.flake_retries
-            {
-                attempt += 1;
-                let (retry, retry_outputs) = ctx(Round::Main, attempt).run(&inputs)?;
-                if !retry.status.is_failure() {
-                    let first = format!(
-                        "{}{}",
-                        result.status.label(),
-                        result
-                            .reason
-                            .as_deref()
-                            .map(|r| format!(": {r}"))
-                            .unwrap_or_default()
-                    );
-                    result = retry;
-                    outputs = retry_outputs;
-                    result.status = Status::Flaky;
-                    result.reason = Some(format!(
-                        "passed on attempt {} after failing ({first})",
-                        attempt + 1
-                    ));
-                    break;
-                }
-                result = retry;
-                outputs = retry_outputs;
-            }
-            result.attempts = attempt + 1;
+            let (mut result, outputs) = with_retries(opts.flake_retries, |attempt| {
+                ctx(Round::Main, attempt).run(&inputs)
+            })?;
             if let Some(upstream) = diverged_upstream {
                 // Whatever drill-down found, say first where the inputs came from.
                 result.drill_down_note = Some(match result.drill_down_note.take() {
@@ -694,6 +666,41 @@ fn run_tiers(
         });
     }
     Ok((tiers, progress.stopped))
+}
+
+/// Runs `attempt` (0, 1, ...) until it does not fail or `retries` re-runs
+/// are spent; a failure that passes on a retry is FLAKY, never a pass.
+fn with_retries(
+    retries: u32,
+    attempt: impl Fn(u32) -> Result<(StageResult, HashMap<String, HostTensor>), SuiteError>,
+) -> Result<(StageResult, HashMap<String, HostTensor>), SuiteError> {
+    let (mut result, mut outputs) = attempt(0)?;
+    let mut n = 0;
+    while result.status.is_failure() && result.status != Status::NotSupported && n < retries {
+        n += 1;
+        let (retry, retry_outputs) = attempt(n)?;
+        let passed = !retry.status.is_failure();
+        let first = format!(
+            "{}{}",
+            result.status.label(),
+            result
+                .reason
+                .as_deref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default()
+        );
+        (result, outputs) = (retry, retry_outputs);
+        if passed {
+            result.status = Status::Flaky;
+            result.reason = Some(format!(
+                "passed on attempt {} after failing ({first})",
+                n + 1
+            ));
+            break;
+        }
+    }
+    result.attempts = n + 1;
+    Ok((result, outputs))
 }
 
 impl StageResult {
