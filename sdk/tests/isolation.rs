@@ -114,6 +114,13 @@ fn a_baseline_is_a_results_csv() {
                 fp32,isolated,differential,block_02,FAIL,decomposed,2.0,0.1,\n";
     let b = Baseline::parse(text).unwrap();
     assert_eq!(b.len(), 1, "only main-round failures are expected");
+    // A pass the baseline did not expect, a flake, a stage never run: not
+    // failures the provider is excused for.
+    let b = Baseline::parse(
+        "tier,round,stage,status\nfp32,main,a,UNEXPECTED PASS\nfp32,main,b,FLAKY\nfp32,main,c,MISSING\nfp32,main,d,EXPECTED FAIL\nfp32,main,e,OUT OF BOUNDS\n",
+    )
+    .unwrap();
+    assert_eq!(b.len(), 2, "d and e");
     let e = Baseline::parse("stage,status\nx,PASS\n").unwrap_err();
     assert!(e.contains("no `tier` column"), "{e}");
     let e = Baseline::parse("tier,round,stage,status\nfp32,main,x,PASS\nfp32,main,y,SOMETIMES\n")

@@ -8,12 +8,12 @@ use super::SplitMix;
 use crate::{Device, DeviceTensor, Error, HostTensor, Node, Op, TensorSpec};
 use std::collections::{HashMap, HashSet};
 
-/// Poison for floating outputs: all-ones bytes, a NaN in every float dtype
-/// that no arithmetic on our inputs produces (hardware NaNs carry a zero
-/// payload). Integers get all-ones in the first run and zeros in the second:
-/// an element unwritten in both holds both.
+/// Poison: all-ones bytes in the first run (a NaN in every float dtype, so
+/// an unwritten float fails any comparison), zeros in the second. An element
+/// holding both is unwritten; one value alone proves nothing (a kernel may
+/// copy an all-ones NaN, or compute a zero).
 const POISON_FIRST: u8 = 0xFF;
-const POISON_SECOND_INT: u8 = 0x00;
+const POISON_SECOND: u8 = 0x00;
 
 struct Run<'a> {
     device: &'a Device,
@@ -99,14 +99,16 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// One run of the program; every step output by name, with `poison`
-    /// written into integer outputs (floats always get the NaN poison).
+    /// One run of the program; every step output by name, each poisoned
+    /// with `poison` before its kernel.
     fn run(
         &mut self,
         program: &Program,
         inputs: &[(&str, &HostTensor)],
-        int_poison: u8,
+        poison: u8,
     ) -> Result<Vec<(String, HostTensor)>, Error> {
+        // Setting up and checking are not any step's (usize::MAX: no kernel).
+        (self.on_step)(usize::MAX);
         let mut on_device: HashMap<&str, DeviceTensor> = HashMap::new();
         for &(name, t) in inputs {
             on_device.insert(name, self.place(t.spec.clone(), &t.bytes)?);
@@ -154,11 +156,6 @@ impl Run<'_> {
             let outputs = specs
                 .into_iter()
                 .map(|s| {
-                    let poison = if s.dtype.is_float() {
-                        POISON_FIRST
-                    } else {
-                        int_poison
-                    };
                     let body = vec![poison; s.size_bytes()];
                     self.place(s, &body)
                 })
@@ -185,6 +182,7 @@ impl Run<'_> {
             .map(|&(n, t)| (n, t.bytes.as_slice()))
             .chain(values.iter().map(|(n, t)| (n.as_str(), t.bytes.as_slice())))
             .collect();
+        (self.on_step)(usize::MAX);
         for (name, t) in &on_device {
             let (offset, size) = t.layout();
             let whole = self.device.read_buffer(t, 0, size)?;
@@ -222,7 +220,7 @@ pub fn run(
         on_step,
     };
     let first = run.run(program, inputs, POISON_FIRST)?;
-    let second = run.run(program, inputs, POISON_SECOND_INT)?;
+    let second = run.run(program, inputs, POISON_SECOND)?;
     let mut findings = run.findings;
     // A NaN poison read by the next kernel comes out as the same NaN, and a
     // flipped bit flows on: only a step whose inputs were clean is blamed.
@@ -276,7 +274,6 @@ type Count = Option<(u64, u64)>;
 
 fn compare_runs(a: &HostTensor, b: &HostTensor) -> (Count, Count) {
     let width = a.spec.dtype.size_bytes();
-    let float = a.spec.dtype.is_float();
     let poisoned = |e: &[u8], p: u8| e.iter().all(|&x| x == p);
     let (mut unwritten, mut differ): (Count, Count) = (None, None);
     let bump = |c: &mut Count, i: usize| match c {
@@ -284,12 +281,7 @@ fn compare_runs(a: &HostTensor, b: &HostTensor) -> (Count, Count) {
         None => *c = Some((1, i as u64)),
     };
     for (i, (ea, eb)) in a.bytes.chunks(width).zip(b.bytes.chunks(width)).enumerate() {
-        let left = if float {
-            poisoned(ea, POISON_FIRST) || poisoned(eb, POISON_FIRST)
-        } else {
-            poisoned(ea, POISON_FIRST) && poisoned(eb, POISON_SECOND_INT)
-        };
-        if left {
+        if poisoned(ea, POISON_FIRST) && poisoned(eb, POISON_SECOND) {
             bump(&mut unwritten, i);
         } else if ea != eb {
             bump(&mut differ, i);

@@ -15,11 +15,11 @@ use crate::{DType, DeviceInfo, HostTensor, ProviderInfo};
 use protocol::{Message, Reply, Request};
 use std::collections::VecDeque;
 use std::ffi::OsString;
-use std::io::{BufReader, BufWriter, Read};
+use std::io::{BufReader, BufWriter, Read, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -39,6 +39,9 @@ pub enum Failure {
     /// The worker died: how (signal or exit status) and the last lines the
     /// driver wrote to stderr.
     Crashed { how: String, stderr: Vec<String> },
+    /// Not run: the provider failed to load twice in a row (the last
+    /// failure), so no more workers are started.
+    NotLoaded(String),
     /// No answer within the timeout; the worker was killed. `during`: the
     /// kernel it was running, when known.
     Timeout {
@@ -63,6 +66,10 @@ impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Failure::Provider(m) => write!(f, "{m}"),
+            Failure::NotLoaded(last) => write!(
+                f,
+                "not run: the provider failed to load twice, no more workers are started (the last time: {last})"
+            ),
             Failure::Crashed { how, stderr } => {
                 write!(f, "the provider's worker process {how}")?;
                 with_stderr(f, stderr)
@@ -127,7 +134,9 @@ impl Tail {
 
 struct Live {
     child: Child,
-    stdin: BufWriter<ChildStdin>,
+    /// Encoded requests for the writer thread: a worker that stops reading
+    /// blocks that thread, never the runner (the timeout still runs).
+    requests: SyncSender<Vec<u8>>,
     replies: Receiver<Result<Message<Reply>, String>>,
     tail: Arc<(Mutex<Tail>, std::sync::Condvar)>,
 }
@@ -148,10 +157,12 @@ impl Live {
     /// has not.
     fn death(self) -> String {
         let Live {
-            mut child, stdin, ..
+            mut child,
+            requests,
+            ..
         } = self;
         // A worker waiting for its next request exits on end of input.
-        drop(stdin);
+        drop(requests);
         let deadline = Instant::now() + Duration::from_secs(2);
         let status = loop {
             match child.try_wait() {
@@ -288,7 +299,17 @@ impl Worker {
                 (Some(i), Some(o), Some(e)) => (i, o, e),
                 _ => unreachable!("all three are piped above"),
             };
-        let (tx, replies) = mpsc::channel();
+        // One reply at a time: anything more a driver forges waits in the pipe.
+        let (tx, replies) = mpsc::sync_channel(1);
+        let (requests, to_write) = mpsc::sync_channel::<Vec<u8>>(1);
+        std::thread::spawn(move || {
+            let mut w = BufWriter::with_capacity(1 << 20, stdin);
+            while let Ok(bytes) = to_write.recv() {
+                if w.write_all(&bytes).and_then(|()| w.flush()).is_err() {
+                    return;
+                }
+            }
+        });
         std::thread::spawn(move || {
             let mut r = BufReader::with_capacity(1 << 20, stdout);
             loop {
@@ -317,7 +338,7 @@ impl Worker {
         });
         Ok(Live {
             child,
-            stdin: BufWriter::with_capacity(1 << 20, stdin),
+            requests,
             replies,
             tail,
         })
@@ -328,7 +349,7 @@ impl Worker {
         if state.live.is_none() {
             if state.open_failures >= 2 {
                 if let Some(f) = &state.last_open_failure {
-                    return Err(f.clone());
+                    return Err(Failure::NotLoaded(f.to_string()));
                 }
             }
             let opened = self.start_and_open(state);
@@ -380,8 +401,11 @@ impl Worker {
         timeout: Duration,
     ) -> Result<Message<Reply>, Failure> {
         let live = state.live.as_mut().expect("a live worker");
-        let sent = protocol::write(&mut live.stdin, request, tensors);
         let deadline = Instant::now() + timeout;
+        let mut encoded = Vec::new();
+        protocol::write(&mut encoded, request, tensors)
+            .map_err(|e| Failure::Provider(format!("cannot encode the request: {e}")))?;
+        let sent = live.requests.send(encoded);
         let mut running = None;
         let reply = loop {
             if sent.is_err() {
@@ -411,7 +435,12 @@ impl Worker {
             Ok(Err(_)) | Err(RecvTimeoutError::Disconnected) => {
                 let live = state.live.take().expect("checked above");
                 let stderr = live.stderr();
-                let how = during(live.death());
+                let mut how = during(live.death());
+                if let Ok(Err(e)) = &reply {
+                    if !e.contains("closed the channel") {
+                        how = format!("{how}; its last reply was unreadable: {e}");
+                    }
+                }
                 Err(Failure::Crashed { how, stderr })
             }
             Err(RecvTimeoutError::Timeout) => {
@@ -474,6 +503,16 @@ impl Worker {
         let reply = self.request(&request, &blobs, timeout)?;
         match reply.header {
             Reply::Ran { outputs, findings } => {
+                let expected: Vec<&String> =
+                    program.steps.iter().flat_map(|s| &s.outputs).collect();
+                if outputs.len() != expected.len()
+                    || outputs.iter().zip(&expected).any(|((n, _), e)| n != *e)
+                {
+                    self.retire();
+                    return Err(Failure::Provider(
+                        "the worker's reply does not list the program's outputs (a forged or corrupt reply)".into(),
+                    ));
+                }
                 let values = outputs
                     .into_iter()
                     .map(|(n, _)| n)
@@ -517,17 +556,15 @@ impl Worker {
         let reply = Self::exchange(&mut state, &Request::Shutdown, &[], CLOSE_TIMEOUT)
             .map_err(|f| during(f, "while shutting down (destroy)"))?;
         let live = state.live.take().expect("a live worker");
-        drop(live.stdin);
-        let mut child = live.child;
-        let status = child.wait().map_err(|e| Failure::Crashed {
-            how: format!("could not be waited for: {e}"),
-            stderr: Vec::new(),
-        })?;
+        let stderr = live.stderr();
+        // `death` waits a little, then kills: a driver whose exit handlers
+        // hang does not hang the runner.
+        let how = live.death();
         match reply.header {
-            Reply::Closed if status.success() => Ok(()),
+            Reply::Closed if how == "exited with status 0" => Ok(()),
             _ => Err(Failure::Crashed {
-                how: format!("{} while shutting down", describe(status)),
-                stderr: Vec::new(),
+                how: format!("{how} while shutting down (destroy, exit handlers)"),
+                stderr,
             }),
         }
     }

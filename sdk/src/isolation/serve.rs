@@ -8,27 +8,34 @@ use crate::{DType, Device, Provider};
 use std::io::{BufReader, BufWriter};
 use std::os::fd::FromRawFd;
 
-/// Serves requests on stdin, replying on the process's original stdout;
-/// file descriptor 1 is pointed at stderr first, so a driver that prints
+/// Serves requests from the process's original stdin, replying on its
+/// original stdout: both are moved to private descriptors first, and 1
+/// points at stderr and 0 at /dev/null, so a driver that prints or reads
 /// cannot corrupt the protocol. Returns the process exit code.
 pub fn serve() -> i32 {
-    // SAFETY: plain system calls on file descriptors this process owns;
-    // `dup` returns a new descriptor that nothing else uses.
+    // SAFETY: plain system calls on file descriptors this process owns and
+    // a NUL-terminated path; `dup` returns new descriptors nothing else uses.
     let reply_fd = unsafe {
         // A worker whose runner died must not outlive it (a hung kernel
         // would never read the closed stdin).
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
         let fd = libc::dup(1);
-        if fd < 0 || libc::dup2(2, 1) < 0 {
+        let request_fd = libc::dup(0);
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY);
+        if fd < 0 || request_fd < 0 || null < 0 || libc::dup2(2, 1) < 0 || libc::dup2(null, 0) < 0 {
             eprintln!("vips worker: cannot set up its descriptors");
             return 3;
         }
-        fd
+        libc::close(null);
+        (fd, request_fd)
     };
+    let (reply_fd, request_fd) = reply_fd;
     // SAFETY: `reply_fd` is a fresh descriptor from `dup`, owned by this File alone.
     let reply = unsafe { std::fs::File::from_raw_fd(reply_fd) };
     let mut out = BufWriter::with_capacity(1 << 20, reply);
-    let mut input = BufReader::with_capacity(1 << 20, std::io::stdin().lock());
+    // SAFETY: `request_fd` is a fresh descriptor from `dup`, owned by this File alone.
+    let requests = unsafe { std::fs::File::from_raw_fd(request_fd) };
+    let mut input = BufReader::with_capacity(1 << 20, requests);
     let mut open: Option<(Provider, Device)> = None;
     loop {
         let message: Message<Request> = match protocol::read(&mut input) {

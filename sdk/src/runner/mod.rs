@@ -314,7 +314,8 @@ pub struct RunReport {
     /// The run-time seed (see [`RunOptions::seed`]).
     pub seed: u64,
     pub tiers: Vec<TierReport>,
-    /// The provider crashed while being released after the run.
+    /// The provider crashed while being released after the run, or its
+    /// library file changed during the run.
     pub teardown: Option<String>,
     /// Why stages were left MISSING (`--max-fails`).
     pub stopped_early: Option<String>,
@@ -365,11 +366,22 @@ pub fn run_on(
     opts: &RunOptions,
     observer: &mut dyn FnMut(&StageResult),
 ) -> Result<RunReport, SuiteError> {
+    // Hashed before the run: every restarted worker loads the file again.
+    let library_sha256 = identity::sha256_file(&backend.library()).ok();
     let (tiers, stopped_early) =
         run_tiers(suite, Source::Provider(&backend), reference, opts, observer)?;
     let claims = backend.claims();
     let identity = Identity::of(&backend, claims.clone());
-    let teardown = backend.close().err().map(|f| f.to_string());
+    let mut teardown = backend.close().err().map(|f| f.to_string());
+    if library_sha256.as_deref() != Some(identity.library_sha256.as_str()) {
+        teardown.get_or_insert_with(|| {
+            format!(
+                "the provider library changed during the run (SHA-256 {} before, {} after): the stages may have run different code",
+                library_sha256.as_deref().unwrap_or("unreadable"),
+                identity.library_sha256
+            )
+        });
+    }
     let (provider, device) = match claims {
         Some((p, d)) => ([p.name, p.version], d.name),
         None => (["-".into(), String::new()], "-".into()),
@@ -467,12 +479,14 @@ struct Progress<'a> {
 impl Progress<'_> {
     /// Applies the baseline, counts failures, reports the result.
     fn record(&mut self, mut result: StageResult) -> StageResult {
-        if result.round == Round::Main {
-            if let Some(baseline) = &self.opts.baseline {
-                baseline.apply(&mut result);
-            }
+        if let Some(baseline) = &self.opts.baseline {
+            baseline.apply(&mut result);
         }
-        if result.status.is_failure() && result.status != Status::Missing {
+        // Stages, not rounds, count towards --max-fails.
+        if result.round == Round::Main
+            && result.status.is_failure()
+            && result.status != Status::Missing
+        {
             self.failures += 1;
             if let Some(max) = self.opts.max_fails.filter(|&m| self.failures >= m) {
                 self.stopped.get_or_insert_with(|| {
@@ -530,9 +544,13 @@ fn run_tiers(
         // Every stage's outputs, for the differential round's replay check.
         let mut main_outputs: HashMap<String, HashMap<String, HostTensor>> = HashMap::new();
         let mut results = Vec::new();
+        // Whether the provider runs each stage (decided before a baseline
+        // turns NOT SUPPORTED into EXPECTED FAIL).
+        let mut supported = Vec::new();
         for (stage_index, stage) in stages.iter().enumerate() {
             if progress.stopped.is_some() {
                 results.push(progress.missing(stage, tier, Round::Main));
+                supported.push(true);
                 continue;
             }
             let mut inputs = HashMap::new();
@@ -604,6 +622,7 @@ fn run_tiers(
                 }
             }
             main_outputs.insert(stage.name.clone(), outputs);
+            supported.push(result.status != Status::NotSupported);
             results.push(progress.record(result));
         }
         let first_divergent_stage = (opts.mode == Mode::Chained)
@@ -621,12 +640,12 @@ fn run_tiers(
         };
         let mut differential = Vec::new();
         if opts.differential {
-            for (stage_index, (stage, main)) in stages.iter().zip(&results).enumerate() {
+            for (stage_index, (stage, &runs)) in stages.iter().zip(&supported).enumerate() {
                 if progress.stopped.is_some() {
                     differential.push(progress.missing(stage, tier, Round::Differential));
                     continue;
                 }
-                if main.status == Status::NotSupported {
+                if !runs {
                     continue;
                 }
                 let ctx = StageContext {
@@ -676,7 +695,9 @@ fn with_retries(
 ) -> Result<(StageResult, HashMap<String, HostTensor>), SuiteError> {
     let (mut result, mut outputs) = attempt(0)?;
     let mut n = 0;
-    while result.status.is_failure() && result.status != Status::NotSupported && n < retries {
+    let retriable =
+        |s: Status| s.is_failure() && !matches!(s, Status::NotSupported | Status::Missing);
+    while retriable(result.status) && n < retries {
         n += 1;
         let (retry, retry_outputs) = attempt(n)?;
         let passed = !retry.status.is_failure();

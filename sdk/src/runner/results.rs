@@ -57,8 +57,9 @@ pub struct Baseline {
 pub const MAX_BASELINE_BYTES: u64 = 16 << 20;
 
 impl Baseline {
-    /// Reads the main-round rows of a results CSV; every failing status in
-    /// it is an expected failure.
+    /// Reads the main-round rows of a results CSV: each stage that failed
+    /// there (not UNEXPECTED PASS, FLAKY or MISSING) is expected to fail, in
+    /// both rounds.
     pub fn parse(text: &str) -> Result<Baseline, String> {
         let mut reader = csv::Reader::from_reader(text.as_bytes());
         let headers = reader
@@ -87,12 +88,15 @@ impl Baseline {
             }
             let s = Status::from_label(field(status))
                 .ok_or_else(|| format!("line {line}: unknown status {:?}", field(status)))?;
-            // An expected failure that already was one stays expected.
+            // Failures the provider produced are expected; an UNEXPECTED
+            // PASS, a FLAKY stage or one never run (MISSING) is not one.
             let s = match s {
                 Status::ExpectedFail => Status::Fail,
                 other => other,
             };
-            if s.is_failure() {
+            if s.is_failure()
+                && !matches!(s, Status::UnexpectedPass | Status::Flaky | Status::Missing)
+            {
                 expected.insert((field(tier).to_string(), field(stage).to_string()), s);
             }
         }

@@ -38,6 +38,7 @@ fn failed(result: &mut StageResult, failure: Failure) {
         Failure::Provider(_) => Status::Error,
         Failure::Crashed { .. } => Status::Crashed,
         Failure::Timeout { .. } => Status::Timeout,
+        Failure::NotLoaded(_) => Status::Missing,
     };
     result.reason = Some(failure.to_string());
 }
