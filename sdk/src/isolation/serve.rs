@@ -15,7 +15,7 @@ use std::os::fd::FromRawFd;
 pub fn serve() -> i32 {
     // SAFETY: plain system calls on file descriptors this process owns and
     // a NUL-terminated path; `dup` returns new descriptors nothing else uses.
-    let reply_fd = unsafe {
+    let (reply_fd, request_fd) = unsafe {
         // A worker whose runner died must not outlive it (a hung kernel
         // would never read the closed stdin).
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
@@ -29,7 +29,6 @@ pub fn serve() -> i32 {
         libc::close(null);
         (fd, request_fd)
     };
-    let (reply_fd, request_fd) = reply_fd;
     // SAFETY: `reply_fd` is a fresh descriptor from `dup`, owned by this File alone.
     let reply = unsafe { std::fs::File::from_raw_fd(reply_fd) };
     let mut out = BufWriter::with_capacity(1 << 20, reply);
