@@ -209,8 +209,6 @@ pub fn describe(status: ExitStatus) -> String {
 struct State {
     live: Option<Live>,
     opened: Option<(ProviderInfo, DeviceInfo)>,
-    /// Workers started so far (the first plus restarts).
-    started: u32,
     /// Consecutive failures to load the provider, and the last one: after
     /// two, no more workers are started (a driver that crashes in `create`
     /// would otherwise be retried for every stage).
@@ -248,7 +246,6 @@ impl Worker {
             state: Mutex::new(State {
                 live: None,
                 opened: None,
-                started: 0,
                 open_failures: 0,
                 last_open_failure: None,
             }),
@@ -273,11 +270,6 @@ impl Worker {
 
     pub fn library(&self) -> &std::path::Path {
         &self.library
-    }
-
-    /// Workers started so far: 1 when nothing had to be restarted.
-    pub fn started(&self) -> u32 {
-        self.lock().started
     }
 
     fn spawn(&self) -> Result<Live, Failure> {
@@ -367,7 +359,6 @@ impl Worker {
     fn start_and_open(&self, state: &mut State) -> Result<(), Failure> {
         {
             let live = self.spawn()?;
-            state.started += 1;
             use std::os::unix::ffi::OsStrExt;
             let open = Request::Open {
                 library: self.library.as_os_str().as_bytes().to_vec(),

@@ -6,7 +6,6 @@ mod common;
 
 use common::*;
 use rand::Rng;
-use std::ffi::CStr;
 use vsdk_hostile_providers as hostile;
 
 /// `rows x cols` random values in [-2, 2]: there f32 GELU through
@@ -175,62 +174,27 @@ fn nondeterministic_flips_one_bit_every_second_call() {
     assert!(diff[1..].iter().all(|&b| b == 0), "nothing else differs");
 }
 
-fn kernel_name(driver: &Driver, index: u64) -> String {
-    let mut info: vsdk_ffi::vsdk_kernel_info_t = unsafe { std::mem::zeroed() };
-    info.struct_size = size_of::<vsdk_ffi::vsdk_kernel_info_t>();
-    status(driver.api, unsafe {
-        driver.api.kernel_info.unwrap()(driver.provider, index, &mut info)
-    })
-    .expect("kernel_info");
-    format!(
-        "{}@{}",
-        unsafe { CStr::from_ptr(info.name) }.to_string_lossy(),
-        info.version
-    )
-}
-
 #[test]
 fn huge_counts_answer_every_index() {
     let _env = env_lock();
     target_cpu();
     let cpu = Driver::open(cpu_provider().to_str().unwrap());
-    let mut real_kernels = 0u64;
-    status(cpu.api, unsafe {
-        cpu.api.kernel_count.unwrap()(cpu.provider, &mut real_kernels)
-    })
-    .unwrap();
+    let real_kernels = cpu.kernel_count();
     assert!(real_kernels > 3);
 
     let kernels = Driver::open(hostile::HUGE_KERNEL_COUNT);
-    let mut count = 0u64;
-    status(kernels.api, unsafe {
-        kernels.api.kernel_count.unwrap()(kernels.provider, &mut count)
-    })
-    .unwrap();
-    assert_eq!(count, 1 << 63);
+    assert_eq!(kernels.kernel_count(), 1 << 63);
+    assert_eq!(kernels.kernel_name(real_kernels + 3), cpu.kernel_name(3));
     assert_eq!(
-        kernel_name(&kernels, real_kernels + 3),
-        kernel_name(&cpu, 3)
-    );
-    assert_eq!(
-        kernel_name(&kernels, (1 << 63) - 1),
-        kernel_name(&cpu, ((1 << 63) - 1) % real_kernels)
+        kernels.kernel_name((1 << 63) - 1),
+        cpu.kernel_name(((1 << 63) - 1) % real_kernels)
     );
 
     let devices = Driver::open(hostile::HUGE_DEVICE_COUNT);
-    let mut count = 0u32;
-    status(devices.api, unsafe {
-        devices.api.device_count.unwrap()(devices.provider, &mut count)
-    })
-    .unwrap();
-    assert_eq!(count, u32::MAX);
+    assert_eq!(devices.device_count(), u32::MAX);
     let info = devices.device_info(12345);
     assert_eq!(info.device.device_id, 12345);
     let real = cpu.device_info(0);
     assert_eq!(info.device.device_type, real.device.device_type);
-    assert_eq!(
-        unsafe { CStr::from_ptr(info.name) },
-        unsafe { CStr::from_ptr(real.name) },
-        "device 0's info"
-    );
+    assert_eq!(c_string(info.name), c_string(real.name), "device 0's info");
 }

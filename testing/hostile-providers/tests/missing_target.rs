@@ -5,21 +5,12 @@
 mod common;
 
 use common::*;
-use std::ptr::null_mut;
 use vsdk_ffi::*;
 use vsdk_hostile_providers as hostile;
 
 fn create_error(path: &str) -> (i32, String) {
     let lib = load(path);
-    let api = table(&lib);
-    let options = vsdk_create_options_t {
-        struct_size: size_of::<vsdk_create_options_t>(),
-        host_abi_version: VSDK_ABI_VERSION,
-        reserved: 0,
-    };
-    let mut provider = null_mut();
-    status(api, unsafe { api.create.unwrap()(&options, &mut provider) })
-        .expect_err("create without a target")
+    create(table(&lib)).expect_err("create without a target")
 }
 
 #[test]

@@ -96,7 +96,10 @@ type Entry = unsafe extern "C" fn(u32, *mut u32) -> *const vsdk_provider_api_t;
 
 /// A library that exports `vsdk_get_provider_api`, loaded.
 pub fn load(path: &str) -> Library {
+    // SAFETY: loading runs the library's initialisers: these are the test
+    // fixtures built by this crate, which have none beyond libc's.
     let lib = unsafe { Library::new(path) }.unwrap_or_else(|e| panic!("cannot load {path}: {e}"));
+    // SAFETY: the symbol has the provider ABI's entry type (provider.h).
     unsafe { lib.get::<Entry>(VSDK_ENTRY_SYMBOL) }
         .unwrap_or_else(|e| panic!("{path} exports no vsdk_get_provider_api: {e}"));
     lib
@@ -104,12 +107,15 @@ pub fn load(path: &str) -> Library {
 
 /// The table of a loaded library, negotiated at ABI version 1.
 pub fn table(lib: &Library) -> &'static vsdk_provider_api_t {
+    // SAFETY: the symbol has the provider ABI's entry type (provider.h).
     let entry = unsafe { lib.get::<Entry>(VSDK_ENTRY_SYMBOL) }.expect("entry symbol");
     let mut answered = 0;
+    // SAFETY: the entry point takes a version and a valid out pointer.
     let api = unsafe { entry(VSDK_ABI_VERSION, &mut answered) };
     assert_eq!(answered, VSDK_ABI_VERSION);
     assert!(!api.is_null(), "the library refused ABI version 1");
-    // Static in the library, which the caller keeps loaded.
+    // SAFETY: non-NULL, and static in the library, which the caller keeps
+    // loaded for as long as it uses the table.
     unsafe { &*api }
 }
 
@@ -118,6 +124,8 @@ pub fn status(api: &vsdk_provider_api_t, st: *mut vsdk_status_t) -> Result<(), (
     if st.is_null() {
         return Ok(());
     }
+    // SAFETY: a non-NULL status from this table, read then destroyed once;
+    // its message is NUL-terminated and lives until the destroy.
     unsafe {
         let code = api.status_code.unwrap()(st);
         let message = CStr::from_ptr(api.status_message.unwrap()(st))
@@ -126,6 +134,27 @@ pub fn status(api: &vsdk_provider_api_t, st: *mut vsdk_status_t) -> Result<(), (
         api.status_destroy.unwrap()(st);
         Err((code, message))
     }
+}
+
+/// A new instance, or `create`'s status as (code, message).
+pub fn create(api: &vsdk_provider_api_t) -> Result<*mut vsdk_provider_t, (i32, String)> {
+    let options = vsdk_create_options_t {
+        struct_size: size_of::<vsdk_create_options_t>(),
+        host_abi_version: VSDK_ABI_VERSION,
+        reserved: 0,
+    };
+    let mut provider = null_mut();
+    // SAFETY: `create` is a required slot; options and out pointer are valid
+    // for the call.
+    status(api, unsafe { api.create.unwrap()(&options, &mut provider) })?;
+    Ok(provider)
+}
+
+/// A NUL-terminated string the provider owns, copied.
+pub fn c_string(p: *const std::ffi::c_char) -> String {
+    assert!(!p.is_null(), "a provider string is NULL");
+    // SAFETY: non-NULL, NUL-terminated and owned by the live instance (provider.h).
+    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
 }
 
 /// A compact f32 tensor at `byte_offset` inside a device buffer.
@@ -183,14 +212,7 @@ impl Driver {
     pub fn open(path: &str) -> Driver {
         let lib = load(path);
         let api = table(&lib);
-        let options = vsdk_create_options_t {
-            struct_size: size_of::<vsdk_create_options_t>(),
-            host_abi_version: VSDK_ABI_VERSION,
-            reserved: 0,
-        };
-        let mut provider = null_mut();
-        status(api, unsafe { api.create.unwrap()(&options, &mut provider) })
-            .unwrap_or_else(|e| panic!("create of {path}: {e:?}"));
+        let provider = create(api).unwrap_or_else(|e| panic!("create of {path}: {e:?}"));
         let mut driver = Driver {
             api,
             provider,
@@ -206,20 +228,24 @@ impl Driver {
     }
 
     pub fn name(&self) -> String {
-        let mut info: vsdk_provider_info_t = unsafe { std::mem::zeroed() };
-        info.struct_size = size_of::<vsdk_provider_info_t>();
+        let mut info = vsdk_provider_info_t {
+            struct_size: size_of::<vsdk_provider_info_t>(),
+            ..Default::default()
+        };
+        // SAFETY: a live instance and a valid out struct (as for every slot below).
         status(self.api, unsafe {
             self.api.get_info.unwrap()(self.provider, &mut info)
         })
         .expect("get_info");
-        unsafe { CStr::from_ptr(info.name) }
-            .to_string_lossy()
-            .into_owned()
+        c_string(info.name)
     }
 
     pub fn device_info(&self, index: u32) -> vsdk_device_info_t {
-        let mut info: vsdk_device_info_t = unsafe { std::mem::zeroed() };
-        info.struct_size = size_of::<vsdk_device_info_t>();
+        let mut info = vsdk_device_info_t {
+            struct_size: size_of::<vsdk_device_info_t>(),
+            ..Default::default()
+        };
+        // SAFETY: see `name`.
         status(self.api, unsafe {
             self.api.device_info.unwrap()(self.provider, index, &mut info)
         })
@@ -227,8 +253,43 @@ impl Driver {
         info
     }
 
+    pub fn device_count(&self) -> u32 {
+        let mut n = 0;
+        // SAFETY: see `name`.
+        status(self.api, unsafe {
+            self.api.device_count.unwrap()(self.provider, &mut n)
+        })
+        .expect("device_count");
+        n
+    }
+
+    pub fn kernel_count(&self) -> u64 {
+        let mut n = 0;
+        // SAFETY: see `name`.
+        status(self.api, unsafe {
+            self.api.kernel_count.unwrap()(self.provider, &mut n)
+        })
+        .expect("kernel_count");
+        n
+    }
+
+    /// "name@version" of kernel `index`.
+    pub fn kernel_name(&self, index: u64) -> String {
+        let mut info = vsdk_kernel_info_t {
+            struct_size: size_of::<vsdk_kernel_info_t>(),
+            ..Default::default()
+        };
+        // SAFETY: see `name`.
+        status(self.api, unsafe {
+            self.api.kernel_info.unwrap()(self.provider, index, &mut info)
+        })
+        .expect("kernel_info");
+        format!("{}@{}", c_string(info.name), info.version)
+    }
+
     pub fn alloc(&mut self, bytes: usize) -> *mut c_void {
         let mut ptr = null_mut();
+        // SAFETY: see `name`.
         status(self.api, unsafe {
             self.api.alloc.unwrap()(self.provider, 0, bytes as u64, 64, &mut ptr)
         })
@@ -238,6 +299,8 @@ impl Driver {
     }
 
     pub fn upload(&self, ptr: *mut c_void, offset: usize, bytes: &[u8]) {
+        // SAFETY: `ptr` is this instance's buffer; the provider checks the
+        // range; `bytes` is valid for the call.
         status(self.api, unsafe {
             self.api.copy_to_device.unwrap()(
                 self.provider,
@@ -253,6 +316,7 @@ impl Driver {
 
     pub fn download(&self, ptr: *mut c_void, offset: usize, len: usize) -> Vec<u8> {
         let mut bytes = vec![0u8; len];
+        // SAFETY: as for `upload`, into `bytes` of `len` bytes.
         status(self.api, unsafe {
             self.api.copy_to_host.unwrap()(
                 self.provider,
@@ -289,9 +353,12 @@ impl Driver {
             outputs: raw_out.as_ptr(),
             num_outputs: raw_out.len() as u64,
         };
+        // SAFETY: `call` and everything it points to (name, descriptors,
+        // shapes) live until the call returns; the buffers are this instance's.
         status(self.api, unsafe {
             self.api.execute.unwrap()(self.provider, &call)
         })?;
+        // SAFETY: see `name`.
         status(self.api, unsafe {
             self.api.synchronize.unwrap()(self.provider, 0)
         })
@@ -309,6 +376,8 @@ impl Driver {
 
 impl Drop for Driver {
     fn drop(&mut self) {
+        // SAFETY: each buffer came from this instance's `alloc` and is freed
+        // once, then the instance is destroyed once, with nothing left using it.
         unsafe {
             for &ptr in &self.buffers {
                 self.api.free.unwrap()(self.provider, 0, ptr);
