@@ -4,6 +4,7 @@
 //! 2 a usage or input error (bad file, provider that does not load, ...).
 
 mod commands;
+mod reports;
 mod results;
 mod suites;
 mod table;
@@ -62,6 +63,12 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Write an Ed25519 key pair for signing reports (PKCS#8 and SPKI PEM).
+    Keygen(commands::keygen::Args),
+    /// Check certification reports: signature, provider and golden files, a model's components.
+    Verify(commands::verify::Args),
+    /// Merge the reports of `run --shard k/n` runs into one report.
+    Merge(commands::merge::Args),
     /// Internal: the worker process `run` loads the provider in.
     #[command(hide = true)]
     Worker,
@@ -79,6 +86,9 @@ fn main() -> ExitCode {
         Command::Generate(args) => commands::generate::run(args),
         Command::Export { suite, out } => commands::export::run(&suite, &out),
         Command::Providers { providers, json } => commands::providers::run(providers, json),
+        Command::Keygen(args) => commands::keygen::run(args),
+        Command::Verify(args) => commands::verify::run(args),
+        Command::Merge(args) => commands::merge::run(args),
         Command::Worker => std::process::exit(vips_sdk::isolation::serve()),
     };
     match result {

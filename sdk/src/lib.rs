@@ -22,6 +22,7 @@ pub use loader::search::{
 pub use loader::{Device, DeviceInfo, DeviceTensor, KernelId, Provider, ProviderInfo};
 pub use tensor::{Element, HostTensor};
 pub mod capture;
+pub mod certify;
 pub mod compare;
 pub mod document;
 pub mod error_model;

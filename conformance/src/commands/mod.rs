@@ -5,10 +5,13 @@ pub mod check;
 pub mod export;
 pub mod generate;
 pub mod inspect;
+pub mod keygen;
 pub mod list;
+pub mod merge;
 pub mod pack;
 pub mod providers;
 pub mod run;
+pub mod verify;
 
 use std::path::Path;
 use std::process::ExitCode;

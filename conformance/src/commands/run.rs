@@ -1,11 +1,13 @@
 //! `run`: a suite on a provider, stage by stage.
 
+use crate::reports::ReportFiles;
 use crate::results::ResultFiles;
 use crate::{suites, table};
 use clap::ValueEnum;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
+use vips_sdk::certify::Statement;
 use vips_sdk::compare::Tier;
 use vips_sdk::execution::Backend;
 use vips_sdk::isolation::{Failure, Worker, WorkerCommand};
@@ -58,6 +60,15 @@ pub struct Args {
     /// (`--output F` writes `F.csv`).
     #[arg(long, value_name = "CSV")]
     baseline: Option<PathBuf>,
+    /// Write the certification report (a DSSE envelope, docs/report-format.md)
+    /// here; with several tiers, one per tier: put `{tier}` in the path.
+    #[arg(long, value_name = "FILE")]
+    report: Option<PathBuf>,
+    /// Sign the report with this Ed25519 private key (PKCS#8 PEM, from
+    /// `keygen`); default: the file $VIPS_SIGN_KEY names. Without a key the
+    /// report is written unsigned.
+    #[arg(long, value_name = "KEY.pem", requires = "report")]
+    sign_key: Option<PathBuf>,
     #[command(flatten)]
     common: Common,
 }
@@ -83,7 +94,7 @@ pub struct Common {
     reference: String,
     /// Print JSON instead of the table.
     #[arg(long)]
-    json: bool,
+    pub json: bool,
     /// Also write the results as JSON to this file.
     #[arg(long)]
     output: Option<PathBuf>,
@@ -185,6 +196,17 @@ pub fn run(args: Args) -> super::Outcome {
         opts.baseline =
             Some(Baseline::parse(&text).map_err(|e| format!("baseline {}: {e}", path.display()))?);
     }
+    // The key and the report files before the run: a bad key or an
+    // unwritable path fails now, not after the run.
+    let signer = match &args.report {
+        Some(_) => crate::reports::signer(args.sign_key.as_deref())?,
+        None => None,
+    };
+    let report_files = args
+        .report
+        .as_deref()
+        .map(|p| ReportFiles::create(p, &opts.tiers))
+        .transpose()?;
     let mut files = args.common.result_files()?;
     let backend = if args.no_isolate {
         let device = Provider::open_by_name(&args.provider)
@@ -212,5 +234,10 @@ pub fn run(args: Args) -> super::Outcome {
         files.stage(mode, r)
     })
     .map_err(|e| e.to_string())?;
-    args.common.finish(&report, &mut files)
+    let code = args.common.finish(&report, &mut files)?;
+    if let Some(report_files) = report_files {
+        let statements = Statement::of_run(&suite, &report);
+        report_files.write(&statements, signer.as_ref(), args.common.json)?;
+    }
+    Ok(code)
 }

@@ -137,7 +137,8 @@ pub struct GoldenFile {
     pub component: String,
     pub component_version: String,
     pub document_sha256: [u8; 32],
-    /// SHA-256 of the whole file: the identity certification reports cite.
+    /// SHA-256 of the whole file, trailer included (what `sha256sum` prints):
+    /// the identity certification reports cite.
     pub file_sha256: [u8; 32],
     pub tensors: Vec<GoldenTensor>,
     bytes: Vec<u8>,
@@ -171,8 +172,8 @@ impl GoldenFile {
             )));
         }
         let body_end = bytes.len() - TRAILER;
-        let file_sha256: [u8; 32] = Sha256::digest(&bytes[..body_end]).into();
-        if file_sha256[..] != bytes[body_end..] {
+        let body_sha256: [u8; 32] = Sha256::digest(&bytes[..body_end]).into();
+        if body_sha256[..] != bytes[body_end..] {
             return Err(corrupt(format!(
                 "checksum mismatch: the last 32 bytes should be the SHA-256 of bytes 0..{body_end}; the file is truncated or corrupted"
             )));
@@ -234,7 +235,7 @@ impl GoldenFile {
             component: header.component.to_string(),
             component_version: header.component_version.to_string(),
             document_sha256: header.document_sha256,
-            file_sha256,
+            file_sha256: Sha256::digest(&bytes).into(),
             tensors,
             bytes,
         };

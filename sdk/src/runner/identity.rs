@@ -24,6 +24,71 @@ pub struct Identity {
     pub runner_sha256: String,
     /// The provider ran in a worker process.
     pub isolated: bool,
+    pub host: Host,
+}
+
+/// The machine the run was on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Host {
+    /// `PRETTY_NAME` of /etc/os-release, else the OS family.
+    pub os: String,
+    /// `uname -sr`.
+    pub kernel: String,
+    pub arch: String,
+    /// The CPU's model name.
+    pub cpu: String,
+    pub logical_cpus: usize,
+}
+
+impl Host {
+    pub fn this() -> Host {
+        let os = std::fs::read_to_string("/etc/os-release")
+            .ok()
+            .and_then(|t| {
+                t.lines()
+                    .find_map(|l| l.strip_prefix("PRETTY_NAME="))
+                    .map(|v| v.trim_matches('"').to_string())
+            })
+            .unwrap_or_else(|| std::env::consts::OS.to_string());
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cpu = cpuinfo
+            .lines()
+            .find(|l| l.starts_with("model name") || l.starts_with("Model") || l.starts_with("cpu model"))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_string())
+            .unwrap_or_else(|| "unknown".into());
+        let logical_cpus = cpuinfo.lines().filter(|l| l.starts_with("processor")).count().max(
+            std::thread::available_parallelism().map_or(1, |n| n.get()),
+        );
+        Host {
+            os,
+            kernel: kernel(),
+            arch: std::env::consts::ARCH.to_string(),
+            cpu,
+            logical_cpus,
+        }
+    }
+}
+
+#[cfg(unix)]
+fn kernel() -> String {
+    // SAFETY: `utsname` is plain bytes, valid zeroed; `uname` fills it and
+    // NUL-terminates each field (POSIX), so reading them as C strings holds.
+    unsafe {
+        let mut u: libc::utsname = std::mem::zeroed();
+        if libc::uname(&mut u) != 0 {
+            return std::env::consts::OS.to_string();
+        }
+        let field = |f: &[libc::c_char]| {
+            std::ffi::CStr::from_ptr(f.as_ptr()).to_string_lossy().into_owned()
+        };
+        format!("{} {}", field(&u.sysname), field(&u.release))
+    }
+}
+
+#[cfg(not(unix))]
+fn kernel() -> String {
+    std::env::consts::OS.to_string()
 }
 
 /// Hex SHA-256 of a file, read in chunks.
@@ -74,6 +139,7 @@ impl Identity {
             runner_sha256: hash_or_reason(&runner),
             runner: runner.display().to_string(),
             isolated: backend.isolated(),
+            host: Host::this(),
         }
     }
 }

@@ -13,7 +13,7 @@ mod invariants;
 pub mod results;
 mod stage;
 
-pub use identity::Identity;
+pub use identity::{Host, Identity};
 pub use invariants::InvariantResult;
 pub use results::Baseline;
 
@@ -23,12 +23,12 @@ use crate::error_model::{EndToEnd, Judgement, NodeCheck};
 use crate::execution::{Backend, Finding, SplitMix};
 use crate::suite::{Suite, SuiteError};
 use crate::{Device, HostTensor, TensorSpec};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use stage::StageContext;
 use std::collections::HashMap;
 use std::time::Duration;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// Every stage gets golden inputs.
@@ -83,7 +83,7 @@ impl Default for RunOptions {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     Pass,
@@ -162,7 +162,7 @@ pub enum Round {
     Differential,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Execution {
     Fused,
@@ -313,6 +313,12 @@ pub struct RunReport {
     pub identity: Option<Identity>,
     /// The run-time seed (see [`RunOptions::seed`]).
     pub seed: u64,
+    /// How the run was asked for: what a certificate must know beyond the
+    /// results (a filtered run certifies nothing).
+    pub settings: Settings,
+    /// RFC 3339, UTC.
+    pub started: String,
+    pub finished: String,
     pub tiers: Vec<TierReport>,
     /// The provider crashed while being released after the run, or its
     /// library file changed during the run.
@@ -323,6 +329,43 @@ pub struct RunReport {
     /// every tier, in both rounds and, chained, end to end; the provider was
     /// released cleanly.
     pub passed: bool,
+}
+
+/// The options of a run that a report records.
+#[derive(Debug, Clone, Serialize)]
+pub struct Settings {
+    /// `--stage`: only stages matching this glob ran.
+    pub stage_glob: Option<String>,
+    /// `--shard k/n`.
+    pub shard: Option<(usize, usize)>,
+    pub differential: bool,
+    pub require_deterministic: bool,
+    pub flake_retries: u32,
+    pub max_fails: Option<usize>,
+    /// A baseline of expected failures was applied.
+    pub baseline: bool,
+}
+
+impl Settings {
+    fn of(opts: &RunOptions) -> Settings {
+        Settings {
+            stage_glob: opts.stage_glob.as_ref().map(|g| g.glob().glob().to_string()),
+            shard: opts.shard,
+            differential: opts.differential,
+            require_deterministic: opts.require_deterministic,
+            flake_retries: opts.flake_retries,
+            max_fails: opts.max_fails,
+            baseline: opts.baseline.is_some(),
+        }
+    }
+}
+
+/// Now, as RFC 3339 in UTC (second precision).
+pub fn now_rfc3339() -> String {
+    let now = time::OffsetDateTime::now_utc();
+    let now = now.replace_nanosecond(0).unwrap_or(now);
+    now.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
 }
 
 /// The stages `opts` selects, in document order.
@@ -366,6 +409,7 @@ pub fn run_on(
     opts: &RunOptions,
     observer: &mut dyn FnMut(&StageResult),
 ) -> Result<RunReport, SuiteError> {
+    let started = now_rfc3339();
     // Hashed before the run: every restarted worker loads the file again.
     let library_sha256 = identity::sha256_file(&backend.library()).ok();
     let (tiers, stopped_early) =
@@ -397,6 +441,7 @@ pub fn run_on(
         ],
         opts,
     );
+    report.started = started;
     report.identity = Some(identity);
     report.stopped_early = stopped_early;
     report.teardown = teardown;
@@ -419,6 +464,7 @@ pub fn check(
         differential: false,
         ..opts.clone()
     };
+    let started = now_rfc3339();
     let (tiers, _) = run_tiers(
         suite,
         Source::Captured(captured),
@@ -426,7 +472,7 @@ pub fn check(
         &opts,
         &mut |_| {},
     )?;
-    Ok(report(
+    let mut report = report(
         suite,
         tiers,
         [
@@ -436,7 +482,9 @@ pub fn check(
             "-".into(),
         ],
         &opts,
-    ))
+    );
+    report.started = started;
+    Ok(report)
 }
 
 /// `[provider, version, library, device]`.
@@ -461,6 +509,9 @@ fn report(suite: &Suite, tiers: Vec<TierReport>, who: [String; 4], opts: &RunOpt
         device,
         identity: None,
         seed: opts.seed,
+        settings: Settings::of(opts),
+        started: String::new(),
+        finished: now_rfc3339(),
         tiers,
         teardown: None,
         stopped_early: None,

@@ -1,0 +1,531 @@
+//! The VIPS certification predicate (v1): what ran, on what, with which
+//! results, and the verdict with its reasons. Every field is documented in
+//! docs/report-format.md; this file and that page change together.
+
+use crate::compare::Tier;
+use crate::runner::{
+    Execution, Host, Mode, OutputResult, RunReport, StageResult, Status, TierReport,
+};
+use crate::suite::Suite;
+use serde::{Deserialize, Serialize};
+
+/// `CERTIFIED` or `NOT CERTIFIED`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Verdict {
+    #[serde(rename = "CERTIFIED")]
+    Certified,
+    #[serde(rename = "NOT CERTIFIED")]
+    NotCertified,
+}
+
+impl Verdict {
+    pub fn label(self) -> &'static str {
+        match self {
+            Verdict::Certified => "CERTIFIED",
+            Verdict::NotCertified => "NOT CERTIFIED",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Predicate {
+    pub verdict: Verdict,
+    /// Empty when certified; otherwise every reason, one per kind.
+    pub reasons: Vec<String>,
+    pub component: ComponentRef,
+    pub tier: Tier,
+    pub mode: Mode,
+    pub sdk: SdkRef,
+    pub provider: ProviderRef,
+    pub device: DeviceRef,
+    pub host: Host,
+    pub run: RunFacts,
+    /// Merged reports: each shard's run.
+    pub shards: Vec<ShardFacts>,
+    /// The stages that must pass for the component to be certified: every
+    /// stage of its document, in order.
+    pub must_pass: Vec<String>,
+    /// The main round, one record per stage run.
+    pub stages: Vec<StageRecord>,
+    pub differential: Differential,
+    pub determinism: Determinism,
+    /// Chained mode: the component's outputs against the golden values.
+    pub end_to_end: Vec<EndToEndRecord>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ComponentRef {
+    pub id: String,
+    pub version: String,
+    pub document_sha256: String,
+    /// The golden vector set (also a subject of the statement).
+    pub golden: String,
+    pub golden_sha256: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SdkRef {
+    pub version: String,
+    /// The runner binary that judged the run.
+    pub runner_sha256: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderRef {
+    /// The library's file name (also a subject of the statement).
+    pub library: String,
+    pub library_sha256: String,
+    /// What the library says it is.
+    pub name: String,
+    pub vendor: String,
+    pub version: String,
+    pub abi_version: u32,
+    /// Set when the file is not the one its claimed name stands for.
+    pub claim_note: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceRef {
+    pub name: String,
+    pub driver_version: String,
+    pub memory_bytes: u64,
+    pub stable_id: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunFacts {
+    /// The run-time seed: the differential round's inputs and the guard
+    /// layouts (`run --seed` repeats them).
+    pub seed: u64,
+    /// RFC 3339, UTC.
+    pub started: String,
+    pub finished: String,
+    /// The provider ran in a worker process.
+    pub isolated: bool,
+    /// `--stage`: only the stages matching this glob ran.
+    pub stage_glob: Option<String>,
+    /// `--shard`: `k/n`, when this report is one shard's.
+    pub shard: Option<String>,
+    pub flake_retries: u32,
+    /// A baseline of expected failures was applied.
+    pub baseline: bool,
+    /// Why stages were left MISSING (`--max-fails`).
+    pub stopped_early: Option<String>,
+    /// The provider failed while being released, or its file changed.
+    pub teardown: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShardFacts {
+    pub shard: String,
+    pub host: Host,
+    pub device_stable_id: String,
+    pub runner_sha256: String,
+    pub started: String,
+    pub finished: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StageRecord {
+    pub stage: String,
+    pub status: Status,
+    pub execution: Option<Execution>,
+    pub attempts: u32,
+    pub seconds: f64,
+    pub reason: Option<String>,
+    pub outputs: Vec<OutputRecord>,
+    /// What the poison, the guards and the second run found, in words.
+    pub findings: Vec<String>,
+    /// Decomposed runs: the operator closest to its bound.
+    pub tightest_node: Option<NodeRecord>,
+    /// Failing stages: the first operator out of bounds on its own.
+    pub drill_down: Option<NodeRecord>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeRecord {
+    pub node: usize,
+    pub op: String,
+    pub output: String,
+    #[serde(with = "float")]
+    pub max_e: f64,
+}
+
+/// One output's metrics. `e` is the normalised error (docs/error-model.md):
+/// `|e| <= 1` everywhere passes; the margin is `1 - max_e`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputRecord {
+    pub tensor: String,
+    pub passed: bool,
+    pub elements: u64,
+    pub over_bound: u64,
+    #[serde(with = "float")]
+    pub max_e: f64,
+    #[serde(with = "float")]
+    pub margin: f64,
+    #[serde(with = "float")]
+    pub p50_e: f64,
+    #[serde(with = "float")]
+    pub p90_e: f64,
+    #[serde(with = "float")]
+    pub p99_e: f64,
+    #[serde(with = "float")]
+    pub rms_e: f64,
+    #[serde(with = "float")]
+    pub max_abs_error: f64,
+    /// Against the golden value (drift; not the verdict).
+    #[serde(with = "float")]
+    pub golden_max_abs_error: f64,
+    #[serde(with = "float")]
+    pub golden_rel_l2_error: f64,
+    #[serde(with = "float")]
+    pub golden_cosine_similarity: f64,
+    /// Canonical SHA-256 of the output.
+    pub sha256: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Differential {
+    /// The round ran (`--no-differential` skips it; then nothing is certified).
+    pub ran: bool,
+    pub stages: Vec<StageRecord>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Determinism {
+    /// `--require-deterministic`: bitwise differences failed their stage.
+    pub required: bool,
+    /// Stages whose two runs differed bitwise.
+    pub nondeterministic_stages: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EndToEndRecord {
+    pub tensor: String,
+    pub passed: bool,
+    #[serde(with = "float")]
+    pub rel_l2_error: f64,
+    #[serde(with = "float")]
+    pub cosine_similarity: f64,
+    #[serde(with = "float")]
+    pub max_rel_l2: f64,
+    #[serde(with = "float")]
+    pub min_cosine: f64,
+}
+
+/// JSON has no NaN or infinity: they are written as the strings `"NaN"`,
+/// `"inf"` and `"-inf"` and read back, so a report keeps what it measured.
+mod float {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(untagged)]
+    enum Repr {
+        Number(f64),
+        Text(String),
+    }
+
+    pub fn serialize<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+        match *v {
+            v if v.is_finite() => Repr::Number(v),
+            v if v.is_nan() => Repr::Text("NaN".into()),
+            v if v > 0.0 => Repr::Text("inf".into()),
+            _ => Repr::Text("-inf".into()),
+        }
+        .serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        match Repr::deserialize(d)? {
+            Repr::Number(v) => Ok(v),
+            Repr::Text(t) => match t.as_str() {
+                "NaN" => Ok(f64::NAN),
+                "inf" => Ok(f64::INFINITY),
+                "-inf" => Ok(f64::NEG_INFINITY),
+                _ => Err(serde::de::Error::custom(format!(
+                    "`{t}`: expected a number, \"NaN\", \"inf\" or \"-inf\""
+                ))),
+            },
+        }
+    }
+}
+
+impl StageRecord {
+    fn of(r: &StageResult) -> StageRecord {
+        let node = |n: &crate::error_model::NodeCheck| NodeRecord {
+            node: n.node,
+            op: n.op.clone(),
+            output: n.output.clone(),
+            max_e: n.judgement.max_e,
+        };
+        StageRecord {
+            stage: r.stage.clone(),
+            status: r.status,
+            execution: r.execution,
+            attempts: r.attempts,
+            seconds: r.seconds,
+            reason: r.reason.clone(),
+            outputs: r.outputs.iter().map(OutputRecord::of).collect(),
+            findings: r.findings.iter().map(|f| f.to_string()).collect(),
+            tightest_node: r.tightest_node.as_ref().map(node),
+            drill_down: r.drill_down.as_ref().map(node),
+        }
+    }
+}
+
+impl OutputRecord {
+    fn of(o: &OutputResult) -> OutputRecord {
+        let j = &o.judgement;
+        OutputRecord {
+            tensor: o.tensor.clone(),
+            passed: j.passed,
+            elements: j.elements,
+            over_bound: j.over_bound,
+            max_e: j.max_e,
+            margin: 1.0 - j.max_e,
+            p50_e: j.p50_e,
+            p90_e: j.p90_e,
+            p99_e: j.p99_e,
+            rms_e: j.rms_e,
+            max_abs_error: j.max_abs_error,
+            golden_max_abs_error: o.drift.max_abs_error,
+            golden_rel_l2_error: o.drift.rel_l2_error,
+            golden_cosine_similarity: o.drift.cosine_similarity,
+            sha256: o.sha256.clone(),
+        }
+    }
+}
+
+/// The golden set's name in reports: its directory and file name.
+pub fn golden_name(suite: &Suite) -> String {
+    let path = &suite.golden.path;
+    let file = path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+    match path.parent().and_then(|p| p.file_name()) {
+        Some(dir) => format!("{}/{file}", dir.to_string_lossy()),
+        None => file,
+    }
+}
+
+impl Predicate {
+    /// The predicate of one tier of a provider run, with its verdict.
+    /// `None` when the report has no identity (outputs judged with `check`
+    /// certify no provider).
+    pub fn of_run(suite: &Suite, report: &RunReport, tier: &TierReport) -> Option<Predicate> {
+        let id = report.identity.as_ref()?;
+        let library = std::path::Path::new(&id.library)
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let provider = match &id.claimed {
+            Some(p) => ProviderRef {
+                library,
+                library_sha256: id.library_sha256.clone(),
+                name: p.name.clone(),
+                vendor: p.vendor.clone(),
+                version: p.version.clone(),
+                abi_version: p.abi_version,
+                claim_note: id.claim_note.clone(),
+            },
+            None => ProviderRef {
+                library,
+                library_sha256: id.library_sha256.clone(),
+                name: "-".into(),
+                vendor: String::new(),
+                version: String::new(),
+                abi_version: 0,
+                claim_note: Some("the library never loaded".into()),
+            },
+        };
+        let device = match &id.device {
+            Some(d) => DeviceRef {
+                name: d.name.clone(),
+                driver_version: d.driver_version.clone(),
+                memory_bytes: d.memory_bytes,
+                stable_id: d.stable_id.clone(),
+            },
+            None => DeviceRef {
+                name: "-".into(),
+                driver_version: String::new(),
+                memory_bytes: 0,
+                stable_id: String::new(),
+            },
+        };
+        let s = &report.settings;
+        let mut nondeterministic: Vec<String> = tier
+            .stages
+            .iter()
+            .chain(&tier.differential)
+            .filter(|r| {
+                r.findings
+                    .iter()
+                    .any(|f| matches!(f, crate::execution::Finding::Nondeterministic { .. }))
+            })
+            .map(|r| r.stage.clone())
+            .collect();
+        nondeterministic.dedup();
+        let mut p = Predicate {
+            verdict: Verdict::NotCertified,
+            reasons: Vec::new(),
+            component: ComponentRef {
+                id: report.component.clone(),
+                version: report.component_version.clone(),
+                document_sha256: report.document_sha256.clone(),
+                golden: golden_name(suite),
+                golden_sha256: report.golden_sha256.clone(),
+            },
+            tier: tier.tier,
+            mode: tier.mode,
+            sdk: SdkRef {
+                version: id.sdk_version.clone(),
+                runner_sha256: id.runner_sha256.clone(),
+            },
+            provider,
+            device,
+            host: id.host.clone(),
+            run: RunFacts {
+                seed: report.seed,
+                started: report.started.clone(),
+                finished: report.finished.clone(),
+                isolated: id.isolated,
+                stage_glob: s.stage_glob.clone(),
+                shard: s.shard.map(|(k, n)| format!("{k}/{n}")),
+                flake_retries: s.flake_retries,
+                baseline: s.baseline,
+                stopped_early: report.stopped_early.clone(),
+                teardown: report.teardown.clone(),
+            },
+            shards: Vec::new(),
+            must_pass: suite.document.stages.iter().map(|s| s.name.clone()).collect(),
+            stages: tier.stages.iter().map(StageRecord::of).collect(),
+            differential: Differential {
+                ran: s.differential,
+                stages: tier.differential.iter().map(StageRecord::of).collect(),
+            },
+            determinism: Determinism {
+                required: s.require_deterministic,
+                nondeterministic_stages: nondeterministic,
+            },
+            end_to_end: tier
+                .end_to_end
+                .iter()
+                .map(|e| EndToEndRecord {
+                    tensor: e.tensor.clone(),
+                    passed: e.passed,
+                    rel_l2_error: e.drift.rel_l2_error,
+                    cosine_similarity: e.drift.cosine_similarity,
+                    max_rel_l2: e.criterion.rel_l2,
+                    min_cosine: e.criterion.cosine,
+                })
+                .collect(),
+        };
+        p.assess();
+        Some(p)
+    }
+
+    /// Sets the verdict and its reasons from the records: CERTIFIED only when
+    /// every must-pass stage passed in the main and the differential round,
+    /// in an isolated run that was not filtered to a subset (or merged shards
+    /// covering all), chained end to end too, released cleanly.
+    pub fn assess(&mut self) {
+        let mut reasons = Vec::new();
+        if !self.run.isolated {
+            reasons.push("the provider ran inside the runner's process (--no-isolate): it could have altered the runner".to_string());
+        }
+        if let Some(glob) = &self.run.stage_glob {
+            reasons.push(format!("the run was filtered to the stages matching `{glob}`"));
+        }
+        if let Some(shard) = &self.run.shard {
+            reasons.push(format!(
+                "shard {shard} of the suite only: merge every shard's report (`vips-conformance merge`)"
+            ));
+        }
+        if let Some(s) = &self.run.stopped_early {
+            reasons.push(format!("stopped early: {s}"));
+        }
+        if let Some(t) = &self.run.teardown {
+            reasons.push(t.clone());
+        }
+        round_reasons(&self.must_pass, &self.stages, "", &mut reasons);
+        if self.differential.ran {
+            round_reasons(
+                &self.must_pass,
+                &self.differential.stages,
+                "in the differential round (fresh inputs)",
+                &mut reasons,
+            );
+        } else {
+            reasons.push("the differential round (fresh inputs from a run-time seed) did not run: nothing shows the outputs were computed rather than replayed".to_string());
+        }
+        let e2e: Vec<&str> = self
+            .end_to_end
+            .iter()
+            .filter(|e| !e.passed)
+            .map(|e| e.tensor.as_str())
+            .collect();
+        if !e2e.is_empty() {
+            reasons.push(format!("end to end out of bounds: {}", e2e.join(", ")));
+        }
+        self.verdict = if reasons.is_empty() {
+            Verdict::Certified
+        } else {
+            Verdict::NotCertified
+        };
+        self.reasons = reasons;
+    }
+}
+
+/// One reason per status (FAIL, CRASHED, FLAKY...) listing its stages, and
+/// one for must-pass stages with no record at all.
+fn round_reasons(must_pass: &[String], records: &[StageRecord], round: &str, out: &mut Vec<String>) {
+    let suffix = if round.is_empty() {
+        String::new()
+    } else {
+        format!(" {round}")
+    };
+    let mut never = Vec::new();
+    let mut by_status: Vec<(Status, Vec<&str>)> = Vec::new();
+    for name in must_pass {
+        let mut found = false;
+        for r in records.iter().filter(|r| &r.stage == name) {
+            found = true;
+            if r.status == Status::Pass {
+                continue;
+            }
+            match by_status.iter_mut().find(|(s, _)| *s == r.status) {
+                Some((_, names)) => names.push(name),
+                None => by_status.push((r.status, vec![name])),
+            }
+        }
+        if !found {
+            never.push(name.as_str());
+        }
+    }
+    for (status, names) in by_status {
+        out.push(format!("{}{suffix}: {}", status_phrase(status), names.join(", ")));
+    }
+    if !never.is_empty() {
+        out.push(format!("never run{suffix}: {}", never.join(", ")));
+    }
+}
+
+fn status_phrase(status: Status) -> String {
+    match status {
+        Status::Fail => "failing stages".into(),
+        Status::Flaky => "flaky stages (failed, then passed on a retry: never a pass)".into(),
+        Status::ExpectedFail => "stages failing as the baseline expects (a baseline tracks failures; it does not excuse them)".into(),
+        other => format!("stages {}", other.label()),
+    }
+}
