@@ -5,7 +5,7 @@
 
 use base64::engine::general_purpose::{STANDARD, URL_SAFE};
 use base64::Engine;
-use ed25519_dalek::{Signature as Ed25519Signature, Signer, SigningKey, Verifier, VerifyingKey};
+use ed25519_dalek::{Signature as Ed25519Signature, Signer, SigningKey, VerifyingKey};
 use serde::{Deserialize, Serialize};
 
 /// The most signatures an envelope may carry (each is tried against every
@@ -131,7 +131,7 @@ impl Envelope {
                 signatures
                     .iter()
                     .flatten()
-                    .any(|s| k.key.verify(&message, s).is_ok())
+                    .any(|s| k.key.verify_strict(&message, s).is_ok())
             })
             .collect();
         let mut distinct: Vec<[u8; 32]> = verified.iter().map(|k| k.key.to_bytes()).collect();
