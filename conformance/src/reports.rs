@@ -81,7 +81,11 @@ impl ReportFiles {
             let Some(statement) = statements.iter().find(|s| s.predicate.tier == tier) else {
                 continue;
             };
-            write_envelope(&path, &mut file, &statement.envelope(signer.map(|s| &s.key)))?;
+            write_envelope(
+                &path,
+                &mut file,
+                &statement.envelope(signer.map(|s| &s.key)),
+            )?;
             announce(&path, statement, signer, to_stderr);
         }
         Ok(())
@@ -173,13 +177,20 @@ pub fn describe(statement: &Statement) -> Vec<String> {
             p.device.memory_bytes >> 20,
             p.device.stable_id
         ),
-        format!("host:      {}, {} x {}", p.host.os, p.host.logical_cpus, p.host.cpu),
+        format!(
+            "host:      {}, {} x {}",
+            p.host.os, p.host.logical_cpus, p.host.cpu
+        ),
         format!("date:      {} to {}", p.run.started, p.run.finished),
     ];
     if !p.shards.is_empty() {
         lines.push(format!(
             "shards:    {}",
-            p.shards.iter().map(|s| s.shard.as_str()).collect::<Vec<_>>().join(", ")
+            p.shards
+                .iter()
+                .map(|s| s.shard.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         ));
     }
     for r in &p.reasons {

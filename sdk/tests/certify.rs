@@ -61,13 +61,19 @@ fn the_dsse_test_vectors_pass() {
         let sig = dsse::decode_base64(&envelope.signatures[0].sig).unwrap();
         let sig = ed25519_dalek::Signature::from_slice(&sig).unwrap();
         assert!(
-            trusted.iter().any(|k| k.key.verify_strict(&signed, &sig).is_ok()),
+            trusted
+                .iter()
+                .any(|k| k.key.verify_strict(&signed, &sig).is_ok()),
             "{id}: the vector's PAE is what its first signature covers"
         );
         let result = envelope.verify(&types, &trusted, threshold);
         match v["expect"].as_str().unwrap() {
             "accept" => {
-                assert_eq!(dsse::pae(&envelope.payload_type, &payload), signed, "{id}: PAE");
+                assert_eq!(
+                    dsse::pae(&envelope.payload_type, &payload),
+                    signed,
+                    "{id}: PAE"
+                );
                 assert_eq!(result.as_deref(), Ok(&payload[..]), "{id}")
             }
             _ => assert!(result.is_err(), "{id}: accepted"),
@@ -121,12 +127,18 @@ fn keys_are_pkcs8_v1_and_spki_pem_written_0600_and_never_overwritten() {
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
     }
-    assert_eq!(keys::read_private(&path).unwrap().to_bytes(), key.to_bytes());
+    assert_eq!(
+        keys::read_private(&path).unwrap().to_bytes(),
+        key.to_bytes()
+    );
     let e = keys::write_private_file(&path, &keys::private_pem(&other).unwrap(), false)
         .unwrap_err()
         .to_string();
     assert!(e.contains("already exists") && e.contains("--force"), "{e}");
-    assert_eq!(keys::read_private(&path).unwrap().to_bytes(), key.to_bytes());
+    assert_eq!(
+        keys::read_private(&path).unwrap().to_bytes(),
+        key.to_bytes()
+    );
     // --force replaces it, still 0600 even over a world-readable file.
     #[cfg(unix)]
     {
@@ -135,7 +147,10 @@ fn keys_are_pkcs8_v1_and_spki_pem_written_0600_and_never_overwritten() {
         keys::write_private_file(&path, &keys::private_pem(&other).unwrap(), true).unwrap();
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
-        assert_eq!(keys::read_private(&path).unwrap().to_bytes(), other.to_bytes());
+        assert_eq!(
+            keys::read_private(&path).unwrap().to_bytes(),
+            other.to_bytes()
+        );
     }
 
     let public = dir.path().join("k.pub.pem");
@@ -147,10 +162,19 @@ fn keys_are_pkcs8_v1_and_spki_pem_written_0600_and_never_overwritten() {
     let e = keys::read_public(&path).unwrap_err().to_string();
     assert!(e.contains("holds a private key"), "{e}");
     let junk = dir.path().join("junk.pem");
-    std::fs::write(&junk, "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n").unwrap();
+    std::fs::write(
+        &junk,
+        "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+    )
+    .unwrap();
     let e = keys::read_private(&junk).unwrap_err().to_string();
-    assert!(e.contains("junk.pem") && e.contains("not an Ed25519 private key"), "{e}");
-    let e = keys::read_private(&dir.path().join("absent.pem")).unwrap_err().to_string();
+    assert!(
+        e.contains("junk.pem") && e.contains("not an Ed25519 private key"),
+        "{e}"
+    );
+    let e = keys::read_private(&dir.path().join("absent.pem"))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("absent.pem") && e.contains("cannot read"), "{e}");
 }
 
@@ -208,25 +232,38 @@ fn a_signed_report_verifies_and_every_tampering_fails_with_its_reason() {
     assert_eq!(s.subject[0].digest["sha256"], p.provider.library_sha256);
 
     // A modified byte of the payload: the verdict flipped.
-    let bad = tampered(&env, "\"verdict\": \"CERTIFIED\"", "\"verdict\": \"CERTIFIEd\"");
+    let bad = tampered(
+        &env,
+        "\"verdict\": \"CERTIFIED\"",
+        "\"verdict\": \"CERTIFIEd\"",
+    );
     let e = vips_sdk::certify::verify(&bad, &[pk], &files).unwrap_err();
-    assert!(matches!(e, VerifyError::Envelope(DsseError::Modified(_))), "{e}");
+    assert!(
+        matches!(e, VerifyError::Envelope(DsseError::Modified(_))),
+        "{e}"
+    );
     assert!(e.to_string().contains("modified after signing"), "{e}");
     // The payload type changed.
     let mut bad = env.clone();
     bad.payload_type = "application/json".into();
-    let e = vips_sdk::certify::verify(&bad, &[pk], &files).unwrap_err().to_string();
+    let e = vips_sdk::certify::verify(&bad, &[pk], &files)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("payload type `application/json`"), "{e}");
     // Another key.
     let other = keys::generate().unwrap().verifying_key();
-    let e = vips_sdk::certify::verify(&env, &[other], &files).unwrap_err().to_string();
+    let e = vips_sdk::certify::verify(&env, &[other], &files)
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains("not signed by the given key") && e.contains(&keys::key_id(&pk)),
         "{e}"
     );
     // Unsigned.
     let unsigned = Statement::new(p.clone()).envelope(None);
-    let e = vips_sdk::certify::verify(&unsigned, &[pk], &files).unwrap_err().to_string();
+    let e = vips_sdk::certify::verify(&unsigned, &[pk], &files)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("unsigned"), "{e}");
     // A provider library that is not the certified one.
     let dir = tempfile::tempdir().unwrap();
@@ -244,7 +281,16 @@ fn a_signed_report_verifies_and_every_tampering_fails_with_its_reason() {
         },
     )
     .unwrap_err();
-    assert!(matches!(e, VerifyError::Subject { what: "provider library", .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            VerifyError::Subject {
+                what: "provider library",
+                ..
+            }
+        ),
+        "{e}"
+    );
     assert!(e.to_string().contains(&p.provider.library_sha256), "{e}");
     // A golden file that is not the certified one.
     let golden = dir.path().join("suite.golden");
@@ -260,7 +306,16 @@ fn a_signed_report_verifies_and_every_tampering_fails_with_its_reason() {
         },
     )
     .unwrap_err();
-    assert!(matches!(e, VerifyError::Subject { what: "golden vector set", .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            VerifyError::Subject {
+                what: "golden vector set",
+                ..
+            }
+        ),
+        "{e}"
+    );
     // A subject swapped in the statement (re-signed by the attacker's key
     // would be `WrongKey`; here the signature stays and the payload changes).
     let bad = tampered(&env, &p.provider.library_sha256, &"0".repeat(64));
@@ -272,7 +327,11 @@ fn reasons_name_what_keeps_a_run_from_being_certified() {
     // In process: the provider could have altered the runner.
     let (_, p) = demo_run(RunOptions::default());
     assert_eq!(p.verdict, Verdict::NotCertified);
-    assert!(p.reasons.iter().any(|r| r.contains("--no-isolate")), "{:?}", p.reasons);
+    assert!(
+        p.reasons.iter().any(|r| r.contains("--no-isolate")),
+        "{:?}",
+        p.reasons
+    );
 
     // Filtered to a subset.
     let glob = globset::Glob::new("hidden*").unwrap().compile_matcher();
@@ -282,8 +341,15 @@ fn reasons_name_what_keeps_a_run_from_being_certified() {
     });
     let p = isolated(p);
     assert_eq!(p.verdict, Verdict::NotCertified);
-    assert!(p.reasons.iter().any(|r| r.contains("filtered to the stages matching `hidden*`")));
-    assert!(p.reasons.iter().any(|r| r.starts_with("never run: ")), "{:?}", p.reasons);
+    assert!(p
+        .reasons
+        .iter()
+        .any(|r| r.contains("filtered to the stages matching `hidden*`")));
+    assert!(
+        p.reasons.iter().any(|r| r.starts_with("never run: ")),
+        "{:?}",
+        p.reasons
+    );
 
     // No differential round.
     let (_, p) = demo_run(RunOptions {
@@ -292,7 +358,11 @@ fn reasons_name_what_keeps_a_run_from_being_certified() {
     });
     let p = isolated(p);
     assert_eq!(p.verdict, Verdict::NotCertified);
-    assert!(p.reasons.iter().any(|r| r.contains("differential round")), "{:?}", p.reasons);
+    assert!(
+        p.reasons.iter().any(|r| r.contains("differential round")),
+        "{:?}",
+        p.reasons
+    );
 
     // A flaky stage, an expected failure: never a pass.
     let (_, mut p) = demo_run(RunOptions::default());
@@ -301,9 +371,15 @@ fn reasons_name_what_keeps_a_run_from_being_certified() {
     p.stages[2].status = Status::ExpectedFail;
     p.assess();
     assert_eq!(p.verdict, Verdict::NotCertified);
-    let flaky = format!("flaky stages (failed, then passed on a retry: never a pass): {}", p.stages[1].stage);
+    let flaky = format!(
+        "flaky stages (failed, then passed on a retry: never a pass): {}",
+        p.stages[1].stage
+    );
     assert!(p.reasons.contains(&flaky), "{:?}", p.reasons);
-    assert!(p.reasons.iter().any(|r| r.contains("baseline") && r.contains(&p.stages[2].stage)));
+    assert!(p
+        .reasons
+        .iter()
+        .any(|r| r.contains("baseline") && r.contains(&p.stages[2].stage)));
 }
 
 #[test]
@@ -313,7 +389,10 @@ fn nonfinite_metrics_survive_the_json() {
     p.stages[0].outputs[0].margin = f64::NEG_INFINITY;
     p.stages[0].outputs[0].p50_e = f64::NAN;
     let text = serde_json::to_string(&Statement::new(p.clone())).unwrap();
-    assert!(text.contains("\"max_e\":\"inf\"") && text.contains("\"margin\":\"-inf\""), "{text}");
+    assert!(
+        text.contains("\"max_e\":\"inf\"") && text.contains("\"margin\":\"-inf\""),
+        "{text}"
+    );
     let back: Statement = serde_json::from_str(&text).unwrap();
     let o = &back.predicate.stages[0].outputs[0];
     assert!(o.max_e == f64::INFINITY && o.margin == f64::NEG_INFINITY && o.p50_e.is_nan());
@@ -334,25 +413,42 @@ fn shards_merge_into_a_certified_report_only_when_complete() {
     let parts: Vec<Predicate> = (1..=3).map(|k| shard(k, 3, seed)).collect();
     for p in &parts {
         assert_eq!(p.verdict, Verdict::NotCertified);
-        assert!(p.reasons.iter().any(|r| r.contains("merge every shard")), "{:?}", p.reasons);
+        assert!(
+            p.reasons.iter().any(|r| r.contains("merge every shard")),
+            "{:?}",
+            p.reasons
+        );
     }
     // Any order.
     let merged = merge::merge(vec![parts[2].clone(), parts[0].clone(), parts[1].clone()]).unwrap();
     assert_eq!(merged.verdict, Verdict::Certified, "{:?}", merged.reasons);
     let names: Vec<&str> = merged.stages.iter().map(|s| s.stage.as_str()).collect();
-    assert_eq!(names, merged.must_pass.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(
+        names,
+        merged
+            .must_pass
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+    );
     assert_eq!(merged.shards.len(), 3);
     assert_eq!(merged.shards[0].shard, "1/3");
 
     // One shard short.
     let short = merge::merge(vec![parts[0].clone(), parts[2].clone()]).unwrap();
     assert_eq!(short.verdict, Verdict::NotCertified);
-    assert_eq!(short.reasons[0], "incomplete merge: no report for shard(s) 2/3");
+    assert_eq!(
+        short.reasons[0],
+        "incomplete merge: no report for shard(s) 2/3"
+    );
     assert!(short.reasons.iter().any(|r| r.starts_with("never run: ")));
 
     // Not the same run: another seed, a duplicate, a whole run.
     let e = merge::merge(vec![parts[0].clone(), shard(2, 3, seed + 1)]).unwrap_err();
-    assert!(e.to_string().contains("differs from report 1 in seed"), "{e}");
+    assert!(
+        e.to_string().contains("differs from report 1 in seed"),
+        "{e}"
+    );
     let e = merge::merge(vec![parts[0].clone(), parts[0].clone()]).unwrap_err();
     assert!(e.to_string().contains("shard 1/3 appears twice"), "{e}");
     let (_, whole) = demo_run(RunOptions::default());
@@ -411,10 +507,15 @@ stages:
     let check = compose::check_model(&model, &[own.clone()], Tier::Fp32, None);
     assert!(!check.certified);
     assert_eq!(check.components[1].0.component, "demo-mlp");
-    assert_eq!(check.components[1].1, compose::Standing::Missing { hint: None });
+    assert_eq!(
+        check.components[1].1,
+        compose::Standing::Missing { hint: None }
+    );
     // At another tier only.
     let check = compose::check_model(&model, &[own.clone(), demo.clone()], Tier::Bf16, None);
-    assert!(matches!(&check.components[1].1, compose::Standing::Missing { hint: Some(h) } if h.contains("tier fp32")));
+    assert!(
+        matches!(&check.components[1].1, compose::Standing::Missing { hint: Some(h) } if h.contains("tier fp32"))
+    );
     // Not certified, with its reasons.
     let mut failed = demo.clone();
     failed.predicate.stages[0].status = Status::Fail;
@@ -437,5 +538,8 @@ fn a_verifying_key_is_what_the_envelope_names() {
     let (_, p) = demo_run(RunOptions::default());
     let env = signed(&p, &key);
     let vk: VerifyingKey = key.verifying_key();
-    assert_eq!(env.signatures[0].keyid.as_deref(), Some(keys::key_id(&vk).as_str()));
+    assert_eq!(
+        env.signatures[0].keyid.as_deref(),
+        Some(keys::key_id(&vk).as_str())
+    );
 }

@@ -24,13 +24,19 @@ pub struct Args {
 
 /// `vips-key.pem` -> `vips-key.pub.pem`.
 pub fn public_path(key: &Path) -> PathBuf {
-    let name = key.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = key
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let stem = name.strip_suffix(".pem").unwrap_or(&name);
     key.with_file_name(format!("{stem}.pub.pem"))
 }
 
 pub fn run(args: Args) -> super::Outcome {
-    let public = args.public.clone().unwrap_or_else(|| public_path(&args.key));
+    let public = args
+        .public
+        .clone()
+        .unwrap_or_else(|| public_path(&args.key));
     if public == args.key {
         return Err("the public key path is the private key's".into());
     }
@@ -64,8 +70,10 @@ pub fn run(args: Args) -> super::Outcome {
         }
     }
     let key = keys::generate().map_err(e)?;
-    keys::write_private_file(&args.key, &keys::private_pem(&key).map_err(e)?, args.force).map_err(e)?;
-    keys::write_public_file(&public, &keys::public_pem(&key.verifying_key()), args.force).map_err(e)?;
+    keys::write_private_file(&args.key, &keys::private_pem(&key).map_err(e)?, args.force)
+        .map_err(e)?;
+    keys::write_public_file(&public, &keys::public_pem(&key.verifying_key()), args.force)
+        .map_err(e)?;
     println!(
         "created a new signing key {} (mode 0600, key id {}); public key {}: give it to whoever verifies your reports",
         args.key.display(),

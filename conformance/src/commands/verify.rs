@@ -76,14 +76,21 @@ pub fn run(args: Args) -> super::Outcome {
     let tier = args
         .tier
         .as_deref()
-        .map(|t| Tier::from_name(t).ok_or_else(|| format!("--tier `{t}`: expected fp32, fp16, bf16 or exact")))
+        .map(|t| {
+            Tier::from_name(t)
+                .ok_or_else(|| format!("--tier `{t}`: expected fp32, fp16, bf16 or exact"))
+        })
         .transpose()?;
     let model = args
         .model
         .as_deref()
         .map(|m| {
             let path = suites::resolve(m)?;
-            let doc = if path.is_dir() { vips_sdk::suite::suite_files(&path).0 } else { path };
+            let doc = if path.is_dir() {
+                vips_sdk::suite::suite_files(&path).0
+            } else {
+                path
+            };
             vips_sdk::document::Document::open(&doc).map_err(|e| e.to_string())
         })
         .transpose()?;
@@ -111,7 +118,12 @@ pub fn run(args: Args) -> super::Outcome {
                         .map_err(|e| format!("{}: {e}", p.display()))
                 })
                 .transpose()?;
-            Ok::<_, String>(compose::check_model(m, &verified, t, provider_sha.as_deref()))
+            Ok::<_, String>(compose::check_model(
+                m,
+                &verified,
+                t,
+                provider_sha.as_deref(),
+            ))
         })
         .transpose()?;
 
@@ -149,7 +161,10 @@ pub fn run(args: Args) -> super::Outcome {
     if !args.json {
         println!(
             "trusted key(s): {}",
-            keys.iter().map(|k| short(&keys::key_id(k)).to_string()).collect::<Vec<_>>().join(", ")
+            keys.iter()
+                .map(|k| short(&keys::key_id(k)).to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
         );
     }
     if let Some(check) = &model_check {
@@ -158,7 +173,11 @@ pub fn run(args: Args) -> super::Outcome {
             print_model(check);
         }
     }
-    Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 fn print_model(check: &compose::ModelCheck) {
@@ -166,10 +185,19 @@ fn print_model(check: &compose::ModelCheck) {
         "model {} at {}: {}",
         check.model,
         check.tier.name(),
-        if check.certified { "CERTIFIED" } else { "NOT CERTIFIED" }
+        if check.certified {
+            "CERTIFIED"
+        } else {
+            "NOT CERTIFIED"
+        }
     );
     for (req, standing) in &check.components {
-        let what = format!("{} {} ({})", req.component, req.version, short(&req.document_sha256));
+        let what = format!(
+            "{} {} ({})",
+            req.component,
+            req.version,
+            short(&req.document_sha256)
+        );
         match standing {
             compose::Standing::Certified { .. } => println!("  {what}: certified"),
             compose::Standing::NotCertified { reasons, .. } => {

@@ -46,9 +46,11 @@ pub fn check_model(
     tier: Tier,
     provider_sha256: Option<&str>,
 ) -> ModelCheck {
-    let provider = provider_sha256
-        .map(str::to_string)
-        .or_else(|| statements.first().map(|s| s.predicate.provider.library_sha256.clone()));
+    let provider = provider_sha256.map(str::to_string).or_else(|| {
+        statements
+            .first()
+            .map(|s| s.predicate.provider.library_sha256.clone())
+    });
     let mut required = vec![Requirement {
         component: model.component.id.clone(),
         version: model.component.version.clone(),
@@ -78,7 +80,12 @@ pub fn check_model(
     }
 }
 
-fn standing(r: &Requirement, statements: &[Statement], tier: Tier, provider: Option<&str>) -> Standing {
+fn standing(
+    r: &Requirement,
+    statements: &[Statement],
+    tier: Tier,
+    provider: Option<&str>,
+) -> Standing {
     let same_component = |s: &&Statement| s.predicate.component.id == r.component;
     let matching: Vec<(usize, &Statement)> = statements
         .iter()
@@ -92,7 +99,10 @@ fn standing(r: &Requirement, statements: &[Statement], tier: Tier, provider: Opt
                 && Some(p.provider.library_sha256.as_str()) == provider
         })
         .collect();
-    if let Some((i, _)) = matching.iter().find(|(_, s)| s.predicate.verdict == Verdict::Certified) {
+    if let Some((i, _)) = matching
+        .iter()
+        .find(|(_, s)| s.predicate.verdict == Verdict::Certified)
+    {
         return Standing::Certified { report: *i };
     }
     if let Some((i, s)) = matching.first() {
@@ -107,10 +117,18 @@ fn standing(r: &Requirement, statements: &[Statement], tier: Tier, provider: Opt
         if p.component.version != r.version || p.component.document_sha256 != r.document_sha256 {
             Some(format!(
                 "a report certifies {} {} with document SHA-256 {}; the model pins {} with {}",
-                p.component.id, p.component.version, p.component.document_sha256, r.version, r.document_sha256
+                p.component.id,
+                p.component.version,
+                p.component.document_sha256,
+                r.version,
+                r.document_sha256
             ))
         } else if p.tier != tier {
-            Some(format!("a report covers tier {}, not {}", p.tier.name(), tier.name()))
+            Some(format!(
+                "a report covers tier {}, not {}",
+                p.tier.name(),
+                tier.name()
+            ))
         } else {
             Some(format!(
                 "a report covers another provider binary (SHA-256 {})",

@@ -70,7 +70,9 @@ pub enum DsseError {
 
 /// Decodes standard or URL-safe base64 (verifiers must accept both).
 pub fn decode_base64(text: &str) -> Result<Vec<u8>, base64::DecodeError> {
-    STANDARD.decode(text).or_else(|e| URL_SAFE.decode(text).map_err(|_| e))
+    STANDARD
+        .decode(text)
+        .or_else(|e| URL_SAFE.decode(text).map_err(|_| e))
 }
 
 /// A trusted key and its id (the id only names it in messages and keyids).
@@ -106,7 +108,8 @@ impl Envelope {
         trusted: &[TrustedKey],
         threshold: usize,
     ) -> Result<Vec<u8>, DsseError> {
-        let payload = decode_base64(&self.payload).map_err(|e| DsseError::Payload(e.to_string()))?;
+        let payload =
+            decode_base64(&self.payload).map_err(|e| DsseError::Payload(e.to_string()))?;
         if self.signatures.is_empty() {
             return Err(DsseError::Unsigned);
         }
@@ -154,7 +157,11 @@ impl Envelope {
         match named {
             Some(id) => Err(DsseError::Modified(id.to_string())),
             None => Err(DsseError::WrongKey {
-                signers: list(self.signatures.iter().map(|s| s.keyid.as_deref().unwrap_or("an unnamed key"))),
+                signers: list(
+                    self.signatures
+                        .iter()
+                        .map(|s| s.keyid.as_deref().unwrap_or("an unnamed key")),
+                ),
                 trusted: list(trusted.iter().map(|k| k.id.as_str())),
             }),
         }

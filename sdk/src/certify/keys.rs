@@ -4,7 +4,9 @@
 //! and Python's `cryptography`), the public key as SPKI PEM.
 
 use ed25519_dalek::pkcs8::spki::der::pem::LineEnding;
-use ed25519_dalek::pkcs8::{DecodePrivateKey, DecodePublicKey, EncodePrivateKey, EncodePublicKey, KeypairBytes};
+use ed25519_dalek::pkcs8::{
+    DecodePrivateKey, DecodePublicKey, EncodePrivateKey, EncodePublicKey, KeypairBytes,
+};
 use ed25519_dalek::{SigningKey, VerifyingKey};
 use sha2::{Digest, Sha256};
 use std::io::Write;
@@ -69,7 +71,8 @@ pub fn public_pem(key: &VerifyingKey) -> String {
 }
 
 fn read_pem(path: &Path) -> Result<String, KeyError> {
-    let bytes = crate::limits::read_regular_file(path, MAX_KEY_BYTES).map_err(|m| file_error(path, m))?;
+    let bytes =
+        crate::limits::read_regular_file(path, MAX_KEY_BYTES).map_err(|m| file_error(path, m))?;
     String::from_utf8(bytes).map_err(|_| file_error(path, "not a PEM file (not UTF-8 text)"))
 }
 
@@ -77,17 +80,27 @@ fn read_pem(path: &Path) -> Result<String, KeyError> {
 pub fn read_private(path: &Path) -> Result<SigningKey, KeyError> {
     let pem = read_pem(path)?;
     if pem.contains("PUBLIC KEY-----") {
-        return Err(file_error(path, "holds a public key; signing needs the private key (BEGIN PRIVATE KEY)"));
+        return Err(file_error(
+            path,
+            "holds a public key; signing needs the private key (BEGIN PRIVATE KEY)",
+        ));
     }
-    SigningKey::from_pkcs8_pem(&pem)
-        .map_err(|e| file_error(path, format!("not an Ed25519 private key in PKCS#8 PEM: {e}")))
+    SigningKey::from_pkcs8_pem(&pem).map_err(|e| {
+        file_error(
+            path,
+            format!("not an Ed25519 private key in PKCS#8 PEM: {e}"),
+        )
+    })
 }
 
 /// Reads a public key: SPKI PEM (`BEGIN PUBLIC KEY`).
 pub fn read_public(path: &Path) -> Result<VerifyingKey, KeyError> {
     let pem = read_pem(path)?;
     if pem.contains("PRIVATE KEY-----") {
-        return Err(file_error(path, "holds a private key; verifying needs the public key (BEGIN PUBLIC KEY)"));
+        return Err(file_error(
+            path,
+            "holds a private key; verifying needs the public key (BEGIN PUBLIC KEY)",
+        ));
     }
     VerifyingKey::from_public_key_pem(&pem)
         .map_err(|e| file_error(path, format!("not an Ed25519 public key in SPKI PEM: {e}")))

@@ -41,8 +41,14 @@ fn shard_of(p: &Predicate, index: usize) -> Result<(usize, usize), MergeError> {
     if !p.shards.is_empty() {
         return Err(not("it is already a merge".into()));
     }
-    let text = p.run.shard.as_deref().ok_or_else(|| not("it ran every selected stage".into()))?;
-    let (k, n) = text.split_once('/').ok_or_else(|| not(format!("shard `{text}`")))?;
+    let text = p
+        .run
+        .shard
+        .as_deref()
+        .ok_or_else(|| not("it ran every selected stage".into()))?;
+    let (k, n) = text
+        .split_once('/')
+        .ok_or_else(|| not(format!("shard `{text}`")))?;
     match (k.parse::<usize>(), n.parse::<usize>()) {
         (Ok(k), Ok(n)) if k >= 1 && k <= n => Ok((k, n)),
         _ => Err(not(format!("shard `{text}`"))),
@@ -69,16 +75,48 @@ pub fn merge(mut shards: Vec<Predicate>) -> Result<Predicate, MergeError> {
     let n = keyed[0].0 .1;
     for (i, p) in shards.iter().enumerate().skip(1) {
         let fields: [(&'static str, String, String); 11] = [
-            ("component", first.component.id.clone(), p.component.id.clone()),
-            ("component version", first.component.version.clone(), p.component.version.clone()),
-            ("document SHA-256", first.component.document_sha256.clone(), p.component.document_sha256.clone()),
-            ("golden set SHA-256", first.component.golden_sha256.clone(), p.component.golden_sha256.clone()),
-            ("tier", first.tier.name().to_string(), p.tier.name().to_string()),
+            (
+                "component",
+                first.component.id.clone(),
+                p.component.id.clone(),
+            ),
+            (
+                "component version",
+                first.component.version.clone(),
+                p.component.version.clone(),
+            ),
+            (
+                "document SHA-256",
+                first.component.document_sha256.clone(),
+                p.component.document_sha256.clone(),
+            ),
+            (
+                "golden set SHA-256",
+                first.component.golden_sha256.clone(),
+                p.component.golden_sha256.clone(),
+            ),
+            (
+                "tier",
+                first.tier.name().to_string(),
+                p.tier.name().to_string(),
+            ),
             ("seed", first.run.seed.to_string(), p.run.seed.to_string()),
-            ("provider library SHA-256", first.provider.library_sha256.clone(), p.provider.library_sha256.clone()),
+            (
+                "provider library SHA-256",
+                first.provider.library_sha256.clone(),
+                p.provider.library_sha256.clone(),
+            ),
             ("device", first.device.name.clone(), p.device.name.clone()),
-            ("device driver version", first.device.driver_version.clone(), p.device.driver_version.clone()),
-            ("SDK version", first.sdk.version.clone(), p.sdk.version.clone()),
+            (
+                "device driver version",
+                first.device.driver_version.clone(),
+                p.device.driver_version.clone(),
+            ),
+            (
+                "SDK version",
+                first.sdk.version.clone(),
+                p.sdk.version.clone(),
+            ),
             ("shard count", n.to_string(), keyed[i].0 .1.to_string()),
         ];
         for (field, ours, theirs) in fields {
@@ -128,7 +166,10 @@ pub fn merge(mut shards: Vec<Predicate>) -> Result<Predicate, MergeError> {
             finished: p.run.finished.clone(),
         });
         merged.stages.append(&mut p.stages);
-        merged.differential.stages.append(&mut p.differential.stages);
+        merged
+            .differential
+            .stages
+            .append(&mut p.differential.stages);
         merged.differential.ran &= p.differential.ran;
         merged.determinism.required &= p.determinism.required;
         merged
@@ -157,7 +198,10 @@ pub fn merge(mut shards: Vec<Predicate>) -> Result<Predicate, MergeError> {
     // Stages in the document's order, whichever shard ran them.
     let position = |name: &str| merged.must_pass.iter().position(|m| m == name);
     merged.stages.sort_by_key(|r| position(&r.stage));
-    merged.differential.stages.sort_by_key(|r| position(&r.stage));
+    merged
+        .differential
+        .stages
+        .sort_by_key(|r| position(&r.stage));
     let join = |v: Vec<String>| (!v.is_empty()).then(|| v.join("; "));
     merged.run.stopped_early = join(notes.0);
     merged.run.teardown = join(notes.1);
@@ -165,7 +209,10 @@ pub fn merge(mut shards: Vec<Predicate>) -> Result<Predicate, MergeError> {
     if !absent.is_empty() {
         merged.reasons.insert(
             0,
-            format!("incomplete merge: no report for shard(s) {}", absent.join(", ")),
+            format!(
+                "incomplete merge: no report for shard(s) {}",
+                absent.join(", ")
+            ),
         );
         merged.verdict = super::Verdict::NotCertified;
     }

@@ -79,8 +79,14 @@ impl Statement {
         Statement {
             statement_type: STATEMENT_TYPE.to_string(),
             subject: vec![
-                Subject::sha256(&predicate.provider.library, &predicate.provider.library_sha256),
-                Subject::sha256(&predicate.component.golden, &predicate.component.golden_sha256),
+                Subject::sha256(
+                    &predicate.provider.library,
+                    &predicate.provider.library_sha256,
+                ),
+                Subject::sha256(
+                    &predicate.component.golden,
+                    &predicate.component.golden_sha256,
+                ),
             ],
             predicate_type: PREDICATE_TYPE.to_string(),
             predicate,
@@ -117,7 +123,10 @@ impl Statement {
     fn check_shape(&self) -> Result<(), VerifyError> {
         let bad = |m: String| Err(VerifyError::Statement(m));
         if self.statement_type != STATEMENT_TYPE {
-            return bad(format!("`_type` is `{}`, not `{STATEMENT_TYPE}`", self.statement_type));
+            return bad(format!(
+                "`_type` is `{}`, not `{STATEMENT_TYPE}`",
+                self.statement_type
+            ));
         }
         if self.predicate_type != PREDICATE_TYPE {
             return bad(format!(
@@ -131,11 +140,14 @@ impl Statement {
             (&p.component.golden, &p.component.golden_sha256),
         ];
         if self.subject.len() != 2
-            || expected.iter().zip(&self.subject).any(|((name, hash), s)| {
-                &&s.name != name || s.digest.get("sha256") != Some(hash)
-            })
+            || expected
+                .iter()
+                .zip(&self.subject)
+                .any(|((name, hash), s)| &&s.name != name || s.digest.get("sha256") != Some(hash))
         {
-            return bad("the subjects are not the predicate's provider library and golden set".into());
+            return bad(
+                "the subjects are not the predicate's provider library and golden set".into(),
+            );
         }
         Ok(())
     }
@@ -168,8 +180,11 @@ pub fn read_envelope(path: &Path) -> Result<Envelope, VerifyError> {
         message,
     };
     let bytes = crate::limits::read_regular_file(path, MAX_REPORT_BYTES).map_err(file_error)?;
-    serde_json::from_slice(&bytes)
-        .map_err(|e| file_error(format!("not a DSSE envelope (JSON with payload, payloadType, signatures): {e}")))
+    serde_json::from_slice(&bytes).map_err(|e| {
+        file_error(format!(
+            "not a DSSE envelope (JSON with payload, payloadType, signatures): {e}"
+        ))
+    })
 }
 
 /// The statement inside an envelope, signature not checked (for merging
@@ -216,8 +231,18 @@ pub fn verify(
     let payload = envelope.verify(&[PAYLOAD_TYPE], &trusted, 1)?;
     let statement = parse_statement(&payload)?;
     let subjects = [
-        (PROVIDER_SUBJECT, "provider library", &files.provider, MAX_SUBJECT_BYTES),
-        (GOLDEN_SUBJECT, "golden vector set", &files.golden, crate::limits::MAX_GOLDEN_BYTES),
+        (
+            PROVIDER_SUBJECT,
+            "provider library",
+            &files.provider,
+            MAX_SUBJECT_BYTES,
+        ),
+        (
+            GOLDEN_SUBJECT,
+            "golden vector set",
+            &files.golden,
+            crate::limits::MAX_GOLDEN_BYTES,
+        ),
     ];
     for (index, what, path, cap) in subjects {
         let Some(path) = path else { continue };
@@ -249,7 +274,9 @@ pub fn sha256_regular_file(path: &Path, cap: u64) -> Result<String, String> {
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 16];
     loop {
-        let n = file.read(&mut buf).map_err(|e| format!("cannot read: {e}"))?;
+        let n = file
+            .read(&mut buf)
+            .map_err(|e| format!("cannot read: {e}"))?;
         if n == 0 {
             break;
         }

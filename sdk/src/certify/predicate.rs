@@ -312,7 +312,10 @@ impl OutputRecord {
 /// The golden set's name in reports: its directory and file name.
 pub fn golden_name(suite: &Suite) -> String {
     let path = &suite.golden.path;
-    let file = path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+    let file = path
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
     match path.parent().and_then(|p| p.file_name()) {
         Some(dir) => format!("{}/{file}", dir.to_string_lossy()),
         None => file,
@@ -408,7 +411,12 @@ impl Predicate {
                 teardown: report.teardown.clone(),
             },
             shards: Vec::new(),
-            must_pass: suite.document.stages.iter().map(|s| s.name.clone()).collect(),
+            must_pass: suite
+                .document
+                .stages
+                .iter()
+                .map(|s| s.name.clone())
+                .collect(),
             stages: tier.stages.iter().map(StageRecord::of).collect(),
             differential: Differential {
                 ran: s.differential,
@@ -445,7 +453,9 @@ impl Predicate {
             reasons.push("the provider ran inside the runner's process (--no-isolate): it could have altered the runner".to_string());
         }
         if let Some(glob) = &self.run.stage_glob {
-            reasons.push(format!("the run was filtered to the stages matching `{glob}`"));
+            reasons.push(format!(
+                "the run was filtered to the stages matching `{glob}`"
+            ));
         }
         if let Some(shard) = &self.run.shard {
             reasons.push(format!(
@@ -489,7 +499,12 @@ impl Predicate {
 
 /// One reason per status (FAIL, CRASHED, FLAKY...) listing its stages, and
 /// one for must-pass stages with no record at all.
-fn round_reasons(must_pass: &[String], records: &[StageRecord], round: &str, out: &mut Vec<String>) {
+fn round_reasons(
+    must_pass: &[String],
+    records: &[StageRecord],
+    round: &str,
+    out: &mut Vec<String>,
+) {
     let suffix = if round.is_empty() {
         String::new()
     } else {
@@ -514,7 +529,11 @@ fn round_reasons(must_pass: &[String], records: &[StageRecord], round: &str, out
         }
     }
     for (status, names) in by_status {
-        out.push(format!("{}{suffix}: {}", status_phrase(status), names.join(", ")));
+        out.push(format!(
+            "{}{suffix}: {}",
+            status_phrase(status),
+            names.join(", ")
+        ));
     }
     if !never.is_empty() {
         out.push(format!("never run{suffix}: {}", never.join(", ")));

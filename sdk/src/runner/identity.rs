@@ -53,13 +53,17 @@ impl Host {
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
         let cpu = cpuinfo
             .lines()
-            .find(|l| l.starts_with("model name") || l.starts_with("Model") || l.starts_with("cpu model"))
+            .find(|l| {
+                l.starts_with("model name") || l.starts_with("Model") || l.starts_with("cpu model")
+            })
             .and_then(|l| l.split_once(':'))
             .map(|(_, v)| v.trim().to_string())
             .unwrap_or_else(|| "unknown".into());
-        let logical_cpus = cpuinfo.lines().filter(|l| l.starts_with("processor")).count().max(
-            std::thread::available_parallelism().map_or(1, |n| n.get()),
-        );
+        let logical_cpus = cpuinfo
+            .lines()
+            .filter(|l| l.starts_with("processor"))
+            .count()
+            .max(std::thread::available_parallelism().map_or(1, |n| n.get()));
         Host {
             os,
             kernel: kernel(),
@@ -80,7 +84,9 @@ fn kernel() -> String {
             return std::env::consts::OS.to_string();
         }
         let field = |f: &[libc::c_char]| {
-            std::ffi::CStr::from_ptr(f.as_ptr()).to_string_lossy().into_owned()
+            std::ffi::CStr::from_ptr(f.as_ptr())
+                .to_string_lossy()
+                .into_owned()
         };
         format!("{} {}", field(&u.sysname), field(&u.release))
     }

@@ -349,7 +349,10 @@ pub struct Settings {
 impl Settings {
     fn of(opts: &RunOptions) -> Settings {
         Settings {
-            stage_glob: opts.stage_glob.as_ref().map(|g| g.glob().glob().to_string()),
+            stage_glob: opts
+                .stage_glob
+                .as_ref()
+                .map(|g| g.glob().glob().to_string()),
             shard: opts.shard,
             differential: opts.differential,
             require_deterministic: opts.require_deterministic,
