@@ -35,6 +35,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("document", document),
     ("capture", capture),
     ("protocol", protocol),
+    ("report", report),
 ];
 
 /// A golden vector file (`GoldenFile::from_bytes`), then every tensor of a
@@ -176,4 +177,28 @@ fn encode<T: serde::Serialize>(m: &protocol::Message<T>) -> Vec<u8> {
     let mut wire = Vec::new();
     protocol::write(&mut wire, &m.header, &tensors).expect("a decoded header encodes");
     wire
+}
+
+/// A certification report: the DSSE envelope, its signatures checked (with
+/// no trusted key, so every signature is decoded and refused), the
+/// statement inside read and checked, its verdict assessed again, merged
+/// with itself, and re-encoded: the re-encoding must read back to the same
+/// bytes.
+pub fn report(data: &[u8]) -> Outcome {
+    use vips_sdk::certify::{self, merge};
+    let envelope = certify::parse_envelope(data)?;
+    let _ = certify::verify(&envelope, &[], &certify::SubjectFiles::default());
+    let statement = certify::read_statement(&envelope).map_err(|e| e.to_string())?;
+    let mut predicate = statement.predicate.clone();
+    predicate.assess();
+    let _ = merge::merge(vec![predicate.clone(), predicate]);
+    let again = statement.envelope(None);
+    let reread = certify::read_statement(&again)
+        .unwrap_or_else(|e| panic!("a statement that does not read back after encoding: {e}"));
+    assert_eq!(
+        reread.envelope(None),
+        again,
+        "a statement that changes in a round trip"
+    );
+    Ok(())
 }

@@ -102,13 +102,7 @@ pub fn write_envelope(path: &Path, file: &mut File, envelope: &Envelope) -> Resu
 /// One line on screen for a report just written.
 pub fn announce(path: &Path, statement: &Statement, signer: Option<&Signer>, to_stderr: bool) {
     let p = &statement.predicate;
-    let signed = match signer {
-        Some(s) => format!("signed with key {} ({})", short(&s.id), s.source),
-        None => format!(
-            "UNSIGNED: no --sign-key and no ${}; `verify` will refuse it",
-            keys::SIGN_KEY_ENV
-        ),
-    };
+    let signed = signing(signer);
     let line = format!(
         "report {}: {} {} at {}, {signed}",
         path.display(),
@@ -130,6 +124,17 @@ pub fn announce(path: &Path, statement: &Statement, signer: Option<&Signer>, to_
                 println!("{line}");
             }
         }
+    }
+}
+
+/// How a report was signed, for the screen.
+pub fn signing(signer: Option<&Signer>) -> String {
+    match signer {
+        Some(s) => format!("signed with key {} ({})", short(&s.id), s.source),
+        None => format!(
+            "UNSIGNED: no --sign-key and no ${}; `verify` will refuse it",
+            keys::SIGN_KEY_ENV
+        ),
     }
 }
 

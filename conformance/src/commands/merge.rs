@@ -3,7 +3,7 @@
 //! verdict assessed over all of them (a missing shard leaves it NOT
 //! CERTIFIED), signed here.
 
-use crate::reports::{announce, describe, signer, write_envelope};
+use crate::reports::{describe, signer, signing, write_envelope};
 use std::fs::File;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -63,10 +63,15 @@ pub fn run(args: Args) -> super::Outcome {
     if trusted.is_empty() {
         eprintln!("note: the shard reports' signatures were not checked (no --pubkey)");
     }
+    println!(
+        "merged {} shard report(s) into {}, {}",
+        args.shards.len(),
+        args.report.display(),
+        signing(signer.as_ref())
+    );
     for line in describe(&statement) {
         println!("  {line}");
     }
-    announce(&args.report, &statement, signer.as_ref(), false);
     Ok(if statement.predicate.verdict == Verdict::Certified {
         ExitCode::SUCCESS
     } else {

@@ -112,28 +112,28 @@ fn standing(
         };
     }
     // Say what came closest: the right component, but not this one.
-    let hint = statements.iter().filter(same_component).find_map(|s| {
+    let hint = statements.iter().find(same_component).map(|s| {
         let p = &s.predicate;
         if p.component.version != r.version || p.component.document_sha256 != r.document_sha256 {
-            Some(format!(
+            format!(
                 "a report certifies {} {} with document SHA-256 {}; the model pins {} with {}",
                 p.component.id,
                 p.component.version,
                 p.component.document_sha256,
                 r.version,
                 r.document_sha256
-            ))
+            )
         } else if p.tier != tier {
-            Some(format!(
+            format!(
                 "a report covers tier {}, not {}",
                 p.tier.name(),
                 tier.name()
-            ))
+            )
         } else {
-            Some(format!(
+            format!(
                 "a report covers another provider binary (SHA-256 {})",
                 p.provider.library_sha256
-            ))
+            )
         }
     });
     Standing::Missing { hint }

@@ -180,10 +180,13 @@ pub fn read_envelope(path: &Path) -> Result<Envelope, VerifyError> {
         message,
     };
     let bytes = crate::limits::read_regular_file(path, MAX_REPORT_BYTES).map_err(file_error)?;
-    serde_json::from_slice(&bytes).map_err(|e| {
-        file_error(format!(
-            "not a DSSE envelope (JSON with payload, payloadType, signatures): {e}"
-        ))
+    parse_envelope(&bytes).map_err(file_error)
+}
+
+/// Parses an envelope from JSON bytes.
+pub fn parse_envelope(bytes: &[u8]) -> Result<Envelope, String> {
+    serde_json::from_slice(bytes).map_err(|e| {
+        format!("not a DSSE envelope (JSON with payload, payloadType, signatures): {e}")
     })
 }
 
