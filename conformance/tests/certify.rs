@@ -133,6 +133,16 @@ fn keygen_keys_are_read_by_openssl_and_python() {
         "Python's `cryptography`",
     );
     let dir = tempfile::tempdir().unwrap();
+    // README's main job: a key created on first use, and said so.
+    let first = dir.path().join("first.pem");
+    let r = cli(&["keygen", s(&first), "--if-missing"]);
+    assert_eq!(r.code, 0, "{}", r.text());
+    assert!(
+        r.stdout.contains("created a new signing key"),
+        "{}",
+        r.stdout
+    );
+    assert!(dir.path().join("first.pub.pem").is_file());
     let (key, public) = keygen(dir.path(), "vips-key");
     let r = out(Command::new("openssl")
         .args(["pkey", "-in", s(&key), "-noout", "-text"])
@@ -150,7 +160,11 @@ fn keygen_keys_are_read_by_openssl_and_python() {
     let id = hex::encode(sha2::Sha256::digest(&der.stdout));
     let again = cli(&["keygen", s(&key), "--if-missing"]);
     assert_eq!(again.code, 0, "{}", again.text());
-    assert!(again.stdout.contains(&id), "{}", again.stdout);
+    assert!(
+        again.stdout.contains("using the existing signing key") && again.stdout.contains(&id),
+        "{}",
+        again.stdout
+    );
     let py = python(&[
         "-c",
         "import sys\nfrom cryptography.hazmat.primitives import serialization as s\n\

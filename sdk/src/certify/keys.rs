@@ -155,7 +155,7 @@ fn write_file(path: &Path, contents: &str, force: bool, mode: u32) -> Result<(),
         if force {
             let _ = std::fs::remove_file(&target);
         }
-        if e.kind() == std::io::ErrorKind::AlreadyExists {
+        if !force && e.kind() == std::io::ErrorKind::AlreadyExists {
             KeyError::Exists {
                 path: path.to_path_buf(),
             }

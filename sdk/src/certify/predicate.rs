@@ -378,7 +378,9 @@ impl Predicate {
             })
             .map(|r| r.stage.clone())
             .collect();
-        nondeterministic.dedup();
+        // A stage of both rounds once, in document order.
+        let mut seen = std::collections::HashSet::new();
+        nondeterministic.retain(|s| seen.insert(s.clone()));
         let mut p = Predicate {
             verdict: Verdict::NotCertified,
             reasons: Vec::new(),
