@@ -185,18 +185,25 @@ fn encode<T: serde::Serialize>(m: &protocol::Message<T>) -> Vec<u8> {
 /// with itself, and re-encoded: the re-encoding must read back to the same
 /// bytes.
 pub fn report(data: &[u8]) -> Outcome {
-    use vips_sdk::certify::{self, merge};
+    use vips_sdk::certify::{self, merge, predicate::ShardId};
     let envelope = certify::parse_envelope(data)?;
     let _ = certify::verify(&envelope, &[], &certify::SubjectFiles::default());
     let statement = certify::read_statement(&envelope).map_err(|e| e.to_string())?;
     let mut predicate = statement.predicate.clone();
     predicate.assess();
-    let _ = merge::merge(vec![predicate.clone(), predicate]);
-    let again = statement.envelope(None);
+    // As shard 1 of 2 beside a copy as shard 2: the merge reaches its checks,
+    // coverage and verdict.
+    let mut one = predicate.clone();
+    let mut two = predicate;
+    one.run.shard = Some(ShardId { k: 1, n: 2 });
+    two.run.shard = Some(ShardId { k: 2, n: 2 });
+    let _ = merge::merge(vec![one.clone(), two]);
+    let _ = merge::merge(vec![one, statement.predicate.clone()]);
+    let again = statement.envelope(None)?;
     let reread = certify::read_statement(&again)
         .unwrap_or_else(|e| panic!("a statement that does not read back after encoding: {e}"));
     assert_eq!(
-        reread.envelope(None),
+        reread.envelope(None)?,
         again,
         "a statement that changes in a round trip"
     );

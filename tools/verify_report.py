@@ -90,6 +90,11 @@ def main():
     if statement.get("_type") != STATEMENT_TYPE or statement.get("predicateType") != PREDICATE_TYPE:
         fail("not a VIPS certification statement")
     subjects = statement["subject"]
+    p = statement["predicate"]
+    expected = [(p["provider"]["library"], p["provider"]["library_sha256"]),
+                (p["component"]["golden"], p["component"]["golden_sha256"])]
+    if [(x["name"], x["digest"].get("sha256")) for x in subjects] != expected:
+        fail("the subjects are not the predicate's provider library and golden set")
     for what, path, subject in (("provider library", args.provider, subjects[0]),
                                 ("golden vector set", args.golden, subjects[1])):
         if path is None:
@@ -99,7 +104,6 @@ def main():
             fail(f"the {what} {path} has SHA-256 {actual}; the report certifies "
                  f"{subject['name']} with {subject['digest']['sha256']}")
 
-    p = statement["predicate"]
     print(f"signature verified; verdict {p['verdict']}: {p['component']['id']} "
           f"{p['component']['version']} at {p['tier']} on {p['provider']['name']} "
           f"({subjects[0]['name']} sha256 {subjects[0]['digest']['sha256']}), "

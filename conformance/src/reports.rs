@@ -38,9 +38,19 @@ pub fn signer(arg: Option<&Path>) -> Result<Option<Signer>, String> {
     }))
 }
 
-/// The report files of a run, one per tier, created before the run.
+/// The report files of a run, one per tier, created before the run; those
+/// never written (the run failed) are removed, so no empty report is left
+/// for `merge` or `verify` to trip on.
 pub struct ReportFiles {
     files: Vec<(Tier, PathBuf, File)>,
+}
+
+impl Drop for ReportFiles {
+    fn drop(&mut self) {
+        for (_, path, _) in self.files.drain(..) {
+            let _ = std::fs::remove_file(path);
+        }
+    }
 }
 
 /// `{tier}` in `template` replaced by the tier's name.
@@ -72,20 +82,24 @@ impl ReportFiles {
     /// Writes each tier's statement, signed when `signer` is given; prints
     /// where each went and its verdict.
     pub fn write(
-        self,
+        mut self,
         statements: &[Statement],
         signer: Option<&Signer>,
         to_stderr: bool,
     ) -> Result<(), String> {
-        for (tier, path, mut file) in self.files {
+        while !self.files.is_empty() {
+            let (tier, path, mut file) = self.files.remove(0);
             let Some(statement) = statements.iter().find(|s| s.predicate.tier == tier) else {
+                let _ = std::fs::remove_file(&path);
                 continue;
             };
-            write_envelope(
-                &path,
-                &mut file,
-                &statement.envelope(signer.map(|s| &s.key)),
-            )?;
+            let written = statement
+                .envelope(signer.map(|s| &s.key))
+                .and_then(|e| write_envelope(&path, &mut file, &e));
+            if let Err(e) = written {
+                let _ = std::fs::remove_file(&path);
+                return Err(e);
+            }
             announce(&path, statement, signer, to_stderr);
         }
         Ok(())
@@ -157,14 +171,12 @@ pub fn describe(statement: &Statement) -> Vec<String> {
             short(&p.component.golden_sha256)
         ),
         format!(
-            "tier:      {} ({} mode, {} stage(s), seed {})",
+            "tier:      {} ({} mode, {} stage(s), seed {}, nonce {})",
             p.tier.name(),
-            serde_json::to_value(p.mode)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
+            p.mode.name(),
             p.must_pass.len(),
-            p.run.seed
+            p.run.seed,
+            p.run.nonce
         ),
         format!(
             "provider:  {} {} by {} (ABI {}), {} sha256 {}",
@@ -186,6 +198,10 @@ pub fn describe(statement: &Statement) -> Vec<String> {
             "host:      {}, {} x {}",
             p.host.os, p.host.logical_cpus, p.host.cpu
         ),
+        format!(
+            "reference: {} {} sha256 {}",
+            p.reference.name, p.reference.version, p.reference.library_sha256
+        ),
         format!("date:      {} to {}", p.run.started, p.run.finished),
     ];
     if !p.shards.is_empty() {
@@ -193,7 +209,7 @@ pub fn describe(statement: &Statement) -> Vec<String> {
             "shards:    {}",
             p.shards
                 .iter()
-                .map(|s| s.shard.as_str())
+                .map(|s| s.shard.to_string())
                 .collect::<Vec<_>>()
                 .join(", ")
         ));

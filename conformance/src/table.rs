@@ -180,8 +180,9 @@ pub fn print(r: &RunReport) {
                 .filter(|s| s.status.is_failure())
                 .collect();
             println!(
-                "differential round (fresh inputs from seed {}): {} of {} stages passed",
+                "differential round (fresh inputs from seed {}, nonce {}): {} of {} stages passed",
                 r.seed,
+                r.settings.nonce,
                 t.differential.len() - failed.len(),
                 t.differential.len()
             );

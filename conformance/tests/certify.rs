@@ -293,7 +293,7 @@ fn a_signed_report_verifies_with_openssl_python_and_verify_and_tampering_fails()
         assert!(v.stdout.contains(field), "{field}: {}", v.stdout);
     }
 
-    // One byte of the payload changed (a stage's status), signature kept.
+    // One byte of the payload changed (the seed), signature kept.
     let env: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     let body = String::from_utf8(
         vips_sdk::certify::dsse::decode_base64(env["payload"].as_str().unwrap()).unwrap(),
@@ -369,6 +369,17 @@ fn a_signed_report_verifies_with_openssl_python_and_verify_and_tampering_fails()
         hostile::WORKING,
     ]);
     assert_eq!(py.code, 1, "{}", py.text());
+    let other_golden = repo().join("conformance/suites/dinov2-vits14-quick/suite.golden");
+    let py = python(&[
+        "tools/verify_report.py",
+        s(&report),
+        "--pubkey",
+        s(&public),
+        "--golden",
+        s(&other_golden),
+    ]);
+    assert_eq!(py.code, 1, "{}", py.text());
+    assert!(py.stdout.contains("golden vector set"), "{}", py.stdout);
     // Not a report at all: an input error.
     let v = cli(&["verify", s(&public), "--pubkey", s(&public)]);
     assert_eq!(v.code, 2);
@@ -536,6 +547,71 @@ fn the_memorising_driver_is_not_certified() {
         d["reason"].as_str().unwrap().starts_with("replayed:"),
         "{d}"
     );
+}
+
+#[test]
+fn a_memoriser_prepared_for_a_chosen_seed_is_not_certified() {
+    // The driver records a whole run, differential round included, with a
+    // seed it knows the certification will use (shards share one).
+    let dir = tempfile::tempdir().unwrap();
+    let tape = dir.path().join("tape");
+    std::fs::create_dir(&tape).unwrap();
+    let report = dir.path().join("r.json");
+    let with = |mode: &str, extra: &[&str]| {
+        let mode = PathBuf::from(mode);
+        let env = [
+            (hostile::TAPE_ENV, tape.as_path()),
+            (hostile::MODE_ENV, mode.as_path()),
+        ];
+        let mut args = vec![
+            "run",
+            "demo-mlp",
+            "--provider",
+            hostile::REPLAY,
+            "--seed",
+            "99",
+            "--report",
+            s(&report),
+        ];
+        args.extend_from_slice(extra);
+        cli_env(&args, &env)
+    };
+    let r = with("record", &["--nonce", "5"]);
+    assert_eq!(r.code, 0, "recording computes: {}", r.text());
+    // Replayed with the seed alone: the runner's fresh nonce gives the
+    // differential round inputs nobody recorded.
+    let r = with("replay", &[]);
+    assert_eq!(r.code, 1, "{}", r.text());
+    let found = reasons(&report);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].contains("in the differential round"), "{found:?}");
+    // Replayed with the recorded nonce too: every round "passes", and the
+    // given nonce alone keeps it from being certified.
+    let r = with("replay", &["--nonce", "5"]);
+    assert_eq!(r.code, 0, "{}", r.text());
+    assert_eq!(
+        reasons(&report),
+        vec!["the differential round's nonce was given (--nonce): its inputs were known before the run".to_string()]
+    );
+}
+
+#[test]
+fn a_run_that_fails_to_start_leaves_no_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("r.json");
+    // The report file is created first; the results file cannot be.
+    let output = dir.path().join("no-such-dir/results.json");
+    let r = cli(&[
+        "run",
+        "demo-mlp",
+        "--report",
+        s(&report),
+        "--output",
+        s(&output),
+    ]);
+    assert_eq!(r.code, 2, "{}", r.text());
+    assert!(r.stderr.contains("cannot write"), "{}", r.stderr);
+    assert!(!report.exists(), "an empty report was left behind");
 }
 
 #[test]

@@ -46,6 +46,31 @@ pub const MAX_DEFLATE_RATIO: u64 = 1032;
 /// thousand tensors has a header of about 100 KB).
 pub const MAX_SAFETENSORS_HEADER_BYTES: u64 = 16 << 20;
 
+/// Largest file hashed as a whole (provider libraries, the runner, files
+/// compared with a report's subjects): 16 GiB. Hashing streams, so this
+/// bounds time only; GPU driver libraries reach a gigabyte.
+pub const MAX_HASHED_FILE_BYTES: u64 = 1 << 34;
+
+/// Hex SHA-256 of a regular file of at most `cap` bytes, read in chunks
+/// (never more than `cap` bytes, whatever the file does meanwhile).
+pub fn sha256_regular_file(path: &Path, cap: u64) -> Result<String, String> {
+    use sha2::{Digest, Sha256};
+    let (file, _) = open_regular_file(path, cap)?;
+    let mut file = file.take(cap);
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = file
+            .read(&mut buf)
+            .map_err(|e| format!("cannot read: {e}"))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hex::encode(hasher.finalize()))
+}
+
 /// The size of `path` if it is a regular file (symbolic links followed) no
 /// larger than `cap` bytes; otherwise why not, in words that follow the path.
 /// Checked with `metadata`, so a FIFO or a device is refused before it is

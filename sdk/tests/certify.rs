@@ -112,7 +112,7 @@ fn keys_are_pkcs8_v1_and_spki_pem_written_0600_and_never_overwritten() {
     let other = keys::generate().unwrap();
     assert_ne!(key.to_bytes(), other.to_bytes(), "fresh keys");
     let pem = keys::private_pem(&key).unwrap();
-    assert!(pem.starts_with("-----BEGIN PRIVATE KEY-----\n"), "{pem}");
+    assert!(pem.starts_with("-----BEGIN PRIVATE KEY-----\n"), "{}", *pem);
     // PKCS#8 v1: SEQUENCE { INTEGER 0, ... } with no public key: 48 bytes.
     let body: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
     let der = dsse::decode_base64(&body).unwrap();
@@ -154,7 +154,12 @@ fn keys_are_pkcs8_v1_and_spki_pem_written_0600_and_never_overwritten() {
     }
 
     let public = dir.path().join("k.pub.pem");
-    keys::write_public_file(&public, &keys::public_pem(&key.verifying_key()), false).unwrap();
+    keys::write_public_file(
+        &public,
+        &keys::public_pem(&key.verifying_key()).unwrap(),
+        false,
+    )
+    .unwrap();
     assert_eq!(keys::read_public(&public).unwrap(), key.verifying_key());
     // The wrong kind of key, or no key, says so.
     let e = keys::read_private(&public).unwrap_err().to_string();
@@ -200,7 +205,7 @@ fn isolated(mut p: Predicate) -> Predicate {
 }
 
 fn signed(p: &Predicate, key: &SigningKey) -> Envelope {
-    Statement::new(p.clone()).envelope(Some(key))
+    Statement::new(p.clone()).envelope(Some(key)).unwrap()
 }
 
 /// The payload with one byte changed, re-encoded (a signature-preserving
@@ -223,10 +228,7 @@ fn a_signed_report_verifies_and_every_tampering_fails_with_its_reason() {
     let pk = key.verifying_key();
     let env = signed(&p, &key);
     let cpu_lib = Provider::locate("cpu").unwrap();
-    let files = SubjectFiles {
-        provider: Some(cpu_lib.clone()),
-        golden: Some(suite.golden.path.clone()),
-    };
+    let files = SubjectFiles::hash(Some(&cpu_lib), Some(&suite.golden.path)).unwrap();
     let s = vips_sdk::certify::verify(&env, &[pk], &files).unwrap();
     assert_eq!(s.predicate, p);
     assert_eq!(s.subject[0].digest["sha256"], p.provider.library_sha256);
@@ -260,7 +262,7 @@ fn a_signed_report_verifies_and_every_tampering_fails_with_its_reason() {
         "{e}"
     );
     // Unsigned.
-    let unsigned = Statement::new(p.clone()).envelope(None);
+    let unsigned = Statement::new(p.clone()).envelope(None).unwrap();
     let e = vips_sdk::certify::verify(&unsigned, &[pk], &files)
         .unwrap_err()
         .to_string();
@@ -272,15 +274,8 @@ fn a_signed_report_verifies_and_every_tampering_fails_with_its_reason() {
     let last = bytes.len() - 1;
     bytes[last] ^= 1;
     std::fs::write(&lib, &bytes).unwrap();
-    let e = vips_sdk::certify::verify(
-        &env,
-        &[pk],
-        &SubjectFiles {
-            provider: Some(lib.clone()),
-            golden: None,
-        },
-    )
-    .unwrap_err();
+    let e = vips_sdk::certify::verify(&env, &[pk], &SubjectFiles::hash(Some(&lib), None).unwrap())
+        .unwrap_err();
     assert!(
         matches!(
             e,
@@ -300,10 +295,7 @@ fn a_signed_report_verifies_and_every_tampering_fails_with_its_reason() {
     let e = vips_sdk::certify::verify(
         &env,
         &[pk],
-        &SubjectFiles {
-            provider: None,
-            golden: Some(golden),
-        },
+        &SubjectFiles::hash(None, Some(&golden)).unwrap(),
     )
     .unwrap_err();
     assert!(
@@ -432,7 +424,9 @@ fn shards_merge_into_a_certified_report_only_when_complete() {
             .collect::<Vec<_>>()
     );
     assert_eq!(merged.shards.len(), 3);
-    assert_eq!(merged.shards[0].shard, "1/3");
+    assert_eq!(merged.shards[0].shard.to_string(), "1/3");
+    // Each shard drew its own nonce.
+    assert_ne!(merged.shards[0].nonce, merged.shards[1].nonce);
 
     // One shard short.
     let short = merge::merge(vec![parts[0].clone(), parts[2].clone()]).unwrap();
@@ -542,4 +536,119 @@ fn a_verifying_key_is_what_the_envelope_names() {
         env.signatures[0].keyid.as_deref(),
         Some(keys::key_id(&vk).as_str())
     );
+}
+
+#[test]
+fn a_signed_statement_must_agree_with_itself() {
+    let (_, p) = demo_run(RunOptions::default());
+    let p = isolated(p);
+    let key = keys::generate().unwrap();
+    let pk = key.verifying_key();
+    let files = SubjectFiles::default();
+    // Subjects that are not the predicate's provider and golden set, signed.
+    let mut s = Statement::new(p.clone());
+    s.subject[0].digest.insert("sha256".into(), "ab".repeat(32));
+    let e = vips_sdk::certify::verify(&s.envelope(Some(&key)).unwrap(), &[pk], &files)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("the subjects are not the predicate's"), "{e}");
+    s = Statement::new(p.clone());
+    s.subject.pop();
+    let e = vips_sdk::certify::verify(&s.envelope(Some(&key)).unwrap(), &[pk], &files)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("the subjects are not the predicate's"), "{e}");
+    // Another predicate type.
+    s = Statement::new(p.clone());
+    s.predicate_type = "https://slsa.dev/provenance/v1".into();
+    let e = vips_sdk::certify::verify(&s.envelope(Some(&key)).unwrap(), &[pk], &files)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("`predicateType` is `https://slsa.dev/provenance/v1`"),
+        "{e}"
+    );
+    // A verdict its own records do not give (a buggy or older runner), signed.
+    let mut wrong = p.clone();
+    wrong.stages[0].status = Status::Crashed;
+    let e = vips_sdk::certify::verify(&signed(&wrong, &key), &[pk], &files)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("the verdict `CERTIFIED` does not follow from the report's own records")
+            && e.contains("stages CRASHED: fc1_gelu"),
+        "{e}"
+    );
+}
+
+#[test]
+fn an_empty_must_pass_list_a_foreign_reference_or_a_given_nonce_certify_nothing() {
+    let (_, p) = demo_run(RunOptions::default());
+    let mut p = isolated(p);
+    assert_eq!(p.verdict, Verdict::Certified, "{:?}", p.reasons);
+    p.must_pass.clear();
+    p.assess();
+    assert_eq!(
+        p.reasons,
+        vec!["the must-pass list is empty: nothing was certified"]
+    );
+
+    let (_, p) = demo_run(RunOptions::default());
+    let mut p = isolated(p);
+    p.reference.name = "acme".into();
+    p.assess();
+    assert_eq!(
+        p.reasons,
+        vec!["the reference was provider `acme`, not the SDK's CPU reference provider `cpu`"]
+    );
+
+    let (_, p) = demo_run(RunOptions {
+        seed: 7,
+        nonce: 7,
+        nonce_given: true,
+        ..RunOptions::default()
+    });
+    let p = isolated(p);
+    assert_eq!(p.verdict, Verdict::NotCertified);
+    assert!(
+        p.reasons[0].contains("nonce was given (--nonce)"),
+        "{:?}",
+        p.reasons
+    );
+    assert_eq!(p.run.nonce, 7);
+}
+
+#[test]
+fn the_nonce_changes_the_differential_inputs_and_the_seed_alone_does_not_fix_them() {
+    let outputs = |nonce| {
+        let (_, p) = demo_run(RunOptions {
+            seed: 11,
+            nonce,
+            ..RunOptions::default()
+        });
+        p.differential
+            .stages
+            .iter()
+            .map(|s| s.outputs[0].sha256.clone())
+            .collect::<Vec<_>>()
+    };
+    let a = rand::random::<u64>();
+    assert_eq!(outputs(a), outputs(a), "seed and nonce repeat a run");
+    assert_ne!(outputs(a), outputs(a ^ 1), "the nonce changes the inputs");
+}
+
+#[test]
+fn a_shard_count_beyond_the_limit_is_refused_before_counting() {
+    let mut p = shard(1, 3, 5);
+    p.run.shard = Some(vips_sdk::certify::predicate::ShardId {
+        k: 1,
+        n: usize::MAX,
+    });
+    let mut q = p.clone();
+    q.run.shard = Some(vips_sdk::certify::predicate::ShardId {
+        k: 2,
+        n: usize::MAX,
+    });
+    let e = merge::merge(vec![p, q]).unwrap_err().to_string();
+    assert!(e.contains("not a shard") && e.contains("n <= 4096"), "{e}");
 }

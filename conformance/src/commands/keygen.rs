@@ -45,8 +45,12 @@ pub fn run(args: Args) -> super::Outcome {
         let key = keys::read_private(&args.key).map_err(e)?;
         let id = keys::key_id(&key.verifying_key());
         if public.symlink_metadata().is_err() {
-            keys::write_public_file(&public, &keys::public_pem(&key.verifying_key()), false)
-                .map_err(e)?;
+            keys::write_public_file(
+                &public,
+                &keys::public_pem(&key.verifying_key()).map_err(e)?,
+                false,
+            )
+            .map_err(e)?;
         } else if keys::read_public(&public).map_err(e)? != key.verifying_key() {
             return Err(format!(
                 "{}: not the public key of {} (remove it, or give --public)",
@@ -72,8 +76,8 @@ pub fn run(args: Args) -> super::Outcome {
     let key = keys::generate().map_err(e)?;
     keys::write_private_file(&args.key, &keys::private_pem(&key).map_err(e)?, args.force)
         .map_err(e)?;
-    keys::write_public_file(&public, &keys::public_pem(&key.verifying_key()), args.force)
-        .map_err(e)?;
+    let public_pem = keys::public_pem(&key.verifying_key()).map_err(e)?;
+    keys::write_public_file(&public, &public_pem, args.force).map_err(e)?;
     println!(
         "created a new signing key {} (mode 0600, key id {}); public key {}: give it to whoever verifies your reports",
         args.key.display(),

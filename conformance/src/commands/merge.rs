@@ -55,11 +55,8 @@ pub fn run(args: Args) -> super::Outcome {
     let statement = Statement::new(merged);
     let mut file = File::create(&args.report)
         .map_err(|e| format!("{}: cannot write: {e}", args.report.display()))?;
-    write_envelope(
-        &args.report,
-        &mut file,
-        &statement.envelope(signer.as_ref().map(|s| &s.key)),
-    )?;
+    let envelope = statement.envelope(signer.as_ref().map(|s| &s.key))?;
+    write_envelope(&args.report, &mut file, &envelope)?;
     if trusted.is_empty() {
         eprintln!("note: the shard reports' signatures were not checked (no --pubkey)");
     }

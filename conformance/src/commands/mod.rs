@@ -33,6 +33,12 @@ pub fn path_text(path: &Path) -> String {
     }
 }
 
+/// A `--tier` argument.
+pub fn parse_tier(name: &str) -> Result<vips_sdk::compare::Tier, String> {
+    vips_sdk::compare::Tier::from_name(name)
+        .ok_or_else(|| format!("--tier `{name}`: expected fp32, fp16, bf16 or exact"))
+}
+
 /// Writes `value` as pretty JSON to stdout.
 pub fn print_json(value: &impl serde::Serialize) -> Result<(), String> {
     let text =

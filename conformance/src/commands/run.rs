@@ -8,7 +8,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 use vips_sdk::certify::Statement;
-use vips_sdk::compare::Tier;
 use vips_sdk::execution::Backend;
 use vips_sdk::isolation::{Failure, Worker, WorkerCommand};
 use vips_sdk::runner::{self, Baseline, Mode, RunOptions, RunReport};
@@ -42,6 +41,11 @@ pub struct Args {
     /// layouts); default: fresh. Recorded in the results.
     #[arg(long)]
     seed: Option<u64>,
+    /// The differential round's nonce, mixed with the seed (default: fresh,
+    /// recorded). Given with --seed, it repeats a run's differential inputs
+    /// exactly; a run with a given nonce is never certified.
+    #[arg(long)]
+    nonce: Option<u64>,
     /// Skip the differential round (fresh inputs): the run is then no
     /// evidence against a provider that replays stored outputs.
     #[arg(long)]
@@ -117,10 +121,7 @@ impl Common {
         let tiers = args
             .tiers
             .iter()
-            .map(|t| {
-                Tier::from_name(t)
-                    .ok_or_else(|| format!("--tier `{t}`: expected fp32, fp16, bf16 or exact"))
-            })
+            .map(|t| super::parse_tier(t))
             .collect::<Result<Vec<_>, _>>()?;
         let stage_glob = args
             .stage
@@ -184,6 +185,10 @@ pub fn run(args: Args) -> super::Outcome {
     opts.max_fails = args.max_fails;
     if let Some(seed) = args.seed {
         opts.seed = seed;
+    }
+    if let Some(nonce) = args.nonce {
+        opts.nonce = nonce;
+        opts.nonce_given = true;
     }
     if let Some(t) = args.timeout {
         if !(t.is_finite() && t > 0.0 && t <= 86_400.0) {

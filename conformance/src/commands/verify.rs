@@ -9,7 +9,6 @@ use crate::suites;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use vips_sdk::certify::{self, compose, keys, Statement, SubjectFiles, Verdict};
-use vips_sdk::compare::Tier;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -65,22 +64,16 @@ pub fn run(args: Args) -> super::Outcome {
         .iter()
         .map(|p| keys::read_public(p).map_err(|e| e.to_string()))
         .collect::<Result<Vec<_>, _>>()?;
-    let files = SubjectFiles {
-        provider: args
-            .provider
-            .as_deref()
-            .map(|p| vips_sdk::Provider::locate(p).map_err(|e| e.to_string()))
-            .transpose()?,
-        golden: args.golden.as_deref().map(golden_file).transpose()?,
-    };
-    let tier = args
-        .tier
+    let provider = args
+        .provider
         .as_deref()
-        .map(|t| {
-            Tier::from_name(t)
-                .ok_or_else(|| format!("--tier `{t}`: expected fp32, fp16, bf16 or exact"))
-        })
+        .map(|p| vips_sdk::Provider::locate(p).map_err(|e| e.to_string()))
         .transpose()?;
+    let golden = args.golden.as_deref().map(golden_file).transpose()?;
+    // Hashed once for every report and the model check.
+    let files =
+        SubjectFiles::hash(provider.as_deref(), golden.as_deref()).map_err(|e| e.to_string())?;
+    let tier = args.tier.as_deref().map(super::parse_tier).transpose()?;
     let model = args
         .model
         .as_deref()
@@ -106,26 +99,10 @@ pub fn run(args: Args) -> super::Outcome {
         .iter()
         .filter_map(|(_, r)| r.as_ref().ok().cloned())
         .collect();
-    let model_check = model
-        .as_ref()
-        .zip(tier)
-        .map(|(m, t)| {
-            let provider_sha = files
-                .provider
-                .as_deref()
-                .map(|p| {
-                    certify::sha256_regular_file(p, certify::MAX_SUBJECT_BYTES)
-                        .map_err(|e| format!("{}: {e}", p.display()))
-                })
-                .transpose()?;
-            Ok::<_, String>(compose::check_model(
-                m,
-                &verified,
-                t,
-                provider_sha.as_deref(),
-            ))
-        })
-        .transpose()?;
+    let model_check = model.as_ref().zip(tier).map(|(m, t)| {
+        let provider_sha = files.provider.as_ref().map(|(_, h)| h.as_str());
+        compose::check_model(m, &verified, t, provider_sha)
+    });
 
     let mut ok = true;
     if args.json {

@@ -4,6 +4,7 @@
 //! and Python's `cryptography`), the public key as SPKI PEM.
 
 use ed25519_dalek::pkcs8::spki::der::pem::LineEnding;
+use ed25519_dalek::pkcs8::spki::der::zeroize::Zeroizing;
 use ed25519_dalek::pkcs8::{
     DecodePrivateKey, DecodePublicKey, EncodePrivateKey, EncodePublicKey, KeypairBytes,
 };
@@ -27,6 +28,8 @@ pub enum KeyError {
     Exists { path: PathBuf },
     #[error("cannot get random bytes from the operating system: {0}")]
     Random(String),
+    #[error("cannot encode the key as PEM: {0}")]
+    Encode(String),
 }
 
 fn file_error(path: &Path, message: impl Into<String>) -> KeyError {
@@ -46,28 +49,27 @@ pub fn generate() -> Result<SigningKey, KeyError> {
 /// The key's id: hex SHA-256 of its SPKI DER, what
 /// `openssl pkey -pubin -in pub.pem -outform DER | sha256sum` prints.
 pub fn key_id(key: &VerifyingKey) -> String {
-    // An Ed25519 SPKI is a fixed 44-byte structure: encoding cannot fail.
     let der = key
         .to_public_key_der()
-        .map(|d| d.as_bytes().to_vec())
-        .unwrap_or_default();
-    hex::encode(Sha256::digest(der))
+        .expect("an Ed25519 SPKI is a fixed 44-byte structure: encoding it cannot fail");
+    hex::encode(Sha256::digest(der.as_bytes()))
 }
 
-/// PKCS#8 v1 PEM of the private key (no public key inside).
-pub fn private_pem(key: &SigningKey) -> Result<String, KeyError> {
+/// PKCS#8 v1 PEM of the private key (no public key inside), wiped from
+/// memory when dropped.
+pub fn private_pem(key: &SigningKey) -> Result<Zeroizing<String>, KeyError> {
     let pair = KeypairBytes {
         secret_key: key.to_bytes(),
         public_key: None,
     };
     pair.to_pkcs8_pem(LineEnding::LF)
-        .map(|pem| pem.to_string())
-        .map_err(|e| KeyError::Random(format!("cannot encode the key: {e}")))
+        .map_err(|e| KeyError::Encode(e.to_string()))
 }
 
 /// SPKI PEM of the public key.
-pub fn public_pem(key: &VerifyingKey) -> String {
-    key.to_public_key_pem(LineEnding::LF).unwrap_or_default()
+pub fn public_pem(key: &VerifyingKey) -> Result<String, KeyError> {
+    key.to_public_key_pem(LineEnding::LF)
+        .map_err(|e| KeyError::Encode(e.to_string()))
 }
 
 fn read_pem(path: &Path) -> Result<String, KeyError> {

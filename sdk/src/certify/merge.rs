@@ -4,7 +4,7 @@
 //! and driver, SDK) and keeps every shard's own facts; the verdict is then
 //! assessed as for one run, so stages no shard ran leave it NOT CERTIFIED.
 
-use super::predicate::{Predicate, ShardFacts};
+use super::predicate::{Predicate, ShardFacts, ShardId};
 use crate::runner::Mode;
 
 /// The most shards merged at once.
@@ -36,22 +36,17 @@ pub enum MergeError {
     Chained { index: usize },
 }
 
-fn shard_of(p: &Predicate, index: usize) -> Result<(usize, usize), MergeError> {
+fn shard_of(p: &Predicate, index: usize) -> Result<ShardId, MergeError> {
     let not = |what: String| MergeError::NotAShard { index, what };
     if !p.shards.is_empty() {
         return Err(not("it is already a merge".into()));
     }
-    let text = p
-        .run
-        .shard
-        .as_deref()
-        .ok_or_else(|| not("it ran every selected stage".into()))?;
-    let (k, n) = text
-        .split_once('/')
-        .ok_or_else(|| not(format!("shard `{text}`")))?;
-    match (k.parse::<usize>(), n.parse::<usize>()) {
-        (Ok(k), Ok(n)) if k >= 1 && k <= n => Ok((k, n)),
-        _ => Err(not(format!("shard `{text}`"))),
+    match p.run.shard {
+        None => Err(not("it ran every selected stage".into())),
+        Some(id) if id.k >= 1 && id.k <= id.n && id.n <= MAX_SHARDS => Ok(id),
+        Some(id) => Err(not(format!(
+            "shard {id} (expected 1 <= k <= n <= {MAX_SHARDS})"
+        ))),
     }
 }
 
@@ -72,9 +67,9 @@ pub fn merge(mut shards: Vec<Predicate>) -> Result<Predicate, MergeError> {
         keyed.push((shard_of(p, i + 1)?, i + 1));
     }
     let first = &shards[0];
-    let n = keyed[0].0 .1;
+    let n = keyed[0].0.n;
     for (i, p) in shards.iter().enumerate().skip(1) {
-        let fields: [(&'static str, String, String); 11] = [
+        let fields: [(&'static str, String, String); 13] = [
             (
                 "component",
                 first.component.id.clone(),
@@ -96,6 +91,11 @@ pub fn merge(mut shards: Vec<Predicate>) -> Result<Predicate, MergeError> {
                 p.component.golden_sha256.clone(),
             ),
             (
+                "must-pass list",
+                first.must_pass.join(","),
+                p.must_pass.join(","),
+            ),
+            (
                 "tier",
                 first.tier.name().to_string(),
                 p.tier.name().to_string(),
@@ -105,6 +105,11 @@ pub fn merge(mut shards: Vec<Predicate>) -> Result<Predicate, MergeError> {
                 "provider library SHA-256",
                 first.provider.library_sha256.clone(),
                 p.provider.library_sha256.clone(),
+            ),
+            (
+                "reference provider SHA-256",
+                first.reference.library_sha256.clone(),
+                p.reference.library_sha256.clone(),
             ),
             ("device", first.device.name.clone(), p.device.name.clone()),
             (
@@ -117,13 +122,13 @@ pub fn merge(mut shards: Vec<Predicate>) -> Result<Predicate, MergeError> {
                 first.sdk.version.clone(),
                 p.sdk.version.clone(),
             ),
-            ("shard count", n.to_string(), keyed[i].0 .1.to_string()),
+            ("shard count", n.to_string(), keyed[i].0.n.to_string()),
         ];
         for (field, ours, theirs) in fields {
             if ours != theirs {
                 return Err(MergeError::Mismatch {
                     index: i + 1,
-                    shard: p.run.shard.clone().unwrap_or_default(),
+                    shard: keyed[i].0.to_string(),
                     field,
                     ours,
                     theirs,
@@ -132,20 +137,20 @@ pub fn merge(mut shards: Vec<Predicate>) -> Result<Predicate, MergeError> {
         }
     }
     let mut order: Vec<usize> = (0..shards.len()).collect();
-    order.sort_by_key(|&i| keyed[i].0 .0);
+    order.sort_by_key(|&i| keyed[i].0);
     for w in order.windows(2) {
         if keyed[w[0]].0 == keyed[w[1]].0 {
             return Err(MergeError::Duplicate {
-                shard: shards[w[0]].run.shard.clone().unwrap_or_default(),
+                shard: keyed[w[0]].0.to_string(),
                 first: keyed[w[0]].1.min(keyed[w[1]].1),
                 second: keyed[w[0]].1.max(keyed[w[1]].1),
             });
         }
     }
-    let present: Vec<usize> = order.iter().map(|&i| keyed[i].0 .0).collect();
+    // n <= MAX_SHARDS (shard_of), and every k present is distinct.
     let absent: Vec<String> = (1..=n)
-        .filter(|k| !present.contains(k))
-        .map(|k| format!("{k}/{n}"))
+        .filter(|&k| !order.iter().any(|&i| keyed[i].0.k == k))
+        .map(|k| ShardId { k, n }.to_string())
         .collect();
 
     let mut merged = shards[order[0]].clone();
@@ -156,9 +161,10 @@ pub fn merge(mut shards: Vec<Predicate>) -> Result<Predicate, MergeError> {
     let mut notes = (Vec::new(), Vec::new());
     for &i in &order {
         let p = &mut shards[i];
-        let shard = p.run.shard.clone().unwrap_or_default();
+        let shard = keyed[i].0;
         merged.shards.push(ShardFacts {
-            shard: shard.clone(),
+            shard,
+            nonce: p.run.nonce,
             host: p.host.clone(),
             device_stable_id: p.device.stable_id.clone(),
             runner_sha256: p.sdk.runner_sha256.clone(),
@@ -177,6 +183,7 @@ pub fn merge(mut shards: Vec<Predicate>) -> Result<Predicate, MergeError> {
             .nondeterministic_stages
             .append(&mut p.determinism.nondeterministic_stages);
         merged.run.isolated &= p.run.isolated;
+        merged.run.nonce_given |= p.run.nonce_given;
         merged.run.baseline |= p.run.baseline;
         merged.run.flake_retries = merged.run.flake_retries.min(p.run.flake_retries);
         if p.run.started < merged.run.started {

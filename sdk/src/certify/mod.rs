@@ -37,10 +37,6 @@ pub const PREDICATE_TYPE: &str = "https://vips-sdk.dev/attestation/certification
 /// Largest report file read (a report of the full DINOv2 suite is ~60 KB).
 pub const MAX_REPORT_BYTES: u64 = 64 << 20;
 
-/// Largest file hashed to compare with a subject (16 GiB: GPU driver
-/// libraries reach a gigabyte; hashing streams, so this bounds time only).
-pub const MAX_SUBJECT_BYTES: u64 = 1 << 34;
-
 /// The statement: subjects and the predicate about them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -106,16 +102,16 @@ impl Statement {
 
     /// The envelope: signed when a key is given, else with no signature
     /// (which `verify` refuses as unsigned).
-    pub fn envelope(&self, key: Option<&SigningKey>) -> Envelope {
-        // Serialising plain data with string keys cannot fail.
-        let payload = serde_json::to_vec_pretty(self).unwrap_or_default();
-        match key {
+    pub fn envelope(&self, key: Option<&SigningKey>) -> Result<Envelope, String> {
+        let payload = serde_json::to_vec_pretty(self)
+            .map_err(|e| format!("cannot encode the statement: {e}"))?;
+        Ok(match key {
             Some(k) => {
                 let id = keys::key_id(&k.verifying_key());
                 Envelope::sign(PAYLOAD_TYPE, &payload, &[(&id, k)])
             }
             None => Envelope::sign(PAYLOAD_TYPE, &payload, &[]),
-        }
+        })
     }
 
     /// Checks the statement is ours and agrees with itself: the subjects are
@@ -208,17 +204,46 @@ fn parse_statement(payload: &[u8]) -> Result<Statement, VerifyError> {
     Ok(statement)
 }
 
-/// Files to compare with the report's subjects.
+/// Files to compare with a report's subjects, hashed once (see
+/// [`SubjectFiles::hash`]) for any number of reports.
 #[derive(Debug, Clone, Default)]
 pub struct SubjectFiles {
-    pub provider: Option<PathBuf>,
-    pub golden: Option<PathBuf>,
+    /// The provider library: its path and SHA-256.
+    pub provider: Option<(PathBuf, String)>,
+    /// The golden file: its path and SHA-256.
+    pub golden: Option<(PathBuf, String)>,
+}
+
+impl SubjectFiles {
+    /// Hashes the files given (regular files, bounded).
+    pub fn hash(
+        provider: Option<&Path>,
+        golden: Option<&Path>,
+    ) -> Result<SubjectFiles, VerifyError> {
+        let hash = |path: &Path, cap| {
+            crate::limits::sha256_regular_file(path, cap)
+                .map(|h| (path.to_path_buf(), h))
+                .map_err(|message| VerifyError::File {
+                    path: path.to_path_buf(),
+                    message,
+                })
+        };
+        Ok(SubjectFiles {
+            provider: provider
+                .map(|p| hash(p, crate::limits::MAX_HASHED_FILE_BYTES))
+                .transpose()?,
+            golden: golden
+                .map(|g| hash(g, crate::limits::MAX_GOLDEN_BYTES))
+                .transpose()?,
+        })
+    }
 }
 
 /// Checks an envelope: a signature by one of `keys` over its PAE, a VIPS
-/// certification statement inside, and each given file's SHA-256 equal to
-/// its subject's. The verdict is the predicate's (a verified report may say
-/// NOT CERTIFIED).
+/// certification statement inside whose verdict follows from its records
+/// (the rule of [`Predicate::assess`]), and each given file's SHA-256 equal
+/// to its subject's. The verdict is the predicate's: a verified report may
+/// say NOT CERTIFIED.
 pub fn verify(
     envelope: &Envelope,
     keys: &[VerifyingKey],
@@ -233,57 +258,39 @@ pub fn verify(
         .collect();
     let payload = envelope.verify(&[PAYLOAD_TYPE], &trusted, 1)?;
     let statement = parse_statement(&payload)?;
+    let mut again = statement.predicate.clone();
+    again.assess();
+    if (again.verdict, &again.reasons)
+        != (statement.predicate.verdict, &statement.predicate.reasons)
+    {
+        return Err(VerifyError::Statement(format!(
+            "the verdict `{}` does not follow from the report's own records, which give `{}`{}",
+            statement.predicate.verdict.label(),
+            again.verdict.label(),
+            if again.reasons.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", again.reasons.join("; "))
+            }
+        )));
+    }
     let subjects = [
-        (
-            PROVIDER_SUBJECT,
-            "provider library",
-            &files.provider,
-            MAX_SUBJECT_BYTES,
-        ),
-        (
-            GOLDEN_SUBJECT,
-            "golden vector set",
-            &files.golden,
-            crate::limits::MAX_GOLDEN_BYTES,
-        ),
+        (PROVIDER_SUBJECT, "provider library", &files.provider),
+        (GOLDEN_SUBJECT, "golden vector set", &files.golden),
     ];
-    for (index, what, path, cap) in subjects {
-        let Some(path) = path else { continue };
-        let actual = sha256_regular_file(path, cap).map_err(|message| VerifyError::File {
-            path: path.clone(),
-            message,
-        })?;
+    for (index, what, file) in subjects {
+        let Some((path, actual)) = file else { continue };
         let subject = &statement.subject[index];
         let certified = subject.digest.get("sha256").cloned().unwrap_or_default();
-        if actual != certified {
+        if *actual != certified {
             return Err(VerifyError::Subject {
                 what,
                 path: path.clone(),
                 name: subject.name.clone(),
-                actual,
+                actual: actual.clone(),
                 certified,
             });
         }
     }
     Ok(statement)
-}
-
-/// Hex SHA-256 of a regular file of at most `cap` bytes, read in chunks.
-pub fn sha256_regular_file(path: &Path, cap: u64) -> Result<String, String> {
-    use sha2::{Digest, Sha256};
-    use std::io::Read;
-    let (file, _) = crate::limits::open_regular_file(path, cap)?;
-    let mut file = file.take(cap);
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 16];
-    loop {
-        let n = file
-            .read(&mut buf)
-            .map_err(|e| format!("cannot read: {e}"))?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(hex::encode(hasher.finalize()))
 }

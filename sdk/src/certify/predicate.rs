@@ -4,7 +4,7 @@
 
 use crate::compare::Tier;
 use crate::runner::{
-    Execution, Host, Mode, OutputResult, RunReport, StageResult, Status, TierReport,
+    Execution, Host, Mode, OutputResult, Reference, RunReport, StageResult, Status, TierReport,
 };
 use crate::suite::Suite;
 use serde::{Deserialize, Serialize};
@@ -39,6 +39,9 @@ pub struct Predicate {
     pub sdk: SdkRef,
     pub provider: ProviderRef,
     pub device: DeviceRef,
+    /// The reference provider that computed every verdict's float64
+    /// reference and bounds (the SDK's CPU provider).
+    pub reference: Reference,
     pub host: Host,
     pub run: RunFacts,
     /// Merged reports: each shard's run.
@@ -100,9 +103,15 @@ pub struct DeviceRef {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunFacts {
-    /// The run-time seed: the differential round's inputs and the guard
-    /// layouts (`run --seed` repeats them).
+    /// The run-time seed: the guard layouts and, with the nonce, the
+    /// differential round's inputs (`run --seed` repeats them).
     pub seed: u64,
+    /// Mixed into the differential round's inputs: fresh for every run
+    /// (each shard its own), so a chosen seed does not reveal them.
+    pub nonce: u64,
+    /// The nonce was given (`run --nonce`): the inputs were known before
+    /// the run, so nothing is certified.
+    pub nonce_given: bool,
     /// RFC 3339, UTC.
     pub started: String,
     pub finished: String,
@@ -110,8 +119,8 @@ pub struct RunFacts {
     pub isolated: bool,
     /// `--stage`: only the stages matching this glob ran.
     pub stage_glob: Option<String>,
-    /// `--shard`: `k/n`, when this report is one shard's.
-    pub shard: Option<String>,
+    /// `--shard k/n`, when this report is one shard's.
+    pub shard: Option<ShardId>,
     pub flake_retries: u32,
     /// A baseline of expected failures was applied.
     pub baseline: bool,
@@ -121,10 +130,26 @@ pub struct RunFacts {
     pub teardown: Option<String>,
 }
 
+/// Shard `k` of `n` (1-based).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShardId {
+    pub k: usize,
+    pub n: usize,
+}
+
+impl std::fmt::Display for ShardId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.k, self.n)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ShardFacts {
-    pub shard: String,
+    pub shard: ShardId,
+    /// This shard's differential nonce.
+    pub nonce: u64,
     pub host: Host,
     pub device_stable_id: String,
     pub runner_sha256: String,
@@ -399,14 +424,17 @@ impl Predicate {
             },
             provider,
             device,
+            reference: id.reference.clone(),
             host: id.host.clone(),
             run: RunFacts {
                 seed: report.seed,
+                nonce: s.nonce,
+                nonce_given: s.nonce_given,
                 started: report.started.clone(),
                 finished: report.finished.clone(),
                 isolated: id.isolated,
                 stage_glob: s.stage_glob.clone(),
-                shard: s.shard.map(|(k, n)| format!("{k}/{n}")),
+                shard: s.shard.map(|(k, n)| ShardId { k, n }),
                 flake_retries: s.flake_retries,
                 baseline: s.baseline,
                 stopped_early: report.stopped_early.clone(),
@@ -451,6 +479,18 @@ impl Predicate {
     /// covering all), chained end to end too, released cleanly.
     pub fn assess(&mut self) {
         let mut reasons = Vec::new();
+        if self.must_pass.is_empty() {
+            reasons.push("the must-pass list is empty: nothing was certified".to_string());
+        }
+        if self.reference.name != "cpu" {
+            reasons.push(format!(
+                "the reference was provider `{}`, not the SDK's CPU reference provider `cpu`",
+                self.reference.name
+            ));
+        }
+        if self.run.nonce_given {
+            reasons.push("the differential round's nonce was given (--nonce): its inputs were known before the run".to_string());
+        }
         if !self.run.isolated {
             reasons.push("the provider ran inside the runner's process (--no-isolate): it could have altered the runner".to_string());
         }

@@ -43,6 +43,11 @@ impl SplitMix {
 /// and the guards' layout come from it (and it is recorded in the results,
 /// so a run can be repeated).
 pub fn runtime_seed() -> u64 {
+    let mut bytes = [0u8; 8];
+    if getrandom::getrandom(&mut bytes).is_ok() {
+        return u64::from_le_bytes(bytes);
+    }
+    // No OS random source: the hasher's keys, the time and the process.
     use std::hash::BuildHasher;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

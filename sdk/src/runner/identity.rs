@@ -5,8 +5,6 @@
 use crate::execution::Backend;
 use crate::{library_file_name, DeviceInfo, ProviderInfo};
 use serde::Serialize;
-use sha2::{Digest, Sha256};
-use std::io::Read;
 use std::path::Path;
 
 #[derive(Debug, Clone, Serialize)]
@@ -25,10 +23,40 @@ pub struct Identity {
     /// The provider ran in a worker process.
     pub isolated: bool,
     pub host: Host,
+    /// The reference provider every verdict was computed against.
+    pub reference: Reference,
+}
+
+/// The reference provider, pinned like the provider under test: it computes
+/// the float64 reference and the bounds, so it decides every verdict.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Reference {
+    pub library: String,
+    pub library_sha256: String,
+    pub name: String,
+    pub version: String,
+}
+
+impl Reference {
+    pub fn of(device: &crate::Device) -> Reference {
+        let info = device.provider_info();
+        let library = info
+            .library
+            .canonicalize()
+            .unwrap_or_else(|_| info.library.clone());
+        Reference {
+            library_sha256: hash_or_reason(&library),
+            library: library.display().to_string(),
+            name: info.name.clone(),
+            version: info.version.clone(),
+        }
+    }
 }
 
 /// The machine the run was on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Host {
     /// `PRETTY_NAME` of /etc/os-release, else the OS family.
     pub os: String,
@@ -97,19 +125,9 @@ fn kernel() -> String {
     std::env::consts::OS.to_string()
 }
 
-/// Hex SHA-256 of a file, read in chunks.
-pub fn sha256_file(path: &Path) -> std::io::Result<String> {
-    let mut file = std::fs::File::open(path)?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 16];
-    loop {
-        let n = file.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(hex::encode(hasher.finalize()))
+/// Hex SHA-256 of a library or runner file.
+pub fn sha256_file(path: &Path) -> Result<String, String> {
+    crate::limits::sha256_regular_file(path, crate::limits::MAX_HASHED_FILE_BYTES)
 }
 
 fn hash_or_reason(path: &Path) -> String {
@@ -117,7 +135,11 @@ fn hash_or_reason(path: &Path) -> String {
 }
 
 impl Identity {
-    pub(super) fn of(backend: &Backend, claims: Option<(ProviderInfo, DeviceInfo)>) -> Identity {
+    pub(super) fn of(
+        backend: &Backend,
+        claims: Option<(ProviderInfo, DeviceInfo)>,
+        reference: &crate::Device,
+    ) -> Identity {
         let library = backend.library();
         let library = library.canonicalize().unwrap_or(library);
         let runner = std::env::current_exe().unwrap_or_default();
@@ -146,6 +168,7 @@ impl Identity {
             runner: runner.display().to_string(),
             isolated: backend.isolated(),
             host: Host::this(),
+            reference: Reference::of(reference),
         }
     }
 }

@@ -13,7 +13,7 @@ mod invariants;
 pub mod results;
 mod stage;
 
-pub use identity::{Host, Identity};
+pub use identity::{sha256_file, Host, Identity, Reference};
 pub use invariants::InvariantResult;
 pub use results::Baseline;
 
@@ -37,6 +37,15 @@ pub enum Mode {
     Chained,
 }
 
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Isolated => "isolated",
+            Mode::Chained => "chained",
+        }
+    }
+}
+
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
@@ -50,6 +59,12 @@ pub struct RunOptions {
     /// The run-time seed: the differential round's inputs and the guard
     /// layouts derive from it.
     pub seed: u64,
+    /// Mixed into the differential round's inputs beside the seed, fresh for
+    /// every run unless given: a seed can be chosen (shards share one), and a
+    /// driver prepared for a chosen seed's inputs must not pass.
+    pub nonce: u64,
+    /// The nonce was given (to repeat a run exactly): no certification.
+    pub nonce_given: bool,
     /// Run the differential round (fresh inputs, outputs that must change).
     pub differential: bool,
     /// Bitwise differences between the two runs of a stage fail it.
@@ -73,6 +88,8 @@ impl Default for RunOptions {
             stage_glob: None,
             shard: None,
             seed: crate::execution::runtime_seed(),
+            nonce: crate::execution::runtime_seed(),
+            nonce_given: false,
             differential: true,
             require_deterministic: false,
             flake_retries: 0,
@@ -339,6 +356,9 @@ pub struct Settings {
     /// `--shard k/n`.
     pub shard: Option<(usize, usize)>,
     pub differential: bool,
+    /// See [`RunOptions::nonce`].
+    pub nonce: u64,
+    pub nonce_given: bool,
     pub require_deterministic: bool,
     pub flake_retries: u32,
     pub max_fails: Option<usize>,
@@ -355,6 +375,8 @@ impl Settings {
                 .map(|g| g.glob().glob().to_string()),
             shard: opts.shard,
             differential: opts.differential,
+            nonce: opts.nonce,
+            nonce_given: opts.nonce_given,
             require_deterministic: opts.require_deterministic,
             flake_retries: opts.flake_retries,
             max_fails: opts.max_fails,
@@ -414,11 +436,11 @@ pub fn run_on(
 ) -> Result<RunReport, SuiteError> {
     let started = now_rfc3339();
     // Hashed before the run: every restarted worker loads the file again.
-    let library_sha256 = identity::sha256_file(&backend.library()).ok();
+    let library_sha256 = sha256_file(&backend.library()).ok();
     let (tiers, stopped_early) =
         run_tiers(suite, Source::Provider(&backend), reference, opts, observer)?;
     let claims = backend.claims();
-    let identity = Identity::of(&backend, claims.clone());
+    let identity = Identity::of(&backend, claims.clone(), reference);
     let mut teardown = backend.close().err().map(|f| f.to_string());
     if library_sha256.as_deref() != Some(identity.library_sha256.as_str()) {
         teardown.get_or_insert_with(|| {
@@ -716,6 +738,7 @@ fn run_tiers(
                             tier_index as u64,
                             stage_index as u64,
                             Round::Differential as u64,
+                            opts.nonce,
                         ],
                     ),
                     timeout: opts
