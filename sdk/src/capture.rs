@@ -100,7 +100,9 @@ fn read_npz(path: &Path, wanted: &dyn Fn(&str) -> bool) -> Result<Capture, Strin
         let m = zip
             .by_index_raw(i)
             .map_err(|e| format!("not a .npz archive: member #{i}: {e}"))?;
-        let Some(name) = npyz::npz::array_name_from_file_name(m.name()) else {
+        // NumPy names each member `<array>.npy` (a NUL ends a name early).
+        let full = m.name();
+        let Some(name) = full.split('\0').next().and_then(|n| n.strip_suffix(".npy")) else {
             continue;
         };
         let name = name.to_string();

@@ -17,7 +17,8 @@ mod tensor;
 
 pub use error::{status_code_name, Error};
 pub use loader::search::{
-    dirs_from_env, discover, library_file_name, search_path, Discovered, PROVIDER_PATH_ENV,
+    dirs_from_env, discover, library_file_name, sdk_binary_dir, search_path, Discovered,
+    PROVIDER_PATH_ENV,
 };
 pub use loader::{Device, DeviceInfo, DeviceTensor, KernelId, Provider, ProviderInfo};
 pub use tensor::{Element, HostTensor};

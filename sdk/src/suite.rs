@@ -196,3 +196,59 @@ impl Suite {
         Ok(t)
     }
 }
+
+/// The environment variable naming directories of suites (colon-separated).
+pub const SUITES_PATH_ENV: &str = "VSDK_SUITES_PATH";
+
+/// Every suite directory (one holding a `suite.yaml`) in `dirs`, in search
+/// order, the first of each name.
+pub fn find_all(dirs: &[PathBuf]) -> Vec<(String, PathBuf)> {
+    let mut found: Vec<(String, PathBuf)> = Vec::new();
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        let mut names: Vec<_> = entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.join("suite.yaml").is_file())
+            .collect();
+        names.sort();
+        for p in names {
+            let name = p
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            if !found.iter().any(|(n, _)| *n == name) {
+                found.push((name, p));
+            }
+        }
+    }
+    found
+}
+
+/// A suite argument as a path: an existing path (a suite directory or a
+/// document), or the name of a suite directory in `dirs`.
+pub fn resolve(arg: &str, dirs: &[PathBuf]) -> Result<PathBuf, String> {
+    let p = Path::new(arg);
+    if p.exists() {
+        return Ok(p.to_path_buf());
+    }
+    let all = find_all(dirs);
+    if let Some((_, p)) = all.iter().find(|(n, _)| n == arg) {
+        return Ok(std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()));
+    }
+    let known: Vec<&str> = all.iter().map(|(n, _)| n.as_str()).collect();
+    Err(format!(
+        "no suite `{arg}`: not a path, and not among the suites found ({}) in {}",
+        if known.is_empty() {
+            "none".into()
+        } else {
+            known.join(", ")
+        },
+        dirs.iter()
+            .map(|d| d.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
+}

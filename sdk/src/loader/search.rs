@@ -46,9 +46,45 @@ pub fn search_path() -> Vec<PathBuf> {
             dirs.push(exe_dir);
         }
     }
+    // The SDK inside a shared library (libvips_sdk.so in <prefix>/lib): the
+    // providers installed beside it.
+    if let Some(dir) = sdk_binary_dir() {
+        let beside = dir.join("vips-sdk/providers");
+        if !dirs.contains(&beside) {
+            dirs.push(beside);
+        }
+    }
     dirs.push(PathBuf::from("/usr/local/lib/vips-sdk/providers"));
     dirs.push(PathBuf::from("/usr/lib/vips-sdk/providers"));
     dirs
+}
+
+/// The directory of the file this code was loaded from: the program, or the
+/// shared library (libvips_sdk.so) the SDK is part of.
+pub fn sdk_binary_dir() -> Option<PathBuf> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        // SAFETY: `Dl_info` is plain pointers, valid zeroed; `dladdr` fills it
+        // for an address inside a loaded object (this function's own code)
+        // and `dli_fname` then points to a NUL-terminated path owned by the
+        // dynamic loader, read at once.
+        unsafe {
+            let mut info: libc::Dl_info = std::mem::zeroed();
+            let here = sdk_binary_dir as *const libc::c_void;
+            if libc::dladdr(here, &mut info) == 0 || info.dli_fname.is_null() {
+                return None;
+            }
+            let path = std::ffi::CStr::from_ptr(info.dli_fname);
+            let path = Path::new(std::ffi::OsStr::from_bytes(path.to_bytes()));
+            let path = path.canonicalize().ok()?;
+            path.parent().map(Path::to_path_buf)
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        None
+    }
 }
 
 /// The first file for `name` on the search path, or every place looked.

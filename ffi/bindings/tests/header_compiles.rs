@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn include_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../include")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../include")
 }
 
 fn out_dir(name: &str) -> PathBuf {

@@ -1,0 +1,93 @@
+//! libvips_sdk: the VIPS SDK's C library for inference engines. Every
+//! function of `include/vips_sdk/vips_sdk.h` is defined here, on top of the
+//! `vips-sdk` crate; the header's types come from `vsdk-ffi` (bindgen).
+//!
+//! Every entry point runs inside `boundary::guard` (a panic becomes a
+//! VSDK_STATUS_INTERNAL error, nothing unwinds into C), checks its pointers
+//! and handles before use, and writes out-parameters only on success.
+
+#![allow(clippy::missing_safety_doc)] // the header documents every contract
+
+mod boundary;
+mod provider;
+mod report;
+mod results;
+mod suite;
+
+use boundary::{quiet, ErrorObject};
+use std::ffi::c_char;
+use vsdk_ffi::engine::vsdk_error_t;
+use vsdk_ffi::vsdk_status_code_t;
+
+const VERSION: &std::ffi::CStr = match std::ffi::CStr::from_bytes_with_nul(
+    concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes(),
+) {
+    Ok(v) => v,
+    Err(_) => panic!("the version has no NUL"),
+};
+
+#[no_mangle]
+pub extern "C" fn vsdk_sdk_version() -> *const c_char {
+    VERSION.as_ptr()
+}
+
+#[no_mangle]
+pub extern "C" fn vsdk_sdk_version_number() -> u32 {
+    let part = |s: &str| s.parse::<u32>().unwrap_or(0);
+    let major = part(env!("CARGO_PKG_VERSION_MAJOR"));
+    let minor = part(env!("CARGO_PKG_VERSION_MINOR"));
+    let patch = part(env!("CARGO_PKG_VERSION_PATCH"));
+    major * 10000 + minor * 100 + patch
+}
+
+#[no_mangle]
+pub extern "C" fn vsdk_error_code(error: *const vsdk_error_t) -> vsdk_status_code_t {
+    quiet(vsdk_ffi::VSDK_STATUS_INTERNAL, || {
+        if error.is_null() {
+            return vsdk_ffi::VSDK_STATUS_OK;
+        }
+        boundary::borrow::<ErrorObject>(error.cast(), "error")
+            .map_or(vsdk_ffi::VSDK_STATUS_INVALID_ARGUMENT, |e| e.code)
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn vsdk_error_message(error: *const vsdk_error_t) -> *const c_char {
+    quiet(c"".as_ptr(), || {
+        if error.is_null() {
+            return c"".as_ptr();
+        }
+        boundary::borrow::<ErrorObject>(error.cast(), "error")
+            .map_or(c"vsdk_error_message: not an error object".as_ptr(), |e| {
+                e.message.as_ptr()
+            })
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn vsdk_error_free(error: *mut vsdk_error_t) {
+    quiet((), || boundary::free::<ErrorObject>(error.cast()))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_header_version_is_cargo_s() {
+        let header = std::str::from_utf8(vsdk_ffi::engine::VSDK_SDK_VERSION_STRING)
+            .unwrap()
+            .trim_end_matches('\0');
+        assert_eq!(header, env!("CARGO_PKG_VERSION"));
+        assert_eq!(
+            vsdk_ffi::engine::VSDK_SDK_VERSION_NUMBER,
+            super::vsdk_sdk_version_number()
+        );
+        let numbers = [
+            vsdk_ffi::engine::VSDK_SDK_VERSION_MAJOR,
+            vsdk_ffi::engine::VSDK_SDK_VERSION_MINOR,
+            vsdk_ffi::engine::VSDK_SDK_VERSION_PATCH,
+        ]
+        .map(|n| n.to_string())
+        .join(".");
+        assert_eq!(numbers, env!("CARGO_PKG_VERSION"));
+    }
+}

@@ -1,0 +1,511 @@
+//! `vsdk_results_*`, `vsdk_run`, `vsdk_check`: stage results as C sees
+//! them, from a run on a provider or from tensors the engine computed.
+
+use crate::boundary::{self, c_string, guard, Error, Result, Tagged};
+use crate::provider::{provider_error, HostProvider};
+use crate::suite::SuiteHandle;
+use std::collections::HashMap;
+use std::ffi::{c_char, CString};
+use vips_sdk::compare::Tier;
+use vips_sdk::runner::{self, Mode, RunOptions, RunReport, Status};
+use vips_sdk::{DType, HostTensor, Provider, TensorSpec};
+use vsdk_ffi::engine::{
+    vsdk_check_args_t, vsdk_error_t, vsdk_host_provider_t, vsdk_output_record_t,
+    vsdk_results_info_t, vsdk_results_t, vsdk_run_options_t, vsdk_stage_record_t, vsdk_suite_t,
+    VSDK_STATUS_NOT_FOUND,
+};
+use vsdk_ffi::vsdk_tensor_t;
+
+/// The object behind `vsdk_results_t*`: a report flattened into records.
+#[repr(C)]
+pub struct Results {
+    magic: u64,
+    passed: bool,
+    records: Vec<Record>,
+}
+
+struct Record {
+    stage: CString,
+    tier: CString,
+    round: CString,
+    status: Status,
+    label: CString,
+    execution: CString,
+    reason: Option<CString>,
+    max_e: f64,
+    seconds: f64,
+    outputs: Vec<Output>,
+}
+
+struct Output {
+    tensor: CString,
+    record: vsdk_output_record_t,
+}
+
+// SAFETY: `Output::record` holds only numbers and a NULL pointer (the
+// tensor name is set from `Output::tensor` when handed out); everything is
+// immutable after construction.
+unsafe impl Send for Output {}
+// SAFETY: as above.
+unsafe impl Sync for Output {}
+
+impl Tagged for Results {
+    const MAGIC: u64 = 0x7673_646b_5273_6c74; // "vsdkRslt"
+    const KIND: &'static str = "results";
+    fn kill(&mut self) {
+        self.magic = 0;
+    }
+}
+
+fn status_code(s: Status) -> i32 {
+    Status::ALL.iter().position(|&x| x == s).unwrap_or(0) as i32
+}
+
+impl Results {
+    fn of(report: &RunReport) -> Results {
+        let mut records = Vec::new();
+        for tier in &report.tiers {
+            for r in tier.stages.iter().chain(&tier.differential) {
+                let max_e = r
+                    .outputs
+                    .iter()
+                    .map(|o| o.judgement.max_e)
+                    .fold(f64::NAN, f64::max);
+                let outputs = r
+                    .outputs
+                    .iter()
+                    .map(|o| {
+                        let j = &o.judgement;
+                        Output {
+                            tensor: c_string(&o.tensor),
+                            record: vsdk_output_record_t {
+                                struct_size: 0,
+                                tensor: std::ptr::null(),
+                                passed: j.passed as i32,
+                                reserved: 0,
+                                elements: j.elements,
+                                over_bound: j.over_bound,
+                                max_e: j.max_e,
+                                margin: 1.0 - j.max_e,
+                                p50_e: j.p50_e,
+                                p99_e: j.p99_e,
+                                max_abs_error: j.max_abs_error,
+                                golden_max_abs_error: o.drift.max_abs_error,
+                                golden_rel_l2_error: o.drift.rel_l2_error,
+                                golden_cosine_similarity: o.drift.cosine_similarity,
+                            },
+                        }
+                    })
+                    .collect();
+                let execution = r.execution.map_or("", |e| match e {
+                    runner::Execution::Fused => "fused",
+                    runner::Execution::Decomposed => "decomposed",
+                    runner::Execution::Captured => "captured",
+                });
+                records.push(Record {
+                    stage: c_string(&r.stage),
+                    tier: c_string(r.tier.name()),
+                    round: c_string(match r.round {
+                        runner::Round::Main => "main",
+                        runner::Round::Differential => "differential",
+                    }),
+                    status: r.status,
+                    label: c_string(r.status.label()),
+                    execution: c_string(execution),
+                    reason: r.reason.as_deref().map(c_string),
+                    max_e,
+                    seconds: r.seconds,
+                    outputs,
+                });
+            }
+        }
+        Results {
+            magic: Results::MAGIC,
+            passed: report.passed,
+            records,
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn vsdk_results_free(results: *mut vsdk_results_t) {
+    boundary::quiet((), || boundary::free::<Results>(results.cast()))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn vsdk_results_info(
+    results: *const vsdk_results_t,
+    out: *mut vsdk_results_info_t,
+) -> *mut vsdk_error_t {
+    guard("vsdk_results_info", || {
+        let r = boundary::borrow::<Results>(results.cast(), "results")?;
+        boundary::write_out(
+            out,
+            "out",
+            vsdk_results_info_t {
+                struct_size: 0,
+                passed: r.passed as i32,
+                record_count: r.records.len(),
+            },
+        )
+    })
+}
+
+fn record(r: &Results, index: usize) -> Result<&Record> {
+    r.records.get(index).ok_or_else(|| {
+        Error::new(
+            VSDK_STATUS_NOT_FOUND,
+            format!("record {index}: there are {} record(s)", r.records.len()),
+        )
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn vsdk_results_record(
+    results: *const vsdk_results_t,
+    index: usize,
+    out: *mut vsdk_stage_record_t,
+) -> *mut vsdk_error_t {
+    guard("vsdk_results_record", || {
+        let r = boundary::borrow::<Results>(results.cast(), "results")?;
+        let rec = record(r, index)?;
+        boundary::write_out(
+            out,
+            "out",
+            vsdk_stage_record_t {
+                struct_size: 0,
+                stage: rec.stage.as_ptr(),
+                tier: rec.tier.as_ptr(),
+                round: rec.round.as_ptr(),
+                status: status_code(rec.status),
+                reserved: 0,
+                status_label: rec.label.as_ptr(),
+                execution: rec.execution.as_ptr(),
+                reason: rec.reason.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
+                max_e: rec.max_e,
+                margin: 1.0 - rec.max_e,
+                seconds: rec.seconds,
+                output_count: rec.outputs.len(),
+            },
+        )
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn vsdk_results_output(
+    results: *const vsdk_results_t,
+    index: usize,
+    output: usize,
+    out: *mut vsdk_output_record_t,
+) -> *mut vsdk_error_t {
+    guard("vsdk_results_output", || {
+        let r = boundary::borrow::<Results>(results.cast(), "results")?;
+        let rec = record(r, index)?;
+        let o = rec.outputs.get(output).ok_or_else(|| {
+            Error::new(
+                VSDK_STATUS_NOT_FOUND,
+                format!(
+                    "output {output} of record {index}: the stage has {} judged output(s)",
+                    rec.outputs.len()
+                ),
+            )
+        })?;
+        let mut value = o.record;
+        value.tensor = o.tensor.as_ptr();
+        boundary::write_out(out, "out", value)
+    })
+}
+
+/// `count` C strings at `ptr`.
+fn str_array<'a>(ptr: *const *const c_char, count: usize, what: &str) -> Result<Vec<&'a str>> {
+    if count == 0 {
+        return Ok(Vec::new());
+    }
+    if ptr.is_null() {
+        return Err(Error::invalid(format!(
+            "`{what}` is NULL with a count of {count}"
+        )));
+    }
+    if count > 1 << 16 {
+        return Err(Error::invalid(format!(
+            "`{what}`: {count} entries, more than 65536"
+        )));
+    }
+    (0..count)
+        .map(|i| {
+            // SAFETY: non-null; the caller passes `count` pointers.
+            let p = unsafe { ptr.add(i).read_unaligned() };
+            boundary::str_arg(p, &format!("{what}[{i}]"))
+        })
+        .collect()
+}
+
+fn tier(name: &str) -> Result<Tier> {
+    Tier::from_name(name)
+        .ok_or_else(|| Error::invalid(format!("tier `{name}`: expected fp32, fp16, bf16 or exact")))
+}
+
+/// The SDK's CPU reference provider, device 0.
+fn reference() -> Result<vips_sdk::Device> {
+    Provider::open_by_name("cpu")
+        .and_then(|p| p.device(0))
+        .map_err(|e| {
+            let mut e = provider_error(e);
+            e.message = format!("the reference provider `cpu`: {}", e.message);
+            e
+        })
+}
+
+fn exact_stage(suite: &vips_sdk::suite::Suite, name: &str) -> Result<globset::GlobMatcher> {
+    if !suite.document.stages.iter().any(|s| s.name == name) {
+        return Err(Error::new(
+            VSDK_STATUS_NOT_FOUND,
+            format!(
+                "no stage `{name}` in suite `{}`",
+                suite.document.component.id
+            ),
+        ));
+    }
+    globset::Glob::new(&globset::escape(name))
+        .map(|g| g.compile_matcher())
+        .map_err(|e| Error::invalid(e.to_string()))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn vsdk_run(
+    suite: *const vsdk_suite_t,
+    provider: *const vsdk_host_provider_t,
+    options: *const vsdk_run_options_t,
+    out: *mut *mut vsdk_results_t,
+) -> *mut vsdk_error_t {
+    guard("vsdk_run", || {
+        boundary::check_out(out, "out")?;
+        let s = boundary::borrow::<SuiteHandle>(suite.cast(), "suite")?;
+        let p = boundary::borrow::<HostProvider>(provider.cast(), "provider")?;
+        let o = boundary::read_in(options, "options")?;
+        let tiers = str_array(o.tiers, o.tier_count, "options->tiers")?
+            .into_iter()
+            .map(tier)
+            .collect::<Result<Vec<_>>>()?;
+        let stage_glob = boundary::opt_str_arg(o.stage_glob, "options->stage_glob")?
+            .map(|g| {
+                globset::Glob::new(g)
+                    .map(|g| g.compile_matcher())
+                    .map_err(|e| Error::invalid(format!("options->stage_glob: {e}")))
+            })
+            .transpose()?;
+        let mut opts = RunOptions {
+            mode: if o.chained != 0 {
+                Mode::Chained
+            } else {
+                Mode::Isolated
+            },
+            tiers: if tiers.is_empty() {
+                vec![Tier::Fp32]
+            } else {
+                tiers
+            },
+            stage_glob,
+            differential: o.no_differential == 0,
+            ..RunOptions::default()
+        };
+        if o.seed != 0 {
+            opts.seed = o.seed;
+        }
+        if runner::select(&s.suite, &opts).is_empty() {
+            return Err(Error::new(
+                VSDK_STATUS_NOT_FOUND,
+                "no stage matches options->stage_glob",
+            ));
+        }
+        let device = p.provider.device(o.device).map_err(provider_error)?;
+        let report = runner::run(&s.suite, &device, &reference()?, &opts)
+            .map_err(|e| Error::new(vsdk_ffi::engine::VSDK_STATUS_INVALID_FILE, e.to_string()))?;
+        boundary::write_handle(
+            out,
+            "out",
+            boundary::into_handle(Results::of(&report)).cast(),
+        )
+    })
+}
+
+/// The most dimensions a checked tensor may have.
+const MAX_NDIM: i32 = 32;
+
+fn dtype_of(t: &vsdk_tensor_t, what: &str) -> Result<DType> {
+    let d = t.dtype;
+    let found = DType::ALL.into_iter().find(|&x| {
+        let dl = crate::suite::dl_dtype(x);
+        (dl.code, dl.bits, dl.lanes) == (d.code, d.bits, d.lanes)
+    });
+    found.ok_or_else(|| {
+        Error::invalid(format!(
+            "{what}: dtype (code {}, bits {}, lanes {}) is not a catalog dtype",
+            d.code, d.bits, d.lanes
+        ))
+    })
+}
+
+/// Copies a DLPack-compatible host tensor (strided or not) into a compact
+/// HostTensor, after checking it against the declared shape.
+fn host_tensor(t: &vsdk_tensor_t, declared: &[usize], what: &str) -> Result<HostTensor> {
+    if t.device.device_type != vsdk_ffi::VSDK_DEVICE_CPU {
+        return Err(Error::invalid(format!(
+            "{what}: device type {} is not host memory (VSDK_DEVICE_CPU)",
+            t.device.device_type
+        )));
+    }
+    if !(0..=MAX_NDIM).contains(&t.ndim) {
+        return Err(Error::invalid(format!(
+            "{what}: ndim {} is not in 0..={MAX_NDIM}",
+            t.ndim
+        )));
+    }
+    let ndim = t.ndim as usize;
+    let dtype = dtype_of(t, what)?;
+    let read = |ptr: *const i64, name: &str| -> Result<Vec<i64>> {
+        if ndim == 0 {
+            return Ok(Vec::new());
+        }
+        if ptr.is_null() {
+            return Err(Error::invalid(format!(
+                "{what}: `{name}` is NULL with ndim {ndim}"
+            )));
+        }
+        // SAFETY: non-null; the header requires `ndim` entries.
+        Ok((0..ndim)
+            .map(|i| unsafe { ptr.add(i).read_unaligned() })
+            .collect())
+    };
+    let shape = read(t.shape, "shape")?;
+    if shape.len() != declared.len()
+        || shape
+            .iter()
+            .zip(declared)
+            .any(|(&a, &b)| a < 0 || a as u64 != b as u64)
+    {
+        return Err(Error::invalid(format!(
+            "{what}: shape {shape:?}, the document declares {declared:?}"
+        )));
+    }
+    let spec = TensorSpec::new(dtype, declared);
+    let bytes = spec
+        .bounded_size_bytes()
+        .map_err(|e| Error::invalid(format!("{what}: {e}")))?;
+    let elem = dtype.size_bytes();
+    let strides = if t.strides.is_null() {
+        // Compact row-major.
+        let mut s = vec![1i64; ndim];
+        for k in (0..ndim.saturating_sub(1)).rev() {
+            s[k] = s[k + 1] * shape[k + 1];
+        }
+        s
+    } else {
+        read(t.strides, "strides")?
+    };
+    if strides.iter().any(|&s| s < 0) {
+        return Err(Error::invalid(format!(
+            "{what}: negative strides {strides:?}"
+        )));
+    }
+    let numel = bytes / elem.max(1);
+    if numel > 0 && t.data.is_null() {
+        return Err(Error::invalid(format!("{what}: `data` is NULL")));
+    }
+    let base = t.data as *const u8;
+    let mut out = vec![0u8; bytes];
+    let mut index = vec![0usize; ndim];
+    for e in 0..numel {
+        let offset: u64 = index
+            .iter()
+            .zip(&strides)
+            .map(|(&i, &s)| i as u64 * s as u64)
+            .sum::<u64>()
+            * elem as u64
+            + t.byte_offset;
+        // SAFETY: the header makes the caller guarantee that every element
+        // (index within `shape`, at `data + byte_offset + sum(i*stride)*size`)
+        // is readable host memory for the call; the index is within the
+        // shape checked above.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                base.add(offset as usize),
+                out.as_mut_ptr().add(e * elem),
+                elem,
+            );
+        }
+        for k in (0..ndim).rev() {
+            index[k] += 1;
+            if index[k] < declared[k] {
+                break;
+            }
+            index[k] = 0;
+        }
+    }
+    HostTensor::from_bytes(spec, out).map_err(|e| Error::invalid(format!("{what}: {e}")))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn vsdk_check(
+    suite: *const vsdk_suite_t,
+    args: *const vsdk_check_args_t,
+    out: *mut *mut vsdk_results_t,
+) -> *mut vsdk_error_t {
+    guard("vsdk_check", || {
+        boundary::check_out(out, "out")?;
+        let s = boundary::borrow::<SuiteHandle>(suite.cast(), "suite")?;
+        let a = boundary::read_in(args, "args")?;
+        let stage_name = boundary::str_arg(a.stage, "args->stage")?;
+        let glob = exact_stage(&s.suite, stage_name)?;
+        let tier = tier(boundary::opt_str_arg(a.tier, "args->tier")?.unwrap_or("fp32"))?;
+        let names = str_array(a.names, a.output_count, "args->names")?;
+        if a.output_count > 0 && a.outputs.is_null() {
+            return Err(Error::invalid("`args->outputs` is NULL"));
+        }
+        let stage = s
+            .suite
+            .document
+            .stages
+            .iter()
+            .find(|st| st.name == stage_name)
+            .ok_or_else(|| Error::new(VSDK_STATUS_NOT_FOUND, format!("no stage `{stage_name}`")))?;
+        let mut captured = HashMap::new();
+        for (i, name) in names.iter().enumerate() {
+            if !stage.outputs.iter().any(|o| o == name) {
+                return Err(Error::invalid(format!(
+                    "args->names[{i}]: `{name}` is not an output of stage `{stage_name}` (its outputs: {})",
+                    stage.outputs.join(", ")
+                )));
+            }
+            let declared = s
+                .suite
+                .spec(name)
+                .map(|sp| sp.shape.clone())
+                .unwrap_or_default();
+            // SAFETY: non-null (checked) and `output_count` descriptors long.
+            let t = unsafe { a.outputs.add(i).read_unaligned() };
+            captured.insert(
+                name.to_string(),
+                host_tensor(&t, &declared, &format!("args->outputs[{i}] (`{name}`)"))?,
+            );
+        }
+        if let Some(missing) = stage.outputs.iter().find(|o| !captured.contains_key(*o)) {
+            return Err(Error::invalid(format!(
+                "stage `{stage_name}` also outputs `{missing}`: give every output"
+            )));
+        }
+        let opts = RunOptions {
+            tiers: vec![tier],
+            stage_glob: Some(glob),
+            differential: false,
+            ..RunOptions::default()
+        };
+        let report = runner::check(&s.suite, &captured, "engine", &reference()?, &opts)
+            .map_err(|e| Error::new(vsdk_ffi::engine::VSDK_STATUS_INVALID_FILE, e.to_string()))?;
+        boundary::write_handle(
+            out,
+            "out",
+            boundary::into_handle(Results::of(&report)).cast(),
+        )
+    })
+}

@@ -1,0 +1,269 @@
+//! `vsdk_suite_*`: a suite (document + golden file), its stages and tensors.
+
+use crate::boundary::{self, c_string, guard, Error, Result, Tagged};
+use std::collections::HashMap;
+use std::ffi::{c_char, CString};
+use vips_sdk::suite::Suite;
+use vsdk_ffi::engine::{
+    vsdk_error_t, vsdk_stage_info_t, vsdk_suite_info_t, vsdk_suite_t, vsdk_tensor_info_t,
+    VSDK_STATUS_INVALID_FILE, VSDK_STATUS_NOT_FOUND,
+};
+use vsdk_ffi::vsdk_dtype_t;
+
+/// The object behind `vsdk_suite_t*`.
+#[repr(C)]
+pub struct SuiteHandle {
+    magic: u64,
+    pub suite: Suite,
+    component: CString,
+    version: CString,
+    document_sha256: CString,
+    golden_sha256: CString,
+    stages: Vec<StageStrings>,
+    /// Shapes handed out by `vsdk_suite_tensor`, by tensor name.
+    shapes: HashMap<String, Vec<i64>>,
+}
+
+struct StageStrings {
+    name: CString,
+    algorithm: CString,
+    inputs: Vec<CString>,
+    input_ptrs: Vec<*const c_char>,
+    outputs: Vec<CString>,
+    output_ptrs: Vec<*const c_char>,
+}
+
+// SAFETY: the raw pointers point into the CStrings owned beside them, which
+// are never mutated after construction; sharing them between threads is
+// sharing immutable strings.
+unsafe impl Send for StageStrings {}
+// SAFETY: as above: immutable after construction.
+unsafe impl Sync for StageStrings {}
+
+impl Tagged for SuiteHandle {
+    const MAGIC: u64 = 0x7673_646b_5375_6974; // "vsdkSuit"
+    const KIND: &'static str = "suite";
+    fn kill(&mut self) {
+        self.magic = 0;
+    }
+}
+
+/// Where suites are looked up by name: `VSDK_SUITES_PATH`, then
+/// `share/vips-sdk/suites` of the prefix this library is installed in.
+fn suite_dirs() -> Vec<std::path::PathBuf> {
+    let mut dirs = vips_sdk::dirs_from_env(vips_sdk::suite::SUITES_PATH_ENV);
+    if let Some(lib) = vips_sdk::sdk_binary_dir() {
+        dirs.push(lib.join("../share/vips-sdk/suites"));
+    }
+    dirs
+}
+
+fn open(arg: &str) -> Result<SuiteHandle> {
+    let path = vips_sdk::suite::resolve(arg, &suite_dirs())
+        .map_err(|m| Error::new(VSDK_STATUS_NOT_FOUND, m))?;
+    let suite =
+        Suite::open(&path).map_err(|e| Error::new(VSDK_STATUS_INVALID_FILE, e.to_string()))?;
+    let names = |v: &[String]| v.iter().map(|n| c_string(n)).collect::<Vec<_>>();
+    let stages = suite
+        .document
+        .stages
+        .iter()
+        .map(|s| {
+            let inputs = names(&s.inputs);
+            let outputs = names(&s.outputs);
+            StageStrings {
+                name: c_string(&s.name),
+                algorithm: c_string(&s.algorithm),
+                input_ptrs: inputs.iter().map(|c| c.as_ptr()).collect(),
+                output_ptrs: outputs.iter().map(|c| c.as_ptr()).collect(),
+                inputs,
+                outputs,
+            }
+        })
+        .collect();
+    let shapes = suite
+        .document
+        .tensors
+        .iter()
+        .filter_map(|t| {
+            let spec = suite.spec(&t.name)?;
+            Some((
+                t.name.clone(),
+                spec.shape.iter().map(|&d| d as i64).collect(),
+            ))
+        })
+        .collect();
+    Ok(SuiteHandle {
+        magic: SuiteHandle::MAGIC,
+        component: c_string(&suite.document.component.id),
+        version: c_string(&suite.document.component.version),
+        document_sha256: c_string(&hex::encode(suite.document.sha256)),
+        golden_sha256: c_string(&hex::encode(suite.golden.file_sha256)),
+        stages,
+        shapes,
+        suite,
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn vsdk_suite_open(
+    path_or_name: *const c_char,
+    out: *mut *mut vsdk_suite_t,
+) -> *mut vsdk_error_t {
+    guard("vsdk_suite_open", || {
+        boundary::check_out(out, "out")?;
+        let arg = boundary::str_arg(path_or_name, "path_or_name")?;
+        let handle = boundary::into_handle(open(arg)?);
+        boundary::write_handle(out, "out", handle.cast())
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn vsdk_suite_free(suite: *mut vsdk_suite_t) {
+    boundary::quiet((), || boundary::free::<SuiteHandle>(suite.cast()))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn vsdk_suite_info(
+    suite: *const vsdk_suite_t,
+    out: *mut vsdk_suite_info_t,
+) -> *mut vsdk_error_t {
+    guard("vsdk_suite_info", || {
+        let s = boundary::borrow::<SuiteHandle>(suite.cast(), "suite")?;
+        boundary::write_out(
+            out,
+            "out",
+            vsdk_suite_info_t {
+                struct_size: 0,
+                component: s.component.as_ptr(),
+                version: s.version.as_ptr(),
+                document_sha256: s.document_sha256.as_ptr(),
+                golden_sha256: s.golden_sha256.as_ptr(),
+                stage_count: s.stages.len(),
+            },
+        )
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn vsdk_suite_stage(
+    suite: *const vsdk_suite_t,
+    index: usize,
+    out: *mut vsdk_stage_info_t,
+) -> *mut vsdk_error_t {
+    guard("vsdk_suite_stage", || {
+        let s = boundary::borrow::<SuiteHandle>(suite.cast(), "suite")?;
+        let st = s.stages.get(index).ok_or_else(|| {
+            Error::new(
+                VSDK_STATUS_NOT_FOUND,
+                format!("stage {index}: the suite has {} stage(s)", s.stages.len()),
+            )
+        })?;
+        boundary::write_out(
+            out,
+            "out",
+            vsdk_stage_info_t {
+                struct_size: 0,
+                name: st.name.as_ptr(),
+                algorithm: st.algorithm.as_ptr(),
+                input_count: st.inputs.len(),
+                inputs: st.input_ptrs.as_ptr(),
+                output_count: st.outputs.len(),
+                outputs: st.output_ptrs.as_ptr(),
+            },
+        )
+    })
+}
+
+/// A catalog dtype as DLPack's (code, bits, lanes).
+pub fn dl_dtype(d: vips_sdk::DType) -> vsdk_dtype_t {
+    use vips_sdk::DType as D;
+    let (code, bits) = match d {
+        D::F64 => (vsdk_ffi::VSDK_DTYPE_FLOAT, 64),
+        D::F32 => (vsdk_ffi::VSDK_DTYPE_FLOAT, 32),
+        D::F16 => (vsdk_ffi::VSDK_DTYPE_FLOAT, 16),
+        D::BF16 => (vsdk_ffi::VSDK_DTYPE_BFLOAT, 16),
+        D::U8 => (vsdk_ffi::VSDK_DTYPE_UINT, 8),
+        D::I32 => (vsdk_ffi::VSDK_DTYPE_INT, 32),
+        D::I64 => (vsdk_ffi::VSDK_DTYPE_INT, 64),
+    };
+    vsdk_dtype_t {
+        code,
+        bits,
+        lanes: 1,
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn vsdk_suite_tensor(
+    suite: *const vsdk_suite_t,
+    name: *const c_char,
+    out: *mut vsdk_tensor_info_t,
+) -> *mut vsdk_error_t {
+    guard("vsdk_suite_tensor", || {
+        let s = boundary::borrow::<SuiteHandle>(suite.cast(), "suite")?;
+        let name = boundary::str_arg(name, "name")?;
+        let (spec, shape) = s.suite.spec(name).zip(s.shapes.get(name)).ok_or_else(|| {
+            Error::new(
+                VSDK_STATUS_NOT_FOUND,
+                format!(
+                    "no tensor `{name}` in suite `{}`",
+                    s.suite.document.component.id
+                ),
+            )
+        })?;
+        boundary::write_out(
+            out,
+            "out",
+            vsdk_tensor_info_t {
+                struct_size: 0,
+                dtype: dl_dtype(spec.dtype),
+                ndim: shape.len() as i32,
+                shape: shape.as_ptr(),
+            },
+        )
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn vsdk_suite_read_f32(
+    suite: *const vsdk_suite_t,
+    name: *const c_char,
+    dst: *mut f32,
+    count: usize,
+) -> *mut vsdk_error_t {
+    guard("vsdk_suite_read_f32", || {
+        let s = boundary::borrow::<SuiteHandle>(suite.cast(), "suite")?;
+        let name = boundary::str_arg(name, "name")?;
+        if s.suite.spec(name).is_none() {
+            return Err(Error::new(
+                VSDK_STATUS_NOT_FOUND,
+                format!(
+                    "no tensor `{name}` in suite `{}`",
+                    s.suite.document.component.id
+                ),
+            ));
+        }
+        let t = s
+            .suite
+            .tensor(name)
+            .map_err(|e| Error::new(VSDK_STATUS_INVALID_FILE, e.to_string()))?;
+        let values: Vec<f32> = t
+            .cast(vips_sdk::DType::F32)
+            .to_vec()
+            .map_err(|e| Error::invalid(e.to_string()))?;
+        if count != values.len() {
+            return Err(Error::invalid(format!(
+                "`count` is {count}; tensor `{name}` has {} elements",
+                values.len()
+            )));
+        }
+        if dst.is_null() {
+            return Err(Error::invalid("`dst` is NULL"));
+        }
+        // SAFETY: non-null; the caller provides room for `count` floats,
+        // which is the number copied.
+        unsafe { std::ptr::copy_nonoverlapping(values.as_ptr(), dst, count) };
+        Ok(())
+    })
+}

@@ -1,0 +1,167 @@
+//! libvips_sdk as C sees it: only `vsdk_` symbols exported; misuse (NULL,
+//! wrong struct_size, handles of the wrong kind, bad tensors) answered with
+//! errors; several threads checking tensors at once; both headers in one
+//! C++ translation unit; the static library linked too. Each C program is
+//! built here with the system's C compiler against `include/` and the
+//! library cargo just built.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// target/<profile>, where cargo puts the library and the CPU provider.
+fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test program path");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps")
+        .to_path_buf()
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn library(ext: &str) -> PathBuf {
+    let lib = target_dir().join(format!("libvips_sdk.{ext}"));
+    assert!(
+        lib.is_file(),
+        "{} is missing: `cargo test` does not build a cdylib for integration tests; run `cargo build -p vips-sdk-capi` first (tools/test builds the workspace before testing it)",
+        lib.display()
+    );
+    lib
+}
+
+/// Compiles `sources` into a program in a temp dir, linked with `link`.
+fn build(
+    compiler: &str,
+    std: &str,
+    sources: &[&str],
+    link: &[String],
+) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let exe = dir.path().join("program");
+    let mut cmd = Command::new(compiler);
+    cmd.arg(format!("-std={std}"))
+        .args(["-Wall", "-Wextra", "-Werror", "-pedantic", "-O1"])
+        .arg("-I")
+        .arg(repo().join("include"));
+    for s in sources {
+        cmd.arg(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/c")
+                .join(s),
+        );
+    }
+    cmd.args(link).arg("-o").arg(&exe);
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("run {compiler}: {e}"));
+    assert!(
+        out.status.success(),
+        "{compiler} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (dir, exe)
+}
+
+fn shared() -> Vec<String> {
+    let dir = target_dir();
+    library("so");
+    vec![
+        format!("-L{}", dir.display()),
+        "-lvips_sdk".into(),
+        format!("-Wl,-rpath,{}", dir.display()),
+        "-lpthread".into(),
+        "-lm".into(),
+    ]
+}
+
+fn run(exe: &Path) -> String {
+    let out = Command::new(exe)
+        .env("VSDK_SUITES_PATH", repo().join("conformance/suites"))
+        .env("VSDK_PROVIDER_PATH", target_dir())
+        .output()
+        .expect("run the C program");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{} failed ({:?}):\n{stdout}\n{stderr}",
+        exe.display(),
+        out.status
+    );
+    stdout
+}
+
+#[test]
+fn the_shared_library_exports_only_vsdk_symbols() {
+    let out = Command::new("nm")
+        .args(["-D", "--defined-only"])
+        .arg(library("so"))
+        .output()
+        .expect("nm (binutils) is required");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let symbols: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2))
+        .collect();
+    let foreign: Vec<&&str> = symbols.iter().filter(|s| !s.starts_with("vsdk_")).collect();
+    assert!(foreign.is_empty(), "exported beside vsdk_*: {foreign:?}");
+    // Every function of the header, and nothing it does not declare.
+    let header = std::fs::read_to_string(repo().join("include/vips_sdk/vips_sdk.h")).unwrap();
+    let declared: Vec<&str> = header
+        .split("VSDK_API ")
+        .skip(1)
+        .filter_map(|d| d.split('(').next())
+        .filter_map(|d| d.rsplit([' ', '*']).next())
+        .filter(|n| n.starts_with("vsdk_"))
+        .collect();
+    assert!(declared.len() >= 20, "{declared:?}");
+    let mut exported = symbols.clone();
+    exported.sort_unstable();
+    let mut declared = declared;
+    declared.sort_unstable();
+    assert_eq!(exported, declared);
+}
+
+#[test]
+fn misuse_gives_errors_never_a_crash() {
+    let (_dir, exe) = build("cc", "c99", &["misuse.c"], &shared());
+    let out = run(&exe);
+    assert!(out.contains("misuse: all checks passed"), "{out}");
+    assert!(out.contains("not a live suite handle"), "{out}");
+}
+
+#[test]
+fn the_static_library_links_and_works() {
+    let link = vec![
+        library("a").display().to_string(),
+        "-lpthread".into(),
+        "-ldl".into(),
+        "-lm".into(),
+    ];
+    let (_dir, exe) = build("cc", "c99", &["misuse.c"], &link);
+    let out = run(&exe);
+    assert!(out.contains("misuse: all checks passed"), "{out}");
+}
+
+#[test]
+fn threads_check_tensors_at_once() {
+    let (_dir, exe) = build("cc", "c99", &["threads.c"], &shared());
+    let out = run(&exe);
+    assert!(
+        out.contains("6 threads x 5 checks, all as expected"),
+        "{out}"
+    );
+}
+
+#[test]
+fn both_headers_compile_in_one_cpp_translation_unit() {
+    let (_dir, exe) = build("c++", "c++11", &["both_headers.cpp"], &shared());
+    let out = run(&exe);
+    assert!(
+        out.contains(&format!("libvips_sdk {}", env!("CARGO_PKG_VERSION"))),
+        "{out}"
+    );
+}

@@ -1,0 +1,364 @@
+/*
+ * vips_sdk/vips_sdk.h: the VIPS SDK engine API (libvips_sdk), version 0.1.
+ *
+ * What an inference engine written in C or C++ calls: open provider
+ * libraries and list their devices; open a suite (a VIPS document and its
+ * golden vectors) and list its stages and tensors; run a suite on a provider
+ * and read every stage's result and margin; check tensors the engine computed
+ * itself against a stage's golden outputs with the same error model as the
+ * `vips-conformance` CLI; and verify a signed certification report before
+ * trusting a driver. docs/c-api.md is the guide, with a quick start.
+ *
+ * Rules (the provider header's, vips_sdk/provider.h, which this one includes):
+ *  - Every struct passed in or out starts with `struct_size`, set by the caller
+ *    to sizeof() as it knows it. Structs only grow at the end; the library
+ *    reads and writes only fields that fit, and refuses a struct_size smaller
+ *    than the first version of the struct (VSDK_STATUS_INVALID_ARGUMENT).
+ *  - Errors are objects: a function returning `vsdk_error_t*` returns NULL on
+ *    success; otherwise the caller owns the error (TRANSFERRED), reads it with
+ *    vsdk_error_code / vsdk_error_message and frees it with vsdk_error_free.
+ *    Out-parameters are written only on success.
+ *  - Nothing unwinds out of the library: a panic inside becomes an error with
+ *    VSDK_STATUS_INTERNAL.
+ *  - Ownership is written next to every pointer: BORROWED (valid for the call),
+ *    OWNED BY <object> (valid until that object is freed), TRANSFERRED (the
+ *    receiver frees it with the named function). `*_free(NULL)` does nothing.
+ *  - A NULL argument, a handle of the wrong kind or a freed-and-reused handle
+ *    the library can detect gives VSDK_STATUS_INVALID_ARGUMENT, never a crash.
+ *  - Threads: every function may be called from any thread. Different objects
+ *    may be used concurrently; one object may be read (functions taking a
+ *    `const` handle) from several threads at once, but must not be freed while
+ *    another thread uses it. Each function says where it differs.
+ *
+ * Names: `vsdk_` / `VSDK_` (libvips owns `vips_`; both link into one program).
+ */
+#ifndef VSDK_VIPS_SDK_H
+#define VSDK_VIPS_SDK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vips_sdk/provider.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------- */
+/* Version                                                                   */
+/* ------------------------------------------------------------------------- */
+
+/* The SDK version this header belongs to (semver; the Cargo version). */
+#define VSDK_SDK_VERSION_MAJOR 0
+#define VSDK_SDK_VERSION_MINOR 1
+#define VSDK_SDK_VERSION_PATCH 0
+#define VSDK_SDK_VERSION_STRING "0.1.0"
+/* major * 10000 + minor * 100 + patch */
+#define VSDK_SDK_VERSION_NUMBER \
+  (VSDK_SDK_VERSION_MAJOR * 10000 + VSDK_SDK_VERSION_MINOR * 100 + VSDK_SDK_VERSION_PATCH)
+
+#if defined(_WIN32)
+#define VSDK_API __declspec(dllimport)
+#else
+#define VSDK_API __attribute__((visibility("default")))
+#endif
+
+/* The library's version, to compare with the header's at run time:
+ * VSDK_SDK_VERSION_NUMBER form. */
+VSDK_API uint32_t vsdk_sdk_version_number(void);
+/* "major.minor.patch", OWNED BY the library (static). */
+VSDK_API const char* vsdk_sdk_version(void);
+
+/* ------------------------------------------------------------------------- */
+/* Errors                                                                    */
+/* ------------------------------------------------------------------------- */
+
+/* Status codes beyond provider.h's (VSDK_STATUS_INVALID_ARGUMENT ...
+ * VSDK_STATUS_INTERNAL keep their meaning). */
+#define VSDK_STATUS_NOT_FOUND 16     /* no such provider, suite, stage, tensor */
+#define VSDK_STATUS_INVALID_FILE 17  /* a file is unreadable, corrupt or beyond a limit */
+#define VSDK_STATUS_NOT_VERIFIED 18  /* a report's signature or subjects do not verify */
+
+typedef struct vsdk_error vsdk_error_t;
+
+/* The error's code. NULL: VSDK_STATUS_OK. */
+VSDK_API vsdk_status_code_t vsdk_error_code(const vsdk_error_t* error);
+/* One line, UTF-8, naming what was wrong and where. OWNED BY `error`. NULL:
+ * "". */
+VSDK_API const char* vsdk_error_message(const vsdk_error_t* error);
+VSDK_API void vsdk_error_free(vsdk_error_t* error);
+
+/* ------------------------------------------------------------------------- */
+/* Providers                                                                 */
+/* ------------------------------------------------------------------------- */
+
+/* A loaded provider library (its instance lives as long as the handle; the
+ * library is unloaded when nothing made from it is left). */
+typedef struct vsdk_host_provider vsdk_host_provider_t;
+
+/* Opens a provider: a library path, or a name looked up on the search path
+ * (VSDK_PROVIDER_PATH, then <libdir>/vips-sdk/providers beside the program,
+ * then /usr/local/lib/vips-sdk/providers, /usr/lib/vips-sdk/providers), e.g.
+ * "cpu". `path_or_name` BORROWED. `*out` TRANSFERRED: vsdk_provider_free. */
+VSDK_API vsdk_error_t* vsdk_provider_open(const char* path_or_name, vsdk_host_provider_t** out);
+VSDK_API void vsdk_provider_free(vsdk_host_provider_t* provider);
+
+/* What the provider says it is; strings OWNED BY `provider`. The library
+ * path is where it was loaded from. */
+typedef struct vsdk_host_provider_info {
+  size_t struct_size;
+  const char* name;
+  const char* vendor;
+  const char* version;
+  const char* library;
+  uint32_t abi_version;
+  uint32_t device_count;
+} vsdk_host_provider_info_t;
+
+VSDK_API vsdk_error_t* vsdk_provider_info(const vsdk_host_provider_t* provider,
+                                          vsdk_host_provider_info_t* out);
+
+/* Device `index` (< device_count) as provider.h's vsdk_device_info_t; its
+ * strings OWNED BY `provider`. */
+VSDK_API vsdk_error_t* vsdk_provider_device_info(const vsdk_host_provider_t* provider,
+                                                 uint32_t index, vsdk_device_info_t* out);
+
+/* ------------------------------------------------------------------------- */
+/* Suites                                                                    */
+/* ------------------------------------------------------------------------- */
+
+/* A suite: a VIPS document and its golden file, checked against each other. */
+typedef struct vsdk_suite vsdk_suite_t;
+
+/* Opens a suite directory, a document path (its .golden beside it), or a
+ * suite name (VSDK_SUITES_PATH). `path_or_name` BORROWED; `*out` TRANSFERRED:
+ * vsdk_suite_free. */
+VSDK_API vsdk_error_t* vsdk_suite_open(const char* path_or_name, vsdk_suite_t** out);
+VSDK_API void vsdk_suite_free(vsdk_suite_t* suite);
+
+/* Strings OWNED BY the suite. */
+typedef struct vsdk_suite_info {
+  size_t struct_size;
+  const char* component;       /* component id, e.g. "dinov2-vits14" */
+  const char* version;         /* its semver */
+  const char* document_sha256; /* hex */
+  const char* golden_sha256;   /* hex, of the whole golden file */
+  size_t stage_count;
+} vsdk_suite_info_t;
+
+VSDK_API vsdk_error_t* vsdk_suite_info(const vsdk_suite_t* suite, vsdk_suite_info_t* out);
+
+/* Stage `index` (< stage_count), in execution order. Everything OWNED BY the
+ * suite; `inputs` and `outputs` are arrays of tensor names. */
+typedef struct vsdk_stage_info {
+  size_t struct_size;
+  const char* name;
+  const char* algorithm;
+  size_t input_count;
+  const char* const* inputs;
+  size_t output_count;
+  const char* const* outputs;
+} vsdk_stage_info_t;
+
+VSDK_API vsdk_error_t* vsdk_suite_stage(const vsdk_suite_t* suite, size_t index,
+                                        vsdk_stage_info_t* out);
+
+/* A named tensor's dtype and shape (as stored: the tier decides the dtype a
+ * stage runs at). `name` BORROWED; `shape` OWNED BY the suite. */
+typedef struct vsdk_tensor_info {
+  size_t struct_size;
+  vsdk_dtype_t dtype;
+  int32_t ndim;
+  const int64_t* shape;
+} vsdk_tensor_info_t;
+
+VSDK_API vsdk_error_t* vsdk_suite_tensor(const vsdk_suite_t* suite, const char* name,
+                                         vsdk_tensor_info_t* out);
+
+/* Copies tensor `name` (an input, a weight or a golden output; seeded
+ * tensors are generated) converted to float32, row-major, into `dst`, which
+ * holds `count` elements: exactly the tensor's element count. `name`
+ * BORROWED; `dst` written on success only. Thread-safe on one suite. */
+VSDK_API vsdk_error_t* vsdk_suite_read_f32(const vsdk_suite_t* suite, const char* name,
+                                           float* dst, size_t count);
+
+/* ------------------------------------------------------------------------- */
+/* Results                                                                   */
+/* ------------------------------------------------------------------------- */
+
+/* The results of a run or a check: one record per stage, tier and round. */
+typedef struct vsdk_results vsdk_results_t;
+VSDK_API void vsdk_results_free(vsdk_results_t* results);
+
+/* Stage statuses (docs/runner.md). */
+typedef int32_t vsdk_stage_status_t;
+#define VSDK_STAGE_PASS 0
+#define VSDK_STAGE_FAIL 1
+#define VSDK_STAGE_NOT_SUPPORTED 2
+#define VSDK_STAGE_ERROR 3
+#define VSDK_STAGE_CRASHED 4
+#define VSDK_STAGE_TIMEOUT 5
+#define VSDK_STAGE_MISSING 6
+#define VSDK_STAGE_OUT_OF_BOUNDS 7
+#define VSDK_STAGE_UNWRITTEN 8
+#define VSDK_STAGE_FLAKY 9
+#define VSDK_STAGE_EXPECTED_FAIL 10
+#define VSDK_STAGE_UNEXPECTED_PASS 11
+
+/* Summary: every selected stage passed at every tier in every round. */
+typedef struct vsdk_results_info {
+  size_t struct_size;
+  int32_t passed;        /* 1 or 0 */
+  size_t record_count;   /* stage records, main rounds first, tier by tier */
+} vsdk_results_info_t;
+
+VSDK_API vsdk_error_t* vsdk_results_info(const vsdk_results_t* results,
+                                         vsdk_results_info_t* out);
+
+/* Record `index` (< record_count). Strings OWNED BY `results`; `reason` NULL
+ * when there is none. The margin is 1 - max_e over the stage's outputs (the
+ * normalised error, docs/error-model.md: |e| <= 1 passes); NaN when the stage
+ * produced no judged output. */
+typedef struct vsdk_stage_record {
+  size_t struct_size;
+  const char* stage;
+  const char* tier;      /* "fp32", "fp16", "bf16", "exact" */
+  const char* round;     /* "main" or "differential" */
+  vsdk_stage_status_t status;
+  int32_t reserved;      /* 0 */
+  const char* status_label; /* "PASS", "FAIL", ... */
+  const char* execution; /* "fused", "decomposed", "captured", or "" */
+  const char* reason;
+  double max_e;
+  double margin;
+  double seconds;
+  size_t output_count;
+} vsdk_stage_record_t;
+
+VSDK_API vsdk_error_t* vsdk_results_record(const vsdk_results_t* results, size_t index,
+                                           vsdk_stage_record_t* out);
+
+/* Output `output` (< output_count) of record `index`: the error model's
+ * metrics (against the float64 reference from the stage's own inputs) and
+ * the drift from the golden value. `tensor` OWNED BY `results`. */
+typedef struct vsdk_output_record {
+  size_t struct_size;
+  const char* tensor;
+  int32_t passed;
+  int32_t reserved;        /* 0 */
+  uint64_t elements;
+  uint64_t over_bound;     /* elements outside their bound */
+  double max_e;
+  double margin;           /* 1 - max_e */
+  double p50_e;
+  double p99_e;
+  double max_abs_error;    /* against the reference */
+  double golden_max_abs_error;
+  double golden_rel_l2_error;
+  double golden_cosine_similarity;
+} vsdk_output_record_t;
+
+VSDK_API vsdk_error_t* vsdk_results_output(const vsdk_results_t* results, size_t index,
+                                           size_t output, vsdk_output_record_t* out);
+
+/* ------------------------------------------------------------------------- */
+/* Running a suite on a provider                                             */
+/* ------------------------------------------------------------------------- */
+
+/* Options; BORROWED for the call. Zero-initialise, set struct_size, then
+ * what you need: NULL / 0 fields take the defaults. */
+typedef struct vsdk_run_options {
+  size_t struct_size;
+  const char* const* tiers; /* tier names; NULL: {"fp32"} */
+  size_t tier_count;
+  const char* stage_glob;   /* only stages matching; NULL: all */
+  int32_t chained;          /* 1: the provider's own outputs flow on */
+  uint32_t device;          /* device index */
+  int32_t no_differential;  /* 1: skip the differential round */
+  int32_t reserved;         /* 0 */
+  uint64_t seed;            /* 0: fresh */
+} vsdk_run_options_t;
+
+/* Runs `suite` on device `options->device` of `provider`, in this process,
+ * judged against the SDK's CPU reference provider (found like "cpu"). A
+ * failing stage is a result, not an error. `*out` TRANSFERRED:
+ * vsdk_results_free. Calls into the provider: concurrent runs on one provider
+ * are as safe as the provider's declared concurrency (the SDK serialises a
+ * provider declaring VSDK_CONCURRENCY_SERIAL). For certification, run the CLI:
+ * it isolates the provider in a worker process. */
+VSDK_API vsdk_error_t* vsdk_run(const vsdk_suite_t* suite, const vsdk_host_provider_t* provider,
+                                const vsdk_run_options_t* options, vsdk_results_t** out);
+
+/* ------------------------------------------------------------------------- */
+/* Checking an engine's own tensors                                          */
+/* ------------------------------------------------------------------------- */
+
+/* Outputs of one stage computed by the engine, judged like a provider's:
+ * against the float64 reference recomputed from the stage's golden inputs,
+ * within the error model's bound at `tier`, with margins.
+ * `outputs[i]` is the stage output named `names[i]`; every output of the
+ * stage must be given. Each tensor is a DLPack-compatible descriptor in host
+ * memory (device_type VSDK_DEVICE_CPU), of the output's declared shape, any
+ * catalog dtype (converted to the tier's), strided or not: `strides` NULL
+ * means compact row-major; strides are in elements and not negative. Data is
+ * read during the call only. Everything BORROWED. */
+typedef struct vsdk_check_args {
+  size_t struct_size;
+  const char* stage;
+  const char* tier;        /* NULL: "fp32" */
+  size_t output_count;
+  const char* const* names;
+  const vsdk_tensor_t* outputs;
+} vsdk_check_args_t;
+
+/* `*out` TRANSFERRED: vsdk_results_free; one main-round record for the stage,
+ * status PASS or FAIL (the reason and margins say how far). */
+VSDK_API vsdk_error_t* vsdk_check(const vsdk_suite_t* suite, const vsdk_check_args_t* args,
+                                  vsdk_results_t** out);
+
+/* ------------------------------------------------------------------------- */
+/* Certification reports                                                     */
+/* ------------------------------------------------------------------------- */
+
+/* What a verified report says; strings OWNED BY the report object. */
+typedef struct vsdk_report vsdk_report_t;
+VSDK_API void vsdk_report_free(vsdk_report_t* report);
+
+typedef struct vsdk_report_info {
+  size_t struct_size;
+  int32_t certified;         /* 1: the verdict is CERTIFIED */
+  int32_t reserved;          /* 0 */
+  const char* verdict;       /* "CERTIFIED" or "NOT CERTIFIED" */
+  const char* reasons;       /* why not, one per line; "" when certified */
+  const char* component;
+  const char* component_version;
+  const char* tier;
+  const char* provider;      /* the provider's claimed name */
+  const char* provider_sha256;
+  const char* device;
+  const char* finished;      /* RFC 3339 */
+} vsdk_report_info_t;
+
+/* Files and keys to verify a report with; BORROWED. */
+typedef struct vsdk_verify_args {
+  size_t struct_size;
+  const char* report;     /* the report file (a DSSE envelope) */
+  const char* public_key; /* SPKI PEM file of the trusted key */
+  const char* provider;   /* NULL, or the provider library that must be the certified one */
+  const char* golden;     /* NULL, or the golden file that must be the certified one */
+} vsdk_verify_args_t;
+
+/* Verifies the report's Ed25519 signature with the key, that it is a VIPS
+ * certification whose verdict follows from its records, and that the given
+ * files are the certified ones (docs/report-format.md). A report that does
+ * not verify is VSDK_STATUS_NOT_VERIFIED with the reason; one that verifies
+ * but says NOT CERTIFIED is a success whose info says so (`certified` 0):
+ * refuse the driver then. `*out` TRANSFERRED: vsdk_report_free. */
+VSDK_API vsdk_error_t* vsdk_verify_report(const vsdk_verify_args_t* args, vsdk_report_t** out);
+VSDK_API vsdk_error_t* vsdk_report_info(const vsdk_report_t* report, vsdk_report_info_t* out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* VSDK_VIPS_SDK_H */
