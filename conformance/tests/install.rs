@@ -199,6 +199,17 @@ fn a_cmake_project_finds_the_package() {
         r.stdout
     );
     assert!(r.stdout.contains("cpu device 0: "), "{}", r.stdout);
+    let r = sh(clean(build.join("consumer_static"), p).env_remove("LD_LIBRARY_PATH"));
+    assert_eq!(r.code, 0, "static: {}{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains("demo-mlp 0.1.0: 3 stages"),
+        "{}",
+        r.stdout
+    );
+    let needed = sh(Command::new("readelf")
+        .arg("-d")
+        .arg(build.join("consumer_static")));
+    assert!(!needed.stdout.contains("libvips_sdk"), "{}", needed.stdout);
     // A version the package does not satisfy is refused by find_package.
     let dir = p.join("too-new");
     std::fs::create_dir(&dir).unwrap();

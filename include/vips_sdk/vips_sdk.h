@@ -23,8 +23,9 @@
  *  - Ownership is written next to every pointer: BORROWED (valid for the call),
  *    OWNED BY <object> (valid until that object is freed), TRANSFERRED (the
  *    receiver frees it with the named function). `*_free(NULL)` does nothing.
- *  - A NULL argument, a handle of the wrong kind or a freed-and-reused handle
- *    the library can detect gives VSDK_STATUS_INVALID_ARGUMENT, never a crash.
+ *  - A NULL argument or a handle of the wrong kind gives
+ *    VSDK_STATUS_INVALID_ARGUMENT, never a crash. A freed handle is
+ *    recognised only while its memory is not reused: never use one.
  *  - Threads: every function may be called from any thread. Different objects
  *    may be used concurrently; one object may be read (functions taking a
  *    `const` handle) from several threads at once, but must not be freed while
@@ -96,10 +97,14 @@ VSDK_API void vsdk_error_free(vsdk_error_t* error);
  * library is unloaded when nothing made from it is left). */
 typedef struct vsdk_host_provider vsdk_host_provider_t;
 
-/* Opens a provider: a library path, or a name looked up on the search path
- * (VSDK_PROVIDER_PATH, then <libdir>/vips-sdk/providers beside the program,
- * then /usr/local/lib/vips-sdk/providers, /usr/lib/vips-sdk/providers), e.g.
- * "cpu". `path_or_name` BORROWED. `*out` TRANSFERRED: vsdk_provider_free. */
+/* Opens a provider: a library path, or a name (e.g. "cpu") looked up as
+ * libvsdk_provider_<name>.so in, in order: the directories of
+ * VSDK_PROVIDER_PATH; <program dir>/../lib/vips-sdk/providers; the
+ * program's directory and its parent; vips-sdk/providers beside
+ * libvips_sdk.so (<prefix>/lib/vips-sdk/providers); /usr/local/lib/vips-sdk/
+ * providers; /usr/lib/vips-sdk/providers. The reference provider "cpu" that
+ * vsdk_run and vsdk_check judge against is found the same way.
+ * `path_or_name` BORROWED. `*out` TRANSFERRED: vsdk_provider_free. */
 VSDK_API vsdk_error_t* vsdk_provider_open(const char* path_or_name, vsdk_host_provider_t** out);
 VSDK_API void vsdk_provider_free(vsdk_host_provider_t* provider);
 
@@ -144,6 +149,7 @@ typedef struct vsdk_suite_info {
   const char* document_sha256; /* hex */
   const char* golden_sha256;   /* hex, of the whole golden file */
   size_t stage_count;
+  size_t tensor_count;         /* tensors the document declares */
 } vsdk_suite_info_t;
 
 VSDK_API vsdk_error_t* vsdk_suite_info(const vsdk_suite_t* suite, vsdk_suite_info_t* out);
@@ -163,17 +169,22 @@ typedef struct vsdk_stage_info {
 VSDK_API vsdk_error_t* vsdk_suite_stage(const vsdk_suite_t* suite, size_t index,
                                         vsdk_stage_info_t* out);
 
-/* A named tensor's dtype and shape (as stored: the tier decides the dtype a
- * stage runs at). `name` BORROWED; `shape` OWNED BY the suite. */
+/* A tensor's name, dtype and shape (as stored: the tier decides the dtype a
+ * stage runs at). `name` and `shape` OWNED BY the suite. */
 typedef struct vsdk_tensor_info {
   size_t struct_size;
+  const char* name;
   vsdk_dtype_t dtype;
   int32_t ndim;
   const int64_t* shape;
 } vsdk_tensor_info_t;
 
+/* The tensor named `name` (BORROWED). */
 VSDK_API vsdk_error_t* vsdk_suite_tensor(const vsdk_suite_t* suite, const char* name,
                                          vsdk_tensor_info_t* out);
+/* Tensor `index` (< tensor_count), in the document's order. */
+VSDK_API vsdk_error_t* vsdk_suite_tensor_at(const vsdk_suite_t* suite, size_t index,
+                                            vsdk_tensor_info_t* out);
 
 /* Copies tensor `name` (an input, a weight or a golden output; seeded
  * tensors are generated) converted to float32, row-major, into `dst`, which
@@ -312,7 +323,8 @@ typedef struct vsdk_check_args {
 } vsdk_check_args_t;
 
 /* `*out` TRANSFERRED: vsdk_results_free; one main-round record for the stage,
- * status PASS or FAIL (the reason and margins say how far). */
+ * status PASS or FAIL (the reason and margins say how far), or ERROR when
+ * the reference could not compute the stage. */
 VSDK_API vsdk_error_t* vsdk_check(const vsdk_suite_t* suite, const vsdk_check_args_t* args,
                                   vsdk_results_t** out);
 

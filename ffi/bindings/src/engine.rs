@@ -93,10 +93,11 @@ pub struct vsdk_suite_info {
     pub document_sha256: *const ::core::ffi::c_char,
     pub golden_sha256: *const ::core::ffi::c_char,
     pub stage_count: usize,
+    pub tensor_count: usize,
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of vsdk_suite_info"][::core::mem::size_of::<vsdk_suite_info>() - 48usize];
+    ["Size of vsdk_suite_info"][::core::mem::size_of::<vsdk_suite_info>() - 56usize];
     ["Alignment of vsdk_suite_info"][::core::mem::align_of::<vsdk_suite_info>() - 8usize];
     ["Offset of field: vsdk_suite_info::struct_size"]
         [::core::mem::offset_of!(vsdk_suite_info, struct_size) - 0usize];
@@ -110,6 +111,8 @@ const _: () = {
         [::core::mem::offset_of!(vsdk_suite_info, golden_sha256) - 32usize];
     ["Offset of field: vsdk_suite_info::stage_count"]
         [::core::mem::offset_of!(vsdk_suite_info, stage_count) - 40usize];
+    ["Offset of field: vsdk_suite_info::tensor_count"]
+        [::core::mem::offset_of!(vsdk_suite_info, tensor_count) - 48usize];
 };
 impl Default for vsdk_suite_info {
     fn default() -> Self {
@@ -164,22 +167,25 @@ pub type vsdk_stage_info_t = vsdk_stage_info;
 #[repr(C)]
 pub struct vsdk_tensor_info {
     pub struct_size: usize,
+    pub name: *const ::core::ffi::c_char,
     pub dtype: vsdk_dtype_t,
     pub ndim: i32,
     pub shape: *const i64,
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of vsdk_tensor_info"][::core::mem::size_of::<vsdk_tensor_info>() - 24usize];
+    ["Size of vsdk_tensor_info"][::core::mem::size_of::<vsdk_tensor_info>() - 32usize];
     ["Alignment of vsdk_tensor_info"][::core::mem::align_of::<vsdk_tensor_info>() - 8usize];
     ["Offset of field: vsdk_tensor_info::struct_size"]
         [::core::mem::offset_of!(vsdk_tensor_info, struct_size) - 0usize];
+    ["Offset of field: vsdk_tensor_info::name"]
+        [::core::mem::offset_of!(vsdk_tensor_info, name) - 8usize];
     ["Offset of field: vsdk_tensor_info::dtype"]
-        [::core::mem::offset_of!(vsdk_tensor_info, dtype) - 8usize];
+        [::core::mem::offset_of!(vsdk_tensor_info, dtype) - 16usize];
     ["Offset of field: vsdk_tensor_info::ndim"]
-        [::core::mem::offset_of!(vsdk_tensor_info, ndim) - 12usize];
+        [::core::mem::offset_of!(vsdk_tensor_info, ndim) - 20usize];
     ["Offset of field: vsdk_tensor_info::shape"]
-        [::core::mem::offset_of!(vsdk_tensor_info, shape) - 16usize];
+        [::core::mem::offset_of!(vsdk_tensor_info, shape) - 24usize];
 };
 impl Default for vsdk_tensor_info {
     fn default() -> Self {

@@ -85,3 +85,41 @@ fn function_table_layout() {
     }
     assert_eq!(size_of::<vsdk_provider_api_t>(), 160);
 }
+
+/// The engine API's structs (vips_sdk.h): sizes and the offsets of the
+/// fields after struct_size. Growth at the end only, deliberately.
+#[test]
+fn engine_struct_layout() {
+    use vsdk_ffi::engine::*;
+    assert_eq!(size_of::<vsdk_host_provider_info_t>(), 48);
+    assert_eq!(offset_of!(vsdk_host_provider_info_t, abi_version), 40);
+    assert_eq!(size_of::<vsdk_suite_info_t>(), 56);
+    assert_eq!(offset_of!(vsdk_suite_info_t, stage_count), 40);
+    assert_eq!(offset_of!(vsdk_suite_info_t, tensor_count), 48);
+    assert_eq!(size_of::<vsdk_stage_info_t>(), 56);
+    assert_eq!(offset_of!(vsdk_stage_info_t, outputs), 48);
+    assert_eq!(size_of::<vsdk_tensor_info_t>(), 32);
+    assert_eq!(offset_of!(vsdk_tensor_info_t, dtype), 16);
+    assert_eq!(offset_of!(vsdk_tensor_info_t, ndim), 20);
+    assert_eq!(offset_of!(vsdk_tensor_info_t, shape), 24);
+    assert_eq!(size_of::<vsdk_results_info_t>(), 24);
+    assert_eq!(size_of::<vsdk_stage_record_t>(), 96);
+    assert_eq!(offset_of!(vsdk_stage_record_t, status), 32);
+    assert_eq!(offset_of!(vsdk_stage_record_t, max_e), 64);
+    assert_eq!(offset_of!(vsdk_stage_record_t, output_count), 88);
+    assert_eq!(size_of::<vsdk_output_record_t>(), 104);
+    assert_eq!(offset_of!(vsdk_output_record_t, elements), 24);
+    assert_eq!(
+        offset_of!(vsdk_output_record_t, golden_cosine_similarity),
+        96
+    );
+    assert_eq!(size_of::<vsdk_run_options_t>(), 56);
+    assert_eq!(offset_of!(vsdk_run_options_t, chained), 32);
+    assert_eq!(offset_of!(vsdk_run_options_t, seed), 48);
+    assert_eq!(size_of::<vsdk_check_args_t>(), 48);
+    assert_eq!(offset_of!(vsdk_check_args_t, outputs), 40);
+    assert_eq!(size_of::<vsdk_report_info_t>(), 88);
+    assert_eq!(offset_of!(vsdk_report_info_t, finished), 80);
+    assert_eq!(size_of::<vsdk_verify_args_t>(), 40);
+    assert_eq!(offset_of!(vsdk_verify_args_t, golden), 32);
+}

@@ -58,7 +58,21 @@ impl Tagged for Results {
 }
 
 fn status_code(s: Status) -> i32 {
-    Status::ALL.iter().position(|&x| x == s).unwrap_or(0) as i32
+    use vsdk_ffi::engine as c;
+    match s {
+        Status::Pass => c::VSDK_STAGE_PASS,
+        Status::Fail => c::VSDK_STAGE_FAIL,
+        Status::NotSupported => c::VSDK_STAGE_NOT_SUPPORTED,
+        Status::Error => c::VSDK_STAGE_ERROR,
+        Status::Crashed => c::VSDK_STAGE_CRASHED,
+        Status::Timeout => c::VSDK_STAGE_TIMEOUT,
+        Status::Missing => c::VSDK_STAGE_MISSING,
+        Status::OutOfBounds => c::VSDK_STAGE_OUT_OF_BOUNDS,
+        Status::Unwritten => c::VSDK_STAGE_UNWRITTEN,
+        Status::Flaky => c::VSDK_STAGE_FLAKY,
+        Status::ExpectedFail => c::VSDK_STAGE_EXPECTED_FAIL,
+        Status::UnexpectedPass => c::VSDK_STAGE_UNEXPECTED_PASS,
+    }
 }
 
 impl Results {
@@ -412,21 +426,43 @@ fn host_tensor(t: &vsdk_tensor_t, declared: &[usize], what: &str) -> Result<Host
     if numel > 0 && t.data.is_null() {
         return Err(Error::invalid(format!("{what}: `data` is NULL")));
     }
+    // The farthest byte read, computed with overflow checks before any
+    // pointer arithmetic: beyond isize::MAX no allocation can hold it.
+    let last = if numel == 0 {
+        Some(0u64)
+    } else {
+        strides
+            .iter()
+            .zip(declared)
+            .try_fold(0u64, |acc, (&s, &d)| {
+                (s as u64).checked_mul(d as u64 - 1)?.checked_add(acc)
+            })
+            .and_then(|e| e.checked_add(1)?.checked_mul(elem as u64))
+            .and_then(|b| b.checked_add(t.byte_offset))
+    };
+    if last.is_none_or(|b| b > isize::MAX as u64) {
+        return Err(Error::invalid(format!(
+            "{what}: strides {strides:?} with byte_offset {} reach past any allocation",
+            t.byte_offset
+        )));
+    }
     let base = t.data as *const u8;
     let mut out = vec![0u8; bytes];
     let mut index = vec![0usize; ndim];
     for e in 0..numel {
-        let offset: u64 = index
+        // Within `last` (checked above), so no overflow.
+        let offset = index
             .iter()
             .zip(&strides)
             .map(|(&i, &s)| i as u64 * s as u64)
             .sum::<u64>()
             * elem as u64
             + t.byte_offset;
-        // SAFETY: the header makes the caller guarantee that every element
-        // (index within `shape`, at `data + byte_offset + sum(i*stride)*size`)
-        // is readable host memory for the call; the index is within the
-        // shape checked above.
+        // SAFETY: `offset + elem` is at most `last` <= isize::MAX (checked
+        // above, overflow-free), and the header makes the caller guarantee
+        // that every element of the view (index within `shape`, at `data +
+        // byte_offset + sum(i*stride)*size`) is readable host memory for
+        // the call.
         unsafe {
             std::ptr::copy_nonoverlapping(
                 base.add(offset as usize),
@@ -471,6 +507,11 @@ pub unsafe extern "C" fn vsdk_check(
             .ok_or_else(|| Error::new(VSDK_STATUS_NOT_FOUND, format!("no stage `{stage_name}`")))?;
         let mut captured = HashMap::new();
         for (i, name) in names.iter().enumerate() {
+            if captured.contains_key(*name) {
+                return Err(Error::invalid(format!(
+                    "args->names[{i}]: `{name}` is given twice"
+                )));
+            }
             if !stage.outputs.iter().any(|o| o == name) {
                 return Err(Error::invalid(format!(
                     "args->names[{i}]: `{name}` is not an output of stage `{stage_name}` (its outputs: {})",

@@ -20,8 +20,16 @@ pub struct SuiteHandle {
     document_sha256: CString,
     golden_sha256: CString,
     stages: Vec<StageStrings>,
-    /// Shapes handed out by `vsdk_suite_tensor`, by tensor name.
-    shapes: HashMap<String, Vec<i64>>,
+    /// The declared tensors, in document order, as C sees them.
+    tensors: Vec<TensorStrings>,
+    /// Index into `tensors` by name.
+    by_name: HashMap<String, usize>,
+}
+
+struct TensorStrings {
+    name: CString,
+    dtype: vsdk_dtype_t,
+    shape: Vec<i64>,
 }
 
 struct StageStrings {
@@ -81,17 +89,23 @@ fn open(arg: &str) -> Result<SuiteHandle> {
             }
         })
         .collect();
-    let shapes = suite
+    let tensors: Vec<TensorStrings> = suite
         .document
         .tensors
         .iter()
         .filter_map(|t| {
             let spec = suite.spec(&t.name)?;
-            Some((
-                t.name.clone(),
-                spec.shape.iter().map(|&d| d as i64).collect(),
-            ))
+            Some(TensorStrings {
+                name: c_string(&t.name),
+                dtype: dl_dtype(spec.dtype),
+                shape: spec.shape.iter().map(|&d| d as i64).collect(),
+            })
         })
+        .collect();
+    let by_name = tensors
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.name.to_string_lossy().into_owned(), i))
         .collect();
     Ok(SuiteHandle {
         magic: SuiteHandle::MAGIC,
@@ -100,7 +114,8 @@ fn open(arg: &str) -> Result<SuiteHandle> {
         document_sha256: c_string(&hex::encode(suite.document.sha256)),
         golden_sha256: c_string(&hex::encode(suite.golden.file_sha256)),
         stages,
-        shapes,
+        tensors,
+        by_name,
         suite,
     })
 }
@@ -140,6 +155,7 @@ pub unsafe extern "C" fn vsdk_suite_info(
                 document_sha256: s.document_sha256.as_ptr(),
                 golden_sha256: s.golden_sha256.as_ptr(),
                 stage_count: s.stages.len(),
+                tensor_count: s.tensors.len(),
             },
         )
     })
@@ -194,6 +210,20 @@ pub fn dl_dtype(d: vips_sdk::DType) -> vsdk_dtype_t {
     }
 }
 
+fn tensor_info(t: &TensorStrings) -> vsdk_tensor_info_t {
+    vsdk_tensor_info_t {
+        struct_size: 0,
+        name: t.name.as_ptr(),
+        dtype: vsdk_dtype_t {
+            code: t.dtype.code,
+            bits: t.dtype.bits,
+            lanes: t.dtype.lanes,
+        },
+        ndim: t.shape.len() as i32,
+        shape: t.shape.as_ptr(),
+    }
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn vsdk_suite_tensor(
     suite: *const vsdk_suite_t,
@@ -203,7 +233,7 @@ pub unsafe extern "C" fn vsdk_suite_tensor(
     guard("vsdk_suite_tensor", || {
         let s = boundary::borrow::<SuiteHandle>(suite.cast(), "suite")?;
         let name = boundary::str_arg(name, "name")?;
-        let (spec, shape) = s.suite.spec(name).zip(s.shapes.get(name)).ok_or_else(|| {
+        let t = s.by_name.get(name).map(|&i| &s.tensors[i]).ok_or_else(|| {
             Error::new(
                 VSDK_STATUS_NOT_FOUND,
                 format!(
@@ -212,16 +242,28 @@ pub unsafe extern "C" fn vsdk_suite_tensor(
                 ),
             )
         })?;
-        boundary::write_out(
-            out,
-            "out",
-            vsdk_tensor_info_t {
-                struct_size: 0,
-                dtype: dl_dtype(spec.dtype),
-                ndim: shape.len() as i32,
-                shape: shape.as_ptr(),
-            },
-        )
+        boundary::write_out(out, "out", tensor_info(t))
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn vsdk_suite_tensor_at(
+    suite: *const vsdk_suite_t,
+    index: usize,
+    out: *mut vsdk_tensor_info_t,
+) -> *mut vsdk_error_t {
+    guard("vsdk_suite_tensor_at", || {
+        let s = boundary::borrow::<SuiteHandle>(suite.cast(), "suite")?;
+        let t = s.tensors.get(index).ok_or_else(|| {
+            Error::new(
+                VSDK_STATUS_NOT_FOUND,
+                format!(
+                    "tensor {index}: the suite declares {} tensor(s)",
+                    s.tensors.len()
+                ),
+            )
+        })?;
+        boundary::write_out(out, "out", tensor_info(t))
     })
 }
 

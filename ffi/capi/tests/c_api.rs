@@ -31,14 +31,14 @@ fn library(ext: &str) -> PathBuf {
     lib
 }
 
-/// Compiles `sources` into a program in a temp dir, linked with `link`.
+/// Compiles `sources` into a program in `dir`, linked with `link`.
 fn build(
+    dir: tempfile::TempDir,
     compiler: &str,
     std: &str,
     sources: &[&str],
     link: &[String],
 ) -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().expect("temp dir");
     let exe = dir.path().join("program");
     let mut cmd = Command::new(compiler);
     cmd.arg(format!("-std={std}"))
@@ -64,11 +64,22 @@ fn build(
     (dir, exe)
 }
 
-fn shared() -> Vec<String> {
-    let dir = target_dir();
-    library("so");
+/// Link arguments for the shared library. It carries a SONAME
+/// (`libvips_sdk.so.0.<minor>`, what programs record), which cargo's
+/// output is not named: a link of that name in `dir` is put on the rpath.
+fn shared(dir: &Path) -> Vec<String> {
+    let target = target_dir();
+    let lib = library("so");
+    let major = env!("CARGO_PKG_VERSION_MAJOR");
+    let abi = if major == "0" {
+        format!("0.{}", env!("CARGO_PKG_VERSION_MINOR"))
+    } else {
+        major.to_string()
+    };
+    let soname = dir.join(format!("libvips_sdk.so.{abi}"));
+    std::os::unix::fs::symlink(&lib, &soname).expect("link the SONAME");
     vec![
-        format!("-L{}", dir.display()),
+        format!("-L{}", target.display()),
         "-lvips_sdk".into(),
         format!("-Wl,-rpath,{}", dir.display()),
         "-lpthread".into(),
@@ -108,14 +119,25 @@ fn the_shared_library_exports_only_vsdk_symbols() {
         .collect();
     let foreign: Vec<&&str> = symbols.iter().filter(|s| !s.starts_with("vsdk_")).collect();
     assert!(foreign.is_empty(), "exported beside vsdk_*: {foreign:?}");
+    let elf = Command::new("readelf")
+        .arg("-d")
+        .arg(library("so"))
+        .output()
+        .expect("readelf (binutils) is required");
+    let dynamic = String::from_utf8_lossy(&elf.stdout);
+    assert!(
+        dynamic.contains("Library soname: [libvips_sdk.so."),
+        "no SONAME: {dynamic}"
+    );
     // Every function of the header, and nothing it does not declare.
     let header = std::fs::read_to_string(repo().join("include/vips_sdk/vips_sdk.h")).unwrap();
     let declared: Vec<&str> = header
-        .split("VSDK_API ")
+        // Declarations start a line with `VSDK_API ` (the macro's own
+        // definitions do not).
+        .split("\nVSDK_API ")
         .skip(1)
         .filter_map(|d| d.split('(').next())
         .filter_map(|d| d.rsplit([' ', '*']).next())
-        .filter(|n| n.starts_with("vsdk_"))
         .collect();
     assert!(declared.len() >= 20, "{declared:?}");
     let mut exported = symbols.clone();
@@ -127,7 +149,9 @@ fn the_shared_library_exports_only_vsdk_symbols() {
 
 #[test]
 fn misuse_gives_errors_never_a_crash() {
-    let (_dir, exe) = build("cc", "c99", &["misuse.c"], &shared());
+    let dir = tempfile::tempdir().unwrap();
+    let link = shared(dir.path());
+    let (_dir, exe) = build(dir, "cc", "c99", &["misuse.c"], &link);
     let out = run(&exe);
     assert!(out.contains("misuse: all checks passed"), "{out}");
     assert!(out.contains("not a live suite handle"), "{out}");
@@ -141,14 +165,22 @@ fn the_static_library_links_and_works() {
         "-ldl".into(),
         "-lm".into(),
     ];
-    let (_dir, exe) = build("cc", "c99", &["misuse.c"], &link);
+    let (_dir, exe) = build(
+        tempfile::tempdir().unwrap(),
+        "cc",
+        "c99",
+        &["misuse.c"],
+        &link,
+    );
     let out = run(&exe);
     assert!(out.contains("misuse: all checks passed"), "{out}");
 }
 
 #[test]
 fn threads_check_tensors_at_once() {
-    let (_dir, exe) = build("cc", "c99", &["threads.c"], &shared());
+    let dir = tempfile::tempdir().unwrap();
+    let link = shared(dir.path());
+    let (_dir, exe) = build(dir, "cc", "c99", &["threads.c"], &link);
     let out = run(&exe);
     assert!(
         out.contains("6 threads x 5 checks, all as expected"),
@@ -158,7 +190,9 @@ fn threads_check_tensors_at_once() {
 
 #[test]
 fn both_headers_compile_in_one_cpp_translation_unit() {
-    let (_dir, exe) = build("c++", "c++11", &["both_headers.cpp"], &shared());
+    let dir = tempfile::tempdir().unwrap();
+    let link = shared(dir.path());
+    let (_dir, exe) = build(dir, "c++", "c++11", &["both_headers.cpp"], &link);
     let out = run(&exe);
     assert!(
         out.contains(&format!("libvips_sdk {}", env!("CARGO_PKG_VERSION"))),

@@ -77,7 +77,13 @@ pub fn sdk_binary_dir() -> Option<PathBuf> {
             }
             let path = std::ffi::CStr::from_ptr(info.dli_fname);
             let path = Path::new(std::ffi::OsStr::from_bytes(path.to_bytes()));
-            let path = path.canonicalize().ok()?;
+            // Inside the main program glibc answers argv[0], which may be
+            // relative to another directory or a bare name from PATH.
+            let path = if path.is_absolute() {
+                path.canonicalize().ok()?
+            } else {
+                std::env::current_exe().ok()?.canonicalize().ok()?
+            };
             path.parent().map(Path::to_path_buf)
         }
     }

@@ -102,6 +102,18 @@ int main(void) {
   memset(&tinfo, 0, sizeof tinfo);
   tinfo.struct_size = sizeof tinfo;
   EXPECT(vsdk_suite_tensor(suite, "nope", &tinfo), VSDK_STATUS_NOT_FOUND, "no tensor `nope`");
+  CHECK(sinfo.tensor_count >= 10);
+  EXPECT(vsdk_suite_tensor_at(suite, sinfo.tensor_count, &tinfo), VSDK_STATUS_NOT_FOUND, "the suite declares");
+  for (size_t i = 0; i < sinfo.tensor_count; i++) {
+    vsdk_tensor_info_t by_index, by_name;
+    memset(&by_index, 0, sizeof by_index);
+    by_index.struct_size = sizeof by_index;
+    memset(&by_name, 0, sizeof by_name);
+    by_name.struct_size = sizeof by_name;
+    CHECK(vsdk_suite_tensor_at(suite, i, &by_index) == NULL);
+    CHECK(vsdk_suite_tensor(suite, by_index.name, &by_name) == NULL);
+    CHECK(strcmp(by_index.name, by_name.name) == 0 && by_index.ndim == by_name.ndim);
+  }
   float small[3];
   EXPECT(vsdk_suite_read_f32(suite, "gamma", small, 3), VSDK_STATUS_INVALID_ARGUMENT, "has 32 elements");
 
@@ -145,6 +157,19 @@ int main(void) {
   t.ndim = -1;
   EXPECT(vsdk_check(suite, &args, &results), VSDK_STATUS_INVALID_ARGUMENT, "ndim -1");
   t.ndim = 2;
+  int64_t huge[2] = {(int64_t)1 << 61, 1};
+  t.strides = huge;
+  EXPECT(vsdk_check(suite, &args, &results), VSDK_STATUS_INVALID_ARGUMENT, "reach past any allocation");
+  t.strides = NULL;
+  const char* twice[2] = {"n", "n"};
+  vsdk_tensor_t two[2] = {t, t};
+  args.names = twice;
+  args.outputs = two;
+  args.output_count = 2;
+  EXPECT(vsdk_check(suite, &args, &results), VSDK_STATUS_INVALID_ARGUMENT, "given twice");
+  args.names = names;
+  args.outputs = &t;
+  args.output_count = 1;
   args.tier = "fp8";
   EXPECT(vsdk_check(suite, &args, &results), VSDK_STATUS_INVALID_ARGUMENT, "tier `fp8`");
   args.tier = NULL;
