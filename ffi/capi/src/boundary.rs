@@ -105,7 +105,10 @@ unsafe fn magic_at(ptr: *const u8) -> u64 {
 
 /// Borrows a handle of kind `T` from C, checking it is not NULL and is of
 /// that kind.
-pub fn borrow<'a, T: Tagged>(ptr: *const T, what: &str) -> Result<&'a T> {
+/// # Safety
+/// `ptr` is NULL or points to at least 8 readable bytes; a live handle of
+/// this library when it carries `T`'s magic.
+pub unsafe fn borrow<'a, T: Tagged>(ptr: *const T, what: &str) -> Result<&'a T> {
     if ptr.is_null() {
         return Err(Error::invalid(format!("`{what}` is NULL")));
     }
@@ -131,7 +134,9 @@ pub fn into_handle<T: Tagged>(value: T) -> *mut T {
 }
 
 /// Frees a handle from C: NULL and handles of another kind are ignored.
-pub fn free<T: Tagged>(ptr: *mut T) {
+/// # Safety
+/// `ptr` is NULL or a handle of this library that is not used afterwards.
+pub unsafe fn free<T: Tagged>(ptr: *mut T) {
     if ptr.is_null() {
         return;
     }
@@ -150,7 +155,9 @@ pub fn free<T: Tagged>(ptr: *mut T) {
 }
 
 /// A C string argument as UTF-8.
-pub fn str_arg<'a>(ptr: *const c_char, what: &str) -> Result<&'a str> {
+/// # Safety
+/// `ptr` is NULL or a NUL-terminated string valid for `'a`.
+pub unsafe fn str_arg<'a>(ptr: *const c_char, what: &str) -> Result<&'a str> {
     if ptr.is_null() {
         return Err(Error::invalid(format!("`{what}` is NULL")));
     }
@@ -162,7 +169,9 @@ pub fn str_arg<'a>(ptr: *const c_char, what: &str) -> Result<&'a str> {
 }
 
 /// An optional C string argument (NULL: none).
-pub fn opt_str_arg<'a>(ptr: *const c_char, what: &str) -> Result<Option<&'a str>> {
+/// # Safety
+/// As [`str_arg`].
+pub unsafe fn opt_str_arg<'a>(ptr: *const c_char, what: &str) -> Result<Option<&'a str>> {
     if ptr.is_null() {
         Ok(None)
     } else {
@@ -193,7 +202,9 @@ fn struct_size<T>(ptr: *const T, what: &str) -> Result<usize> {
 }
 
 /// Reads an input struct after checking its struct_size.
-pub fn read_in<T>(ptr: *const T, what: &str) -> Result<T> {
+/// # Safety
+/// `ptr` is NULL or points to `struct_size` readable bytes.
+pub unsafe fn read_in<T>(ptr: *const T, what: &str) -> Result<T> {
     struct_size(ptr, what)?;
     // SAFETY: non-null, and the caller says it holds at least size_of::<T>()
     // bytes (struct_size); read unaligned to be safe with any C allocation.
@@ -202,7 +213,9 @@ pub fn read_in<T>(ptr: *const T, what: &str) -> Result<T> {
 
 /// Writes an output struct (the fields this library knows), keeping the
 /// caller's struct_size.
-pub fn write_out<T>(ptr: *mut T, what: &str, mut value: T) -> Result<()> {
+/// # Safety
+/// `ptr` is NULL or points to `struct_size` writable bytes.
+pub unsafe fn write_out<T>(ptr: *mut T, what: &str, mut value: T) -> Result<()> {
     let size = struct_size(ptr, what)?;
     // SAFETY: `value` is a T whose first field is a size_t (every struct of
     // the header); the caller's size goes back there.
@@ -213,7 +226,9 @@ pub fn write_out<T>(ptr: *mut T, what: &str, mut value: T) -> Result<()> {
 }
 
 /// Writes a handle to an out-pointer.
-pub fn write_handle<T>(out: *mut *mut T, what: &str, value: *mut T) -> Result<()> {
+/// # Safety
+/// `out` is NULL or points to writable storage for a pointer.
+pub unsafe fn write_handle<T>(out: *mut *mut T, what: &str, value: *mut T) -> Result<()> {
     if out.is_null() {
         return Err(Error::invalid(format!("`{what}` is NULL")));
     }

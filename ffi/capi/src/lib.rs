@@ -46,7 +46,8 @@ pub extern "C" fn vsdk_error_code(error: *const vsdk_error_t) -> vsdk_status_cod
         if error.is_null() {
             return vsdk_ffi::VSDK_STATUS_OK;
         }
-        boundary::borrow::<ErrorObject>(error.cast(), "error")
+        // SAFETY: the header's contract: a handle argument is NULL or a handle this library made; `borrow` checks NULL and the kind before use.
+        unsafe { boundary::borrow::<ErrorObject>(error.cast(), "error") }
             .map_or(vsdk_ffi::VSDK_STATUS_INVALID_ARGUMENT, |e| e.code)
     })
 }
@@ -57,7 +58,8 @@ pub extern "C" fn vsdk_error_message(error: *const vsdk_error_t) -> *const c_cha
         if error.is_null() {
             return c"".as_ptr();
         }
-        boundary::borrow::<ErrorObject>(error.cast(), "error")
+        // SAFETY: the header's contract: a handle argument is NULL or a handle this library made; `borrow` checks NULL and the kind before use.
+        unsafe { boundary::borrow::<ErrorObject>(error.cast(), "error") }
             .map_or(c"vsdk_error_message: not an error object".as_ptr(), |e| {
                 e.message.as_ptr()
             })
@@ -66,7 +68,10 @@ pub extern "C" fn vsdk_error_message(error: *const vsdk_error_t) -> *const c_cha
 
 #[no_mangle]
 pub extern "C" fn vsdk_error_free(error: *mut vsdk_error_t) {
-    quiet((), || boundary::free::<ErrorObject>(error.cast()))
+    // SAFETY: the header's contract: a freed handle is NULL or one this library made, and is not used again.
+    quiet((), || unsafe {
+        boundary::free::<ErrorObject>(error.cast())
+    })
 }
 
 #[cfg(test)]

@@ -82,15 +82,20 @@ pub unsafe extern "C" fn vsdk_provider_open(
 ) -> *mut vsdk_error_t {
     guard("vsdk_provider_open", || {
         boundary::check_out(out, "out")?;
-        let name = boundary::str_arg(path_or_name, "path_or_name")?;
+        // SAFETY: the header's contract: a string argument is NULL or NUL-terminated and valid for the call.
+        let name = unsafe { boundary::str_arg(path_or_name, "path_or_name") }?;
         let handle = boundary::into_handle(open(name)?);
-        boundary::write_handle(out, "out", handle.cast())
+        // SAFETY: `out` was checked non-NULL (`check_out`) and, by the header's contract, can hold a handle.
+        unsafe { boundary::write_handle(out, "out", handle.cast()) }
     })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn vsdk_provider_free(provider: *mut vsdk_host_provider_t) {
-    boundary::quiet((), || boundary::free::<HostProvider>(provider.cast()))
+    // SAFETY: the header's contract: a freed handle is NULL or one this library made, and is not used again.
+    boundary::quiet((), || unsafe {
+        boundary::free::<HostProvider>(provider.cast())
+    })
 }
 
 #[no_mangle]
@@ -99,20 +104,24 @@ pub unsafe extern "C" fn vsdk_provider_info(
     out: *mut vsdk_host_provider_info_t,
 ) -> *mut vsdk_error_t {
     guard("vsdk_provider_info", || {
-        let p = boundary::borrow::<HostProvider>(provider.cast(), "provider")?;
-        boundary::write_out(
-            out,
-            "out",
-            vsdk_host_provider_info_t {
-                struct_size: 0,
-                name: p.name.as_ptr(),
-                vendor: p.vendor.as_ptr(),
-                version: p.version.as_ptr(),
-                library: p.library.as_ptr(),
-                abi_version: p.provider.info().abi_version,
-                device_count: p.devices.len() as u32,
-            },
-        )
+        // SAFETY: the header's contract: a handle argument is NULL or a handle this library made; `borrow` checks NULL and the kind before use.
+        let p = unsafe { boundary::borrow::<HostProvider>(provider.cast(), "provider") }?;
+        // SAFETY: the header's contract: an out struct is NULL or holds `struct_size` writable bytes.
+        unsafe {
+            boundary::write_out(
+                out,
+                "out",
+                vsdk_host_provider_info_t {
+                    struct_size: 0,
+                    name: p.name.as_ptr(),
+                    vendor: p.vendor.as_ptr(),
+                    version: p.version.as_ptr(),
+                    library: p.library.as_ptr(),
+                    abi_version: p.provider.info().abi_version,
+                    device_count: p.devices.len() as u32,
+                },
+            )
+        }
     })
 }
 
@@ -123,7 +132,8 @@ pub unsafe extern "C" fn vsdk_provider_device_info(
     out: *mut vsdk_device_info_t,
 ) -> *mut vsdk_error_t {
     guard("vsdk_provider_device_info", || {
-        let p = boundary::borrow::<HostProvider>(provider.cast(), "provider")?;
+        // SAFETY: the header's contract: a handle argument is NULL or a handle this library made; `borrow` checks NULL and the kind before use.
+        let p = unsafe { boundary::borrow::<HostProvider>(provider.cast(), "provider") }?;
         let d = p.devices.get(index as usize).ok_or_else(|| {
             Error::new(
                 vsdk_ffi::engine::VSDK_STATUS_NOT_FOUND,
@@ -133,20 +143,23 @@ pub unsafe extern "C" fn vsdk_provider_device_info(
                 ),
             )
         })?;
-        boundary::write_out(
-            out,
-            "out",
-            vsdk_device_info_t {
-                struct_size: 0,
-                device: vsdk_device_t {
-                    device_type: d.info.device_type,
-                    device_id: d.info.index as i32,
+        // SAFETY: the header's contract: an out struct is NULL or holds `struct_size` writable bytes.
+        unsafe {
+            boundary::write_out(
+                out,
+                "out",
+                vsdk_device_info_t {
+                    struct_size: 0,
+                    device: vsdk_device_t {
+                        device_type: d.info.device_type,
+                        device_id: d.info.index as i32,
+                    },
+                    name: d.name.as_ptr(),
+                    driver_version: d.driver_version.as_ptr(),
+                    stable_id: d.stable_id.as_ptr(),
+                    memory_bytes: d.info.memory_bytes,
                 },
-                name: d.name.as_ptr(),
-                driver_version: d.driver_version.as_ptr(),
-                stable_id: d.stable_id.as_ptr(),
-                memory_bytes: d.info.memory_bytes,
-            },
-        )
+            )
+        }
     })
 }

@@ -33,11 +33,16 @@ pub unsafe extern "C" fn vsdk_verify_report(
 ) -> *mut vsdk_error_t {
     guard("vsdk_verify_report", || {
         boundary::check_out(out, "out")?;
-        let a = boundary::read_in(args, "args")?;
-        let report = boundary::str_arg(a.report, "args->report")?;
-        let key = boundary::str_arg(a.public_key, "args->public_key")?;
-        let provider = boundary::opt_str_arg(a.provider, "args->provider")?;
-        let golden = boundary::opt_str_arg(a.golden, "args->golden")?;
+        // SAFETY: the header's contract: an arguments struct is NULL or holds `struct_size` readable bytes.
+        let a = unsafe { boundary::read_in(args, "args") }?;
+        // SAFETY: the header's contract: a string argument is NULL or NUL-terminated and valid for the call.
+        let report = unsafe { boundary::str_arg(a.report, "args->report") }?;
+        // SAFETY: the header's contract: a string argument is NULL or NUL-terminated and valid for the call.
+        let key = unsafe { boundary::str_arg(a.public_key, "args->public_key") }?;
+        // SAFETY: the header's contract: a string argument is NULL or NUL-terminated and valid for the call.
+        let provider = unsafe { boundary::opt_str_arg(a.provider, "args->provider") }?;
+        // SAFETY: the header's contract: a string argument is NULL or NUL-terminated and valid for the call.
+        let golden = unsafe { boundary::opt_str_arg(a.golden, "args->golden") }?;
         let invalid_file = |m: String| Error::new(VSDK_STATUS_INVALID_FILE, m);
         let key = keys::read_public(Path::new(key)).map_err(|e| invalid_file(e.to_string()))?;
         let envelope =
@@ -62,13 +67,15 @@ pub unsafe extern "C" fn vsdk_verify_report(
                 c_string(&p.run.finished),
             ],
         };
-        boundary::write_handle(out, "out", boundary::into_handle(report).cast())
+        // SAFETY: `out` was checked non-NULL (`check_out`) and, by the header's contract, can hold a handle.
+        unsafe { boundary::write_handle(out, "out", boundary::into_handle(report).cast()) }
     })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn vsdk_report_free(report: *mut vsdk_report_t) {
-    boundary::quiet((), || boundary::free::<Report>(report.cast()))
+    // SAFETY: the header's contract: a freed handle is NULL or one this library made, and is not used again.
+    boundary::quiet((), || unsafe { boundary::free::<Report>(report.cast()) })
 }
 
 #[no_mangle]
@@ -77,26 +84,30 @@ pub unsafe extern "C" fn vsdk_report_info(
     out: *mut vsdk_report_info_t,
 ) -> *mut vsdk_error_t {
     guard("vsdk_report_info", || {
-        let r = boundary::borrow::<Report>(report.cast(), "report")?;
+        // SAFETY: the header's contract: a handle argument is NULL or a handle this library made; `borrow` checks NULL and the kind before use.
+        let r = unsafe { boundary::borrow::<Report>(report.cast(), "report") }?;
         let [verdict, reasons, component, version, tier, provider, sha, device, finished] =
             &r.strings;
-        boundary::write_out(
-            out,
-            "out",
-            vsdk_report_info_t {
-                struct_size: 0,
-                certified: r.certified as i32,
-                reserved: 0,
-                verdict: verdict.as_ptr(),
-                reasons: reasons.as_ptr(),
-                component: component.as_ptr(),
-                component_version: version.as_ptr(),
-                tier: tier.as_ptr(),
-                provider: provider.as_ptr(),
-                provider_sha256: sha.as_ptr(),
-                device: device.as_ptr(),
-                finished: finished.as_ptr(),
-            },
-        )
+        // SAFETY: the header's contract: an out struct is NULL or holds `struct_size` writable bytes.
+        unsafe {
+            boundary::write_out(
+                out,
+                "out",
+                vsdk_report_info_t {
+                    struct_size: 0,
+                    certified: r.certified as i32,
+                    reserved: 0,
+                    verdict: verdict.as_ptr(),
+                    reasons: reasons.as_ptr(),
+                    component: component.as_ptr(),
+                    component_version: version.as_ptr(),
+                    tier: tier.as_ptr(),
+                    provider: provider.as_ptr(),
+                    provider_sha256: sha.as_ptr(),
+                    device: device.as_ptr(),
+                    finished: finished.as_ptr(),
+                },
+            )
+        }
     })
 }

@@ -143,7 +143,8 @@ impl Results {
 
 #[no_mangle]
 pub unsafe extern "C" fn vsdk_results_free(results: *mut vsdk_results_t) {
-    boundary::quiet((), || boundary::free::<Results>(results.cast()))
+    // SAFETY: the header's contract: a freed handle is NULL or one this library made, and is not used again.
+    boundary::quiet((), || unsafe { boundary::free::<Results>(results.cast()) })
 }
 
 #[no_mangle]
@@ -152,16 +153,20 @@ pub unsafe extern "C" fn vsdk_results_info(
     out: *mut vsdk_results_info_t,
 ) -> *mut vsdk_error_t {
     guard("vsdk_results_info", || {
-        let r = boundary::borrow::<Results>(results.cast(), "results")?;
-        boundary::write_out(
-            out,
-            "out",
-            vsdk_results_info_t {
-                struct_size: 0,
-                passed: r.passed as i32,
-                record_count: r.records.len(),
-            },
-        )
+        // SAFETY: the header's contract: a handle argument is NULL or a handle this library made; `borrow` checks NULL and the kind before use.
+        let r = unsafe { boundary::borrow::<Results>(results.cast(), "results") }?;
+        // SAFETY: the header's contract: an out struct is NULL or holds `struct_size` writable bytes.
+        unsafe {
+            boundary::write_out(
+                out,
+                "out",
+                vsdk_results_info_t {
+                    struct_size: 0,
+                    passed: r.passed as i32,
+                    record_count: r.records.len(),
+                },
+            )
+        }
     })
 }
 
@@ -181,27 +186,31 @@ pub unsafe extern "C" fn vsdk_results_record(
     out: *mut vsdk_stage_record_t,
 ) -> *mut vsdk_error_t {
     guard("vsdk_results_record", || {
-        let r = boundary::borrow::<Results>(results.cast(), "results")?;
+        // SAFETY: the header's contract: a handle argument is NULL or a handle this library made; `borrow` checks NULL and the kind before use.
+        let r = unsafe { boundary::borrow::<Results>(results.cast(), "results") }?;
         let rec = record(r, index)?;
-        boundary::write_out(
-            out,
-            "out",
-            vsdk_stage_record_t {
-                struct_size: 0,
-                stage: rec.stage.as_ptr(),
-                tier: rec.tier.as_ptr(),
-                round: rec.round.as_ptr(),
-                status: status_code(rec.status),
-                reserved: 0,
-                status_label: rec.label.as_ptr(),
-                execution: rec.execution.as_ptr(),
-                reason: rec.reason.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
-                max_e: rec.max_e,
-                margin: 1.0 - rec.max_e,
-                seconds: rec.seconds,
-                output_count: rec.outputs.len(),
-            },
-        )
+        // SAFETY: the header's contract: an out struct is NULL or holds `struct_size` writable bytes.
+        unsafe {
+            boundary::write_out(
+                out,
+                "out",
+                vsdk_stage_record_t {
+                    struct_size: 0,
+                    stage: rec.stage.as_ptr(),
+                    tier: rec.tier.as_ptr(),
+                    round: rec.round.as_ptr(),
+                    status: status_code(rec.status),
+                    reserved: 0,
+                    status_label: rec.label.as_ptr(),
+                    execution: rec.execution.as_ptr(),
+                    reason: rec.reason.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
+                    max_e: rec.max_e,
+                    margin: 1.0 - rec.max_e,
+                    seconds: rec.seconds,
+                    output_count: rec.outputs.len(),
+                },
+            )
+        }
     })
 }
 
@@ -213,7 +222,8 @@ pub unsafe extern "C" fn vsdk_results_output(
     out: *mut vsdk_output_record_t,
 ) -> *mut vsdk_error_t {
     guard("vsdk_results_output", || {
-        let r = boundary::borrow::<Results>(results.cast(), "results")?;
+        // SAFETY: the header's contract: a handle argument is NULL or a handle this library made; `borrow` checks NULL and the kind before use.
+        let r = unsafe { boundary::borrow::<Results>(results.cast(), "results") }?;
         let rec = record(r, index)?;
         let o = rec.outputs.get(output).ok_or_else(|| {
             Error::new(
@@ -226,12 +236,21 @@ pub unsafe extern "C" fn vsdk_results_output(
         })?;
         let mut value = o.record;
         value.tensor = o.tensor.as_ptr();
-        boundary::write_out(out, "out", value)
+        // SAFETY: the header's contract: an out struct is NULL or holds `struct_size` writable bytes.
+        unsafe { boundary::write_out(out, "out", value) }
     })
 }
 
 /// `count` C strings at `ptr`.
-fn str_array<'a>(ptr: *const *const c_char, count: usize, what: &str) -> Result<Vec<&'a str>> {
+///
+/// # Safety
+/// `ptr` is NULL or points to `count` pointers, each NULL or a NUL-terminated
+/// string valid for `'a`.
+unsafe fn str_array<'a>(
+    ptr: *const *const c_char,
+    count: usize,
+    what: &str,
+) -> Result<Vec<&'a str>> {
     if count == 0 {
         return Ok(Vec::new());
     }
@@ -249,7 +268,8 @@ fn str_array<'a>(ptr: *const *const c_char, count: usize, what: &str) -> Result<
         .map(|i| {
             // SAFETY: non-null; the caller passes `count` pointers.
             let p = unsafe { ptr.add(i).read_unaligned() };
-            boundary::str_arg(p, &format!("{what}[{i}]"))
+            // SAFETY: the header's contract: a string argument is NULL or NUL-terminated and valid for the call.
+            unsafe { boundary::str_arg(p, &format!("{what}[{i}]")) }
         })
         .collect()
 }
@@ -294,14 +314,19 @@ pub unsafe extern "C" fn vsdk_run(
 ) -> *mut vsdk_error_t {
     guard("vsdk_run", || {
         boundary::check_out(out, "out")?;
-        let s = boundary::borrow::<SuiteHandle>(suite.cast(), "suite")?;
-        let p = boundary::borrow::<HostProvider>(provider.cast(), "provider")?;
-        let o = boundary::read_in(options, "options")?;
-        let tiers = str_array(o.tiers, o.tier_count, "options->tiers")?
+        // SAFETY: the header's contract: a handle argument is NULL or a handle this library made; `borrow` checks NULL and the kind before use.
+        let s = unsafe { boundary::borrow::<SuiteHandle>(suite.cast(), "suite") }?;
+        // SAFETY: the header's contract: a handle argument is NULL or a handle this library made; `borrow` checks NULL and the kind before use.
+        let p = unsafe { boundary::borrow::<HostProvider>(provider.cast(), "provider") }?;
+        // SAFETY: the header's contract: an arguments struct is NULL or holds `struct_size` readable bytes.
+        let o = unsafe { boundary::read_in(options, "options") }?;
+        // SAFETY: the header's contract: `tiers` holds `tier_count` strings.
+        let tiers = unsafe { str_array(o.tiers, o.tier_count, "options->tiers") }?
             .into_iter()
             .map(tier)
             .collect::<Result<Vec<_>>>()?;
-        let stage_glob = boundary::opt_str_arg(o.stage_glob, "options->stage_glob")?
+        // SAFETY: the header's contract: a string argument is NULL or NUL-terminated and valid for the call.
+        let stage_glob = unsafe { boundary::opt_str_arg(o.stage_glob, "options->stage_glob") }?
             .map(|g| {
                 globset::Glob::new(g)
                     .map(|g| g.compile_matcher())
@@ -335,11 +360,14 @@ pub unsafe extern "C" fn vsdk_run(
         let device = p.provider.device(o.device).map_err(provider_error)?;
         let report = runner::run(&s.suite, &device, &reference()?, &opts)
             .map_err(|e| Error::new(vsdk_ffi::engine::VSDK_STATUS_INVALID_FILE, e.to_string()))?;
-        boundary::write_handle(
-            out,
-            "out",
-            boundary::into_handle(Results::of(&report)).cast(),
-        )
+        // SAFETY: `out` was checked non-NULL (`check_out`) and, by the header's contract, can hold a handle.
+        unsafe {
+            boundary::write_handle(
+                out,
+                "out",
+                boundary::into_handle(Results::of(&report)).cast(),
+            )
+        }
     })
 }
 
@@ -362,7 +390,12 @@ fn dtype_of(t: &vsdk_tensor_t, what: &str) -> Result<DType> {
 
 /// Copies a DLPack-compatible host tensor (strided or not) into a compact
 /// HostTensor, after checking it against the declared shape.
-fn host_tensor(t: &vsdk_tensor_t, declared: &[usize], what: &str) -> Result<HostTensor> {
+///
+/// # Safety
+/// `t.shape` and `t.strides` are NULL or hold `t.ndim` entries, and every
+/// element the view describes is readable host memory (the header's contract
+/// for `vsdk_check`).
+unsafe fn host_tensor(t: &vsdk_tensor_t, declared: &[usize], what: &str) -> Result<HostTensor> {
     if t.device.device_type != vsdk_ffi::VSDK_DEVICE_CPU {
         return Err(Error::invalid(format!(
             "{what}: device type {} is not host memory (VSDK_DEVICE_CPU)",
@@ -489,12 +522,17 @@ pub unsafe extern "C" fn vsdk_check(
 ) -> *mut vsdk_error_t {
     guard("vsdk_check", || {
         boundary::check_out(out, "out")?;
-        let s = boundary::borrow::<SuiteHandle>(suite.cast(), "suite")?;
-        let a = boundary::read_in(args, "args")?;
-        let stage_name = boundary::str_arg(a.stage, "args->stage")?;
+        // SAFETY: the header's contract: a handle argument is NULL or a handle this library made; `borrow` checks NULL and the kind before use.
+        let s = unsafe { boundary::borrow::<SuiteHandle>(suite.cast(), "suite") }?;
+        // SAFETY: the header's contract: an arguments struct is NULL or holds `struct_size` readable bytes.
+        let a = unsafe { boundary::read_in(args, "args") }?;
+        // SAFETY: the header's contract: a string argument is NULL or NUL-terminated and valid for the call.
+        let stage_name = unsafe { boundary::str_arg(a.stage, "args->stage") }?;
         let glob = exact_stage(&s.suite, stage_name)?;
-        let tier = tier(boundary::opt_str_arg(a.tier, "args->tier")?.unwrap_or("fp32"))?;
-        let names = str_array(a.names, a.output_count, "args->names")?;
+        // SAFETY: the header's contract: a string argument is NULL or NUL-terminated and valid for the call.
+        let tier = tier(unsafe { boundary::opt_str_arg(a.tier, "args->tier") }?.unwrap_or("fp32"))?;
+        // SAFETY: the header's contract: `names` holds `output_count` strings.
+        let names = unsafe { str_array(a.names, a.output_count, "args->names") }?;
         if a.output_count > 0 && a.outputs.is_null() {
             return Err(Error::invalid("`args->outputs` is NULL"));
         }
@@ -527,7 +565,9 @@ pub unsafe extern "C" fn vsdk_check(
             let t = unsafe { a.outputs.add(i).read_unaligned() };
             captured.insert(
                 name.to_string(),
-                host_tensor(&t, &declared, &format!("args->outputs[{i}] (`{name}`)"))?,
+                // SAFETY: the header's contract for `outputs`: each
+                // descriptor's arrays and the memory it describes are readable.
+                unsafe { host_tensor(&t, &declared, &format!("args->outputs[{i}] (`{name}`)")) }?,
             );
         }
         if let Some(missing) = stage.outputs.iter().find(|o| !captured.contains_key(*o)) {
@@ -543,10 +583,13 @@ pub unsafe extern "C" fn vsdk_check(
         };
         let report = runner::check(&s.suite, &captured, "engine", &reference()?, &opts)
             .map_err(|e| Error::new(vsdk_ffi::engine::VSDK_STATUS_INVALID_FILE, e.to_string()))?;
-        boundary::write_handle(
-            out,
-            "out",
-            boundary::into_handle(Results::of(&report)).cast(),
-        )
+        // SAFETY: `out` was checked non-NULL (`check_out`) and, by the header's contract, can hold a handle.
+        unsafe {
+            boundary::write_handle(
+                out,
+                "out",
+                boundary::into_handle(Results::of(&report)).cast(),
+            )
+        }
     })
 }

@@ -127,15 +127,20 @@ pub unsafe extern "C" fn vsdk_suite_open(
 ) -> *mut vsdk_error_t {
     guard("vsdk_suite_open", || {
         boundary::check_out(out, "out")?;
-        let arg = boundary::str_arg(path_or_name, "path_or_name")?;
+        // SAFETY: the header's contract: a string argument is NULL or NUL-terminated and valid for the call.
+        let arg = unsafe { boundary::str_arg(path_or_name, "path_or_name") }?;
         let handle = boundary::into_handle(open(arg)?);
-        boundary::write_handle(out, "out", handle.cast())
+        // SAFETY: `out` was checked non-NULL (`check_out`) and, by the header's contract, can hold a handle.
+        unsafe { boundary::write_handle(out, "out", handle.cast()) }
     })
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn vsdk_suite_free(suite: *mut vsdk_suite_t) {
-    boundary::quiet((), || boundary::free::<SuiteHandle>(suite.cast()))
+    // SAFETY: the header's contract: a freed handle is NULL or one this library made, and is not used again.
+    boundary::quiet((), || unsafe {
+        boundary::free::<SuiteHandle>(suite.cast())
+    })
 }
 
 #[no_mangle]
@@ -144,20 +149,24 @@ pub unsafe extern "C" fn vsdk_suite_info(
     out: *mut vsdk_suite_info_t,
 ) -> *mut vsdk_error_t {
     guard("vsdk_suite_info", || {
-        let s = boundary::borrow::<SuiteHandle>(suite.cast(), "suite")?;
-        boundary::write_out(
-            out,
-            "out",
-            vsdk_suite_info_t {
-                struct_size: 0,
-                component: s.component.as_ptr(),
-                version: s.version.as_ptr(),
-                document_sha256: s.document_sha256.as_ptr(),
-                golden_sha256: s.golden_sha256.as_ptr(),
-                stage_count: s.stages.len(),
-                tensor_count: s.tensors.len(),
-            },
-        )
+        // SAFETY: the header's contract: a handle argument is NULL or a handle this library made; `borrow` checks NULL and the kind before use.
+        let s = unsafe { boundary::borrow::<SuiteHandle>(suite.cast(), "suite") }?;
+        // SAFETY: the header's contract: an out struct is NULL or holds `struct_size` writable bytes.
+        unsafe {
+            boundary::write_out(
+                out,
+                "out",
+                vsdk_suite_info_t {
+                    struct_size: 0,
+                    component: s.component.as_ptr(),
+                    version: s.version.as_ptr(),
+                    document_sha256: s.document_sha256.as_ptr(),
+                    golden_sha256: s.golden_sha256.as_ptr(),
+                    stage_count: s.stages.len(),
+                    tensor_count: s.tensors.len(),
+                },
+            )
+        }
     })
 }
 
@@ -168,26 +177,30 @@ pub unsafe extern "C" fn vsdk_suite_stage(
     out: *mut vsdk_stage_info_t,
 ) -> *mut vsdk_error_t {
     guard("vsdk_suite_stage", || {
-        let s = boundary::borrow::<SuiteHandle>(suite.cast(), "suite")?;
+        // SAFETY: the header's contract: a handle argument is NULL or a handle this library made; `borrow` checks NULL and the kind before use.
+        let s = unsafe { boundary::borrow::<SuiteHandle>(suite.cast(), "suite") }?;
         let st = s.stages.get(index).ok_or_else(|| {
             Error::new(
                 VSDK_STATUS_NOT_FOUND,
                 format!("stage {index}: the suite has {} stage(s)", s.stages.len()),
             )
         })?;
-        boundary::write_out(
-            out,
-            "out",
-            vsdk_stage_info_t {
-                struct_size: 0,
-                name: st.name.as_ptr(),
-                algorithm: st.algorithm.as_ptr(),
-                input_count: st.inputs.len(),
-                inputs: st.input_ptrs.as_ptr(),
-                output_count: st.outputs.len(),
-                outputs: st.output_ptrs.as_ptr(),
-            },
-        )
+        // SAFETY: the header's contract: an out struct is NULL or holds `struct_size` writable bytes.
+        unsafe {
+            boundary::write_out(
+                out,
+                "out",
+                vsdk_stage_info_t {
+                    struct_size: 0,
+                    name: st.name.as_ptr(),
+                    algorithm: st.algorithm.as_ptr(),
+                    input_count: st.inputs.len(),
+                    inputs: st.input_ptrs.as_ptr(),
+                    output_count: st.outputs.len(),
+                    outputs: st.output_ptrs.as_ptr(),
+                },
+            )
+        }
     })
 }
 
@@ -231,8 +244,10 @@ pub unsafe extern "C" fn vsdk_suite_tensor(
     out: *mut vsdk_tensor_info_t,
 ) -> *mut vsdk_error_t {
     guard("vsdk_suite_tensor", || {
-        let s = boundary::borrow::<SuiteHandle>(suite.cast(), "suite")?;
-        let name = boundary::str_arg(name, "name")?;
+        // SAFETY: the header's contract: a handle argument is NULL or a handle this library made; `borrow` checks NULL and the kind before use.
+        let s = unsafe { boundary::borrow::<SuiteHandle>(suite.cast(), "suite") }?;
+        // SAFETY: the header's contract: a string argument is NULL or NUL-terminated and valid for the call.
+        let name = unsafe { boundary::str_arg(name, "name") }?;
         let t = s.by_name.get(name).map(|&i| &s.tensors[i]).ok_or_else(|| {
             Error::new(
                 VSDK_STATUS_NOT_FOUND,
@@ -242,7 +257,8 @@ pub unsafe extern "C" fn vsdk_suite_tensor(
                 ),
             )
         })?;
-        boundary::write_out(out, "out", tensor_info(t))
+        // SAFETY: the header's contract: an out struct is NULL or holds `struct_size` writable bytes.
+        unsafe { boundary::write_out(out, "out", tensor_info(t)) }
     })
 }
 
@@ -253,7 +269,8 @@ pub unsafe extern "C" fn vsdk_suite_tensor_at(
     out: *mut vsdk_tensor_info_t,
 ) -> *mut vsdk_error_t {
     guard("vsdk_suite_tensor_at", || {
-        let s = boundary::borrow::<SuiteHandle>(suite.cast(), "suite")?;
+        // SAFETY: the header's contract: a handle argument is NULL or a handle this library made; `borrow` checks NULL and the kind before use.
+        let s = unsafe { boundary::borrow::<SuiteHandle>(suite.cast(), "suite") }?;
         let t = s.tensors.get(index).ok_or_else(|| {
             Error::new(
                 VSDK_STATUS_NOT_FOUND,
@@ -263,7 +280,8 @@ pub unsafe extern "C" fn vsdk_suite_tensor_at(
                 ),
             )
         })?;
-        boundary::write_out(out, "out", tensor_info(t))
+        // SAFETY: the header's contract: an out struct is NULL or holds `struct_size` writable bytes.
+        unsafe { boundary::write_out(out, "out", tensor_info(t)) }
     })
 }
 
@@ -275,8 +293,10 @@ pub unsafe extern "C" fn vsdk_suite_read_f32(
     count: usize,
 ) -> *mut vsdk_error_t {
     guard("vsdk_suite_read_f32", || {
-        let s = boundary::borrow::<SuiteHandle>(suite.cast(), "suite")?;
-        let name = boundary::str_arg(name, "name")?;
+        // SAFETY: the header's contract: a handle argument is NULL or a handle this library made; `borrow` checks NULL and the kind before use.
+        let s = unsafe { boundary::borrow::<SuiteHandle>(suite.cast(), "suite") }?;
+        // SAFETY: the header's contract: a string argument is NULL or NUL-terminated and valid for the call.
+        let name = unsafe { boundary::str_arg(name, "name") }?;
         if s.suite.spec(name).is_none() {
             return Err(Error::new(
                 VSDK_STATUS_NOT_FOUND,
