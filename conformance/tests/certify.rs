@@ -13,13 +13,16 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use vsdk_hostile_providers as hostile;
 
+mod common;
+use common::{repo, require, Out};
+
+fn out(o: Output) -> Out {
+    Out::of(o)
+}
+
 fn test_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("test program path");
     exe.parent().expect("in a directory").to_path_buf()
-}
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
 fn cpu_lib() -> PathBuf {
@@ -27,28 +30,6 @@ fn cpu_lib() -> PathBuf {
         "libvsdk_provider_cpu{}",
         std::env::consts::DLL_SUFFIX
     ))
-}
-
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Out {
-    fn text(&self) -> String {
-        format!("{}{}", self.stdout, self.stderr)
-    }
-}
-
-fn out(o: Output) -> Out {
-    let r = Out {
-        code: o.status.code().expect("exited"),
-        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-    };
-    assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
-    r
 }
 
 fn cli_env(args: &[&str], env: &[(&str, &Path)]) -> Out {
@@ -101,19 +82,6 @@ fn verdict(report: &Path) -> String {
         .as_str()
         .unwrap()
         .to_string()
-}
-
-fn require(program: &str, args: &[&str], what: &str) {
-    let ok = Command::new(program)
-        .args(args)
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    assert!(
-        ok,
-        "{what} is required by this test (CI installs it: .ci/run); `{program} {}` failed",
-        args.join(" ")
-    );
 }
 
 fn python(args: &[&str]) -> Out {

@@ -11,6 +11,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod common;
+use common::{repo, require, Out};
+
 fn target_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("test program path");
     exe.parent()
@@ -19,36 +22,8 @@ fn target_dir() -> PathBuf {
         .to_path_buf()
 }
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn require(program: &str, args: &[&str], what: &str) {
-    let ok = Command::new(program)
-        .args(args)
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    assert!(
-        ok,
-        "{what} is required by this test (CI installs it: .ci/run); `{program} {}` failed",
-        args.join(" ")
-    );
-}
-
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
 fn sh(cmd: &mut Command) -> Out {
-    let o = cmd.output().expect("start the command");
-    Out {
-        code: o.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-    }
+    Out::of(cmd.output().expect("start the command"))
 }
 
 /// A fresh prefix with the debug build installed (what `cargo build

@@ -3,6 +3,7 @@
 //! way a report can be tampered with, the verdict rule, shard merging and a
 //! model certified from its components.
 
+mod common;
 use ed25519_dalek::{SigningKey, VerifyingKey};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -463,25 +464,7 @@ fn a_model_is_certified_from_its_components_reports() {
     let model_path = dir.path().join("model.yaml");
     std::fs::write(
         &model_path,
-        format!(
-            r#"vips: 1
-component: {{ id: demo-model, version: 1.0.0, title: "A model built on demo-mlp" }}
-uses:
-  - {{ component: demo-mlp, version: 0.1.0, sha256: "{sha}", path: "{}" }}
-tensors:
-  a: {{ dtype: float32, shape: [2, 3], source: {{ seeded: {{ seed: 1, uniform: [-1, 1] }} }} }}
-  y: {{ dtype: float32, shape: [2, 3], source: golden }}
-stages:
-  - stage: act
-    algorithm: "y = GELU(a)"
-    impl: "torch.nn.GELU()"
-    inputs: [a]
-    outputs: [y]
-    graph:
-      - {{ op: vsdk.gelu, inputs: [a], outputs: [y] }}
-"#,
-            demo_doc.display()
-        ),
+        common::model_doc(&sha, &demo_doc.display().to_string()),
     )
     .unwrap();
     let model = vips_sdk::document::Document::open(&model_path).unwrap();

@@ -1,6 +1,7 @@
 //! VIPS documents: the demo suite loads; every kind of mistake gives
 //! file:line:column, the field path and the cause.
 
+mod common;
 use std::path::Path;
 use vips_sdk::compare::Tier;
 use vips_sdk::document::*;
@@ -175,24 +176,7 @@ fn semantic_mistakes_are_located() {
 }
 
 fn model_doc(sha: &str) -> String {
-    format!(
-        r#"vips: 1
-component: {{ id: demo-model, version: 1.0.0, title: "A model built on demo-mlp" }}
-uses:
-  - {{ component: demo-mlp, version: 0.1.0, sha256: "{sha}", path: "{DEMO}" }}
-tensors:
-  a: {{ dtype: float32, shape: [2, 3], source: {{ seeded: {{ seed: 1, uniform: [-1, 1] }} }} }}
-  y: {{ dtype: float32, shape: [2, 3], source: golden }}
-stages:
-  - stage: act
-    algorithm: "y = GELU(a)"
-    impl: "torch.nn.GELU()"
-    inputs: [a]
-    outputs: [y]
-    graph:
-      - {{ op: vsdk.gelu, inputs: [a], outputs: [y] }}
-"#
-    )
+    common::model_doc(sha, DEMO)
 }
 
 #[test]

@@ -35,8 +35,7 @@ pub fn path_text(path: &Path) -> String {
 
 /// A `--tier` argument.
 pub fn parse_tier(name: &str) -> Result<vips_sdk::compare::Tier, String> {
-    vips_sdk::compare::Tier::from_name(name)
-        .ok_or_else(|| format!("--tier `{name}`: expected fp32, fp16, bf16 or exact"))
+    vips_sdk::compare::Tier::parse(name).map_err(|e| format!("--{e}"))
 }
 
 /// Writes `value` as pretty JSON to stdout.

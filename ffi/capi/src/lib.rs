@@ -19,6 +19,17 @@ use std::ffi::c_char;
 use vsdk_ffi::engine::vsdk_error_t;
 use vsdk_ffi::vsdk_status_code_t;
 
+// The header lets several threads use one handle: every handle type must be
+// shareable (its fields checked by the compiler, not only by comments).
+const _: () = {
+    fn shareable<T: Send + Sync>() {}
+    let _ = shareable::<provider::HostProvider>;
+    let _ = shareable::<suite::SuiteHandle>;
+    let _ = shareable::<results::Results>;
+    let _ = shareable::<report::Report>;
+    let _ = shareable::<ErrorObject>;
+};
+
 const VERSION: &std::ffi::CStr = match std::ffi::CStr::from_bytes_with_nul(
     concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes(),
 ) {

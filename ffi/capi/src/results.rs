@@ -275,19 +275,24 @@ unsafe fn str_array<'a>(
 }
 
 fn tier(name: &str) -> Result<Tier> {
-    Tier::from_name(name)
-        .ok_or_else(|| Error::invalid(format!("tier `{name}`: expected fp32, fp16, bf16 or exact")))
+    Tier::parse(name).map_err(Error::invalid)
 }
 
-/// The SDK's CPU reference provider, device 0.
+/// The SDK's CPU reference provider, device 0, opened once per process
+/// (every run and check judges against it; a failure is retried next call).
 fn reference() -> Result<vips_sdk::Device> {
-    Provider::open_by_name("cpu")
+    static REFERENCE: std::sync::OnceLock<vips_sdk::Device> = std::sync::OnceLock::new();
+    if let Some(d) = REFERENCE.get() {
+        return Ok(d.clone());
+    }
+    let device = Provider::open_by_name("cpu")
         .and_then(|p| p.device(0))
         .map_err(|e| {
             let mut e = provider_error(e);
             e.message = format!("the reference provider `cpu`: {}", e.message);
             e
-        })
+        })?;
+    Ok(REFERENCE.get_or_init(|| device).clone())
 }
 
 fn exact_stage(suite: &vips_sdk::suite::Suite, name: &str) -> Result<globset::GlobMatcher> {

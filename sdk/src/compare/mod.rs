@@ -54,6 +54,11 @@ impl Tier {
         Tier::ALL.into_iter().find(|t| t.name() == s)
     }
 
+    /// A tier named by a user, or what the names are.
+    pub fn parse(s: &str) -> Result<Tier, String> {
+        Tier::from_name(s).ok_or_else(|| format!("tier `{s}`: expected fp32, fp16, bf16 or exact"))
+    }
+
     /// The dtype float tensors are computed in at this tier (None: keep the
     /// document's dtypes).
     pub fn float_dtype(self) -> Option<DType> {

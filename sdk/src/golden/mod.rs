@@ -172,7 +172,13 @@ impl GoldenFile {
             )));
         }
         let body_end = bytes.len() - TRAILER;
-        let body_sha256: [u8; 32] = Sha256::digest(&bytes[..body_end]).into();
+        // One pass: the body's digest (the trailer check), then the whole
+        // file's (what reports cite) by hashing on past the body.
+        let mut hasher = Sha256::new();
+        hasher.update(&bytes[..body_end]);
+        let body_sha256: [u8; 32] = hasher.clone().finalize().into();
+        hasher.update(&bytes[body_end..]);
+        let file_sha256: [u8; 32] = hasher.finalize().into();
         if body_sha256[..] != bytes[body_end..] {
             return Err(corrupt(format!(
                 "checksum mismatch: the last 32 bytes should be the SHA-256 of bytes 0..{body_end}; the file is truncated or corrupted"
@@ -235,7 +241,7 @@ impl GoldenFile {
             component: header.component.to_string(),
             component_version: header.component_version.to_string(),
             document_sha256: header.document_sha256,
-            file_sha256: Sha256::digest(&bytes).into(),
+            file_sha256,
             tensors,
             bytes,
         };

@@ -390,3 +390,26 @@ pub fn resize_bicubic(x: &T, out_hw: [usize; 2], scale: [f64; 2], antialias: boo
 }
 
 pub mod cases;
+
+/// A model document built on demo-mlp (pinned by its document's SHA-256 and
+/// path) with one stage of its own.
+pub fn model_doc(demo_sha256: &str, demo_path: &str) -> String {
+    format!(
+        r#"vips: 1
+component: {{ id: demo-model, version: 1.0.0, title: "A model built on demo-mlp" }}
+uses:
+  - {{ component: demo-mlp, version: 0.1.0, sha256: "{demo_sha256}", path: "{demo_path}" }}
+tensors:
+  a: {{ dtype: float32, shape: [2, 3], source: {{ seeded: {{ seed: 1, uniform: [-1, 1] }} }} }}
+  y: {{ dtype: float32, shape: [2, 3], source: golden }}
+stages:
+  - stage: act
+    algorithm: "y = GELU(a)"
+    impl: "torch.nn.GELU()"
+    inputs: [a]
+    outputs: [y]
+    graph:
+      - {{ op: vsdk.gelu, inputs: [a], outputs: [y] }}
+"#
+    )
+}
