@@ -1,4 +1,5 @@
 use crate::Error;
+use rayon::prelude::*;
 use half::{bf16, f16};
 use vsdk_catalog::{DType, TensorSpec};
 
@@ -111,30 +112,54 @@ impl HostTensor {
         if dtype == self.spec.dtype {
             return self.clone();
         }
-        let values = self.to_f64_vec();
-        let int = |v: f64, lo: f64, hi: f64| {
+        let read: fn(&[u8]) -> f64 = match self.spec.dtype {
+            DType::F16 => |b| f16::read_le(b).to_f64(),
+            DType::BF16 => |b| bf16::read_le(b).to_f64(),
+            DType::F32 => |b| f32::read_le(b).to_f64(),
+            DType::F64 => f64::read_le,
+            DType::U8 => |b| f64::from(b[0]),
+            DType::I32 => |b| i32::read_le(b).to_f64(),
+            DType::I64 => |b| i64::read_le(b).to_f64(),
+        };
+        fn int(v: f64, lo: f64, hi: f64) -> f64 {
             if v.is_nan() {
                 0.0
             } else {
                 v.round_ties_even().clamp(lo, hi)
             }
-        };
-        let mut bytes = Vec::with_capacity(values.len() * dtype.size_bytes());
-        for v in values {
-            match dtype {
-                DType::F64 => v.write_le(&mut bytes),
-                DType::F32 => (v as f32).write_le(&mut bytes),
-                DType::F16 => vsdk_catalog::rounding::f16_from_f64(v).write_le(&mut bytes),
-                DType::BF16 => vsdk_catalog::rounding::bf16_from_f64(v).write_le(&mut bytes),
-                DType::U8 => (int(v, 0.0, 255.0) as u8).write_le(&mut bytes),
-                DType::I32 => {
-                    (int(v, i32::MIN.into(), i32::MAX.into()) as i32).write_le(&mut bytes)
-                }
-                DType::I64 => {
-                    (int(v, i64::MIN as f64, i64::MAX as f64) as i64).write_le(&mut bytes)
-                }
-            }
         }
+        let write: fn(f64, &mut [u8]) = match dtype {
+            DType::F64 => |v, b| b.copy_from_slice(&v.to_le_bytes()),
+            DType::F32 => |v, b| b.copy_from_slice(&(v as f32).to_le_bytes()),
+            DType::F16 => |v, b| {
+                b.copy_from_slice(&vsdk_catalog::rounding::f16_from_f64(v).to_le_bytes())
+            },
+            DType::BF16 => |v, b| {
+                b.copy_from_slice(&vsdk_catalog::rounding::bf16_from_f64(v).to_le_bytes())
+            },
+            DType::U8 => |v, b| b[0] = int(v, 0.0, 255.0) as u8,
+            DType::I32 => |v, b| {
+                let i = int(v, i32::MIN.into(), i32::MAX.into()) as i32;
+                b.copy_from_slice(&i.to_le_bytes())
+            },
+            DType::I64 => |v, b| {
+                let i = int(v, i64::MIN as f64, i64::MAX as f64) as i64;
+                b.copy_from_slice(&i.to_le_bytes())
+            },
+        };
+        let (from, to) = (self.spec.dtype.size_bytes(), dtype.size_bytes());
+        let mut bytes = vec![0u8; self.bytes.len() / from * to];
+        // Element by element, each exactly once through f64 (exact for every
+        // float and every integer up to 2^53), in parallel blocks.
+        const BLOCK: usize = 1 << 14;
+        bytes
+            .par_chunks_mut(BLOCK * to)
+            .zip(self.bytes.par_chunks(BLOCK * from))
+            .for_each(|(dst, src)| {
+                for (d, s) in dst.chunks_exact_mut(to).zip(src.chunks_exact(from)) {
+                    write(read(s), d);
+                }
+            });
         HostTensor {
             spec: TensorSpec::new(dtype, &self.spec.shape),
             bytes,

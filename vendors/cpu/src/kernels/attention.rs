@@ -1,5 +1,4 @@
 use super::matmul::{gemm, Dst, Mat};
-use super::norm::softmax_row;
 use super::Real;
 use ndarray::{ArrayViewD, ArrayViewMutD};
 use rayon::prelude::*;
@@ -34,57 +33,75 @@ pub fn sdpa<T: Real>(
     if per_batch == 0 {
         return;
     }
+    if lk == 0 {
+        // Softmax over no keys weighs nothing.
+        out.fill(T::zero());
+        return;
+    }
+    // Work items are blocks of query rows of one batch (head), so that heads
+    // and rows spread over the threads; each thread reuses one score buffer.
     out.par_chunks_mut(per_batch)
         .enumerate()
-        .for_each(|(b, o)| {
-            let mut scores = vec![T::zero(); lq * lk];
-            // SAFETY: q[b] is [lq, d], k[b] is [lk, d] read as its transpose,
-            // scores is [lq, lk]; all compact and distinct.
-            unsafe {
-                gemm(
-                    (lq, lk, d),
-                    Dst {
-                        ptr: scores.as_mut_ptr(),
-                        rs: lk as isize,
-                    },
-                    false,
-                    Mat {
-                        ptr: qs[b * lq * d..].as_ptr(),
-                        rs: d as isize,
-                        cs: 1,
-                    },
-                    Mat {
-                        ptr: ks[b * lk * d..].as_ptr(),
-                        rs: 1,
-                        cs: d as isize,
-                    },
-                    T::lit(scale),
-                    false,
-                )
-            };
-            scores.chunks_mut(lk).for_each(softmax_row);
-            // SAFETY: scores [lq, lk] times v[b] [lk, dv] into o [lq, dv], distinct.
-            unsafe {
-                gemm(
-                    (lq, dv, lk),
-                    Dst {
-                        ptr: o.as_mut_ptr(),
-                        rs: dv as isize,
-                    },
-                    false,
-                    Mat {
-                        ptr: scores.as_ptr(),
-                        rs: lk as isize,
-                        cs: 1,
-                    },
-                    Mat {
-                        ptr: vs[b * lk * dv..].as_ptr(),
-                        rs: dv as isize,
-                        cs: 1,
-                    },
-                    T::one(),
-                    false,
-                )
-            };
+        .for_each(|(b, ob)| {
+            ob.par_chunks_mut(ROWS * dv)
+                .enumerate()
+                .for_each_init(Vec::new, |scores, (blk, o)| {
+                    let r0 = blk * ROWS;
+                    let rows = o.len() / dv;
+                    scores.resize(rows * lk, T::zero());
+                    // SAFETY: rows r0.. of q[b] are [rows, d], k[b] is
+                    // [lk, d] read as its transpose, scores is [rows, lk]; all
+                    // compact and distinct.
+                    unsafe {
+                        gemm(
+                            (rows, lk, d),
+                            Dst {
+                                ptr: scores.as_mut_ptr(),
+                                rs: lk as isize,
+                            },
+                            false,
+                            Mat {
+                                ptr: qs[(b * lq + r0) * d..].as_ptr(),
+                                rs: d as isize,
+                                cs: 1,
+                            },
+                            Mat {
+                                ptr: ks[b * lk * d..].as_ptr(),
+                                rs: 1,
+                                cs: d as isize,
+                            },
+                            T::lit(scale),
+                            false,
+                        )
+                    };
+                    scores.chunks_mut(lk).for_each(T::softmax_row);
+                    // SAFETY: scores [rows, lk] times v[b] [lk, dv] into o
+                    // [rows, dv], distinct.
+                    unsafe {
+                        gemm(
+                            (rows, dv, lk),
+                            Dst {
+                                ptr: o.as_mut_ptr(),
+                                rs: dv as isize,
+                            },
+                            false,
+                            Mat {
+                                ptr: scores.as_ptr(),
+                                rs: lk as isize,
+                                cs: 1,
+                            },
+                            Mat {
+                                ptr: vs[b * lk * dv..].as_ptr(),
+                                rs: dv as isize,
+                                cs: 1,
+                            },
+                            T::one(),
+                            false,
+                        )
+                    };
+                });
         });
 }
+
+/// Query rows per work item.
+const ROWS: usize = 64;

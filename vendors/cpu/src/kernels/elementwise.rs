@@ -1,5 +1,6 @@
 use super::Real;
 use ndarray::{ArrayViewD, ArrayViewMutD, Zip};
+use rayon::prelude::*;
 
 /// `out = f(a, b)` with NumPy broadcasting (the catalog checked the shapes).
 pub fn binary<T: Real>(
@@ -8,17 +9,64 @@ pub fn binary<T: Real>(
     mut out: ArrayViewMutD<T>,
     f: impl Fn(T, T) -> T + Sync + Send,
 ) {
+    if let (Some(x), Some(y)) = (repeated(a, out.shape()), repeated(b, out.shape())) {
+        if let Some(o) = out.as_slice_mut() {
+            // Both repeat whole; the smaller one's period divides the larger's.
+            let (q, p) = (x.len().min(y.len()), x.len().max(y.len()));
+            if q >= MIN_ROW && p % q == 0 && o.len() % p == 0 {
+                let row = |r: usize| ((r * q) % x.len(), (r * q) % y.len());
+                let rows_per_task = (CHUNK / q).max(1);
+                o.par_chunks_mut(rows_per_task * q)
+                    .enumerate()
+                    .for_each(|(t, o)| {
+                        for (i, o) in o.chunks_exact_mut(q).enumerate() {
+                            let (xs, ys) = row(t * rows_per_task + i);
+                            for ((o, &x), &y) in o.iter_mut().zip(&x[xs..xs + q]).zip(&y[ys..ys + q]) {
+                                *o = f(x, y);
+                            }
+                        }
+                    });
+                return;
+            }
+        }
+    }
     Zip::from(&mut out)
         .and_broadcast(a)
         .and_broadcast(b)
         .par_for_each(|o, &x, &y| *o = f(x, y));
 }
 
-/// Exact GELU: x/2 * (1 + erf(x / sqrt 2)).
+/// Rows shorter than this take the general path.
+const MIN_ROW: usize = 64;
+
+/// `t`'s values when broadcasting to `out` repeats them whole: `t` is in
+/// standard layout and its shape, without leading 1s, ends `out`'s.
+fn repeated<'a, T>(t: &'a ArrayViewD<T>, out: &[usize]) -> Option<&'a [T]> {
+    let shape = t.shape();
+    let lead = shape.iter().take_while(|&&d| d == 1).count();
+    out.ends_with(&shape[lead..])
+        .then(|| t.as_slice())
+        .flatten()
+}
+
+/// Exact GELU: x/2 * (1 + erf(x / sqrt 2)), in parallel chunks.
 pub fn gelu<T: Real>(x: &ArrayViewD<T>, mut out: ArrayViewMutD<T>) {
+    let x = x.as_standard_layout();
+    let xs = x.as_slice().expect("standard layout");
+    let out = out.as_slice_mut().expect("outputs are compact");
+    out.par_chunks_mut(CHUNK)
+        .zip(xs.par_chunks(CHUNK))
+        .for_each(|(o, x)| T::gelu(x, o));
+}
+
+/// Elements per parallel task: large enough to amortise the task.
+const CHUNK: usize = 1 << 14;
+
+/// [`gelu`] of a slice as the float64 reference computes it.
+pub fn gelu_plain<T: Real>(x: &[T], out: &mut [T]) {
     let half = T::lit(0.5);
     let inv_sqrt2 = T::lit(std::f64::consts::FRAC_1_SQRT_2);
-    Zip::from(&mut out)
-        .and(x)
-        .par_for_each(|o, &v| *o = half * v * (T::one() + (v * inv_sqrt2).erf()));
+    for (o, &v) in out.iter_mut().zip(x) {
+        *o = half * v * (T::one() + (v * inv_sqrt2).erf());
+    }
 }

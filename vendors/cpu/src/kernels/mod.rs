@@ -5,6 +5,7 @@
 mod attention;
 mod cast;
 mod elementwise;
+mod fast_f32;
 mod matmul;
 mod movement;
 mod norm;
@@ -24,6 +25,11 @@ pub trait Real:
     fn lit(v: f64) -> Self;
     fn wide(self) -> f64;
     fn erf(self) -> Self;
+    /// The row kernels: vectorised for f32, the plain definitions for the
+    /// float64 reference (whose results golden files hold).
+    fn gelu(x: &[Self], out: &mut [Self]);
+    fn softmax_row(row: &mut [Self]);
+    fn layer_norm_row(row: &[Self], w: &[Self], b: &[Self], eps: f64, out: &mut [Self]);
 }
 
 impl Real for f32 {
@@ -36,6 +42,15 @@ impl Real for f32 {
     fn erf(self) -> Self {
         libm::erff(self)
     }
+    fn gelu(x: &[Self], out: &mut [Self]) {
+        fast_f32::gelu(x, out)
+    }
+    fn softmax_row(row: &mut [Self]) {
+        fast_f32::softmax_row(row)
+    }
+    fn layer_norm_row(row: &[Self], w: &[Self], b: &[Self], eps: f64, out: &mut [Self]) {
+        fast_f32::layer_norm_row(row, w, b, eps, out)
+    }
 }
 
 impl Real for f64 {
@@ -47,6 +62,15 @@ impl Real for f64 {
     }
     fn erf(self) -> Self {
         libm::erf(self)
+    }
+    fn gelu(x: &[Self], out: &mut [Self]) {
+        elementwise::gelu_plain(x, out)
+    }
+    fn softmax_row(row: &mut [Self]) {
+        norm::softmax_row_plain(row)
+    }
+    fn layer_norm_row(row: &[Self], w: &[Self], b: &[Self], eps: f64, out: &mut [Self]) {
+        norm::layer_norm_row_plain(row, w, b, eps, out)
     }
 }
 
@@ -138,10 +162,17 @@ unsafe fn via_f32<N: Narrow>(
     inputs: &[TensorArg],
     out: &TensorArg,
 ) -> Result<(), ProviderError> {
-    // SAFETY: forwarded.
     let wide: Vec<ArrayD<f32>> = inputs
         .iter()
-        .map(|t| unsafe { view::<N>(t) }.mapv(N::widen))
+        .map(|t| {
+            // SAFETY: forwarded.
+            let narrow = unsafe { view::<N>(t) };
+            let mut wide = ArrayD::<f32>::zeros(narrow.raw_dim());
+            Zip::from(&mut wide)
+                .and(&narrow)
+                .par_for_each(|w, &v| *w = v.widen());
+            wide
+        })
         .collect();
     let wide_views: Vec<_> = wide.iter().map(|a| a.view()).collect();
     let mut result = ArrayD::<f32>::zeros(out.shape.clone());

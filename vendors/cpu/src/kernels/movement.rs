@@ -2,7 +2,7 @@
 //! an unsigned carrier type of the element's width.
 
 use super::{view, view_mut};
-use ndarray::{ArrayViewD, ArrayViewMutD, Axis, Slice};
+use ndarray::{ArrayViewD, ArrayViewMutD, Axis, Slice, Zip};
 use vsdk_catalog::Node;
 use vsdk_provider_kit::{ProviderError, TensorArg};
 
@@ -33,23 +33,50 @@ unsafe fn typed<C: Copy + Send + Sync>(node: &Node, inputs: &[TensorArg], out: &
                 let (off, n) = (c.offsets[ax.axis.index()], c.sizes[ax.axis.index()]);
                 Slice::from(off..off + n)
             });
-            o.assign(&window);
+            copy_into(window, o);
         }
         Node::Concat { axis } => {
             let mut start = 0;
             for x in &ins {
                 let n = x.shape()[*axis];
-                o.slice_axis_mut(Axis(*axis), Slice::from(start..start + n))
-                    .assign(x);
+                copy_into(
+                    x.view(),
+                    o.slice_axis_mut(Axis(*axis), Slice::from(start..start + n)),
+                );
                 start += n;
             }
         }
         Node::Reshape => {
             // Row-major order is what a reshape keeps.
             let dst = o.as_slice_mut().expect("outputs are compact");
-            dst.iter_mut().zip(ins[0].iter()).for_each(|(d, s)| *d = *s);
+            match ins[0].as_slice() {
+                Some(src) => dst.copy_from_slice(src),
+                None => dst.iter_mut().zip(ins[0].iter()).for_each(|(d, s)| *d = *s),
+            }
         }
-        Node::Permute { perm } => o.assign(&ins[0].view().permuted_axes(perm.as_slice())),
+        Node::Permute { perm } => copy_into(ins[0].view().permuted_axes(perm.as_slice()), o),
         _ => unreachable!("movement::run is only called for movement nodes"),
     }
+}
+
+/// `dst = src` (same shape): one `memcpy` when both are in standard layout,
+/// one per innermost row when that axis is contiguous in both (crops,
+/// concatenations and permutations that keep the last axis), element by
+/// element otherwise.
+fn copy_into<C: Copy>(src: ArrayViewD<C>, mut dst: ArrayViewMutD<C>) {
+    if let (Some(s), Some(d)) = (src.as_slice(), dst.as_slice_mut()) {
+        return d.copy_from_slice(s);
+    }
+    let Some(last) = src.ndim().checked_sub(1) else {
+        return dst.assign(&src);
+    };
+    if src.strides()[last] != 1 || dst.strides()[last] != 1 {
+        return dst.assign(&src);
+    }
+    Zip::from(dst.lanes_mut(Axis(last)))
+        .and(src.lanes(Axis(last)))
+        .for_each(|mut d, s| {
+            let d = d.as_slice_mut().expect("a unit-stride lane is a slice");
+            d.copy_from_slice(s.as_slice().expect("a unit-stride lane is a slice"));
+        });
 }
