@@ -96,6 +96,7 @@ def torch_ops(rounds):
     qkv_heads = qkv.permute(2, 0, 3, 1, 4).contiguous()
     flat = r(1, 257, 1152)
     a, c = r(1, 257, 384), r(1, 257, 384)
+    one = r(1)
     ops = {
         "linear 257x384 * 1536x384": lambda: F.linear(x384[0], w, b),
         "gelu 257x1536": lambda: F.gelu(h),
@@ -108,6 +109,7 @@ def torch_ops(rounds):
         "crop q of qkv": lambda: qkv_heads[0:1].clone(),
         "reshape 257x1152": lambda: flat.reshape(1, 257, 3, 6, 64).clone(),
         "add 257x384": lambda: a + c,
+        "add of one element (the cost of a call)": lambda: one + one,
     }
     with torch.inference_mode():
         return {name: timed(f, rounds * 5) for name, f in ops.items()}

@@ -90,7 +90,13 @@ fn main() {
         .filter(|a| !a.starts_with("--"))
         .collect();
     let dir = args.first().map_or_else(
-        || concat!(env!("CARGO_MANIFEST_DIR"), "/../conformance/suites/dinov2-vits14").to_string(),
+        || {
+            concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../conformance/suites/dinov2-vits14"
+            )
+            .to_string()
+        },
         String::clone,
     );
     let rounds: usize = args.get(1).map_or(20, |r| r.parse().expect("ROUNDS"));
@@ -99,7 +105,12 @@ fn main() {
     let device = provider.device(0).unwrap();
 
     // Everything a stage reads that no stage computes: weights, image, constants.
-    let computed: Vec<&String> = suite.document.stages.iter().flat_map(|s| &s.outputs).collect();
+    let computed: Vec<&String> = suite
+        .document
+        .stages
+        .iter()
+        .flat_map(|s| &s.outputs)
+        .collect();
     let mut held = HashMap::new();
     for stage in &suite.document.stages {
         for name in &stage.inputs {
@@ -121,7 +132,13 @@ fn main() {
     for _ in 0..rounds {
         let (stages, ops) = forward(&suite, &device, &held);
         totals.push(stages.iter().map(|(_, t)| *t).sum());
-        models.push(stages.iter().filter(|(s, _)| *s != first).map(|(_, t)| *t).sum());
+        models.push(
+            stages
+                .iter()
+                .filter(|(s, _)| *s != first)
+                .map(|(_, t)| *t)
+                .sum(),
+        );
         for (s, t) in stages {
             per_stage.entry(s).or_default().push(t);
         }
@@ -138,23 +155,95 @@ fn main() {
             .fold(Attrs::new(), |a, (k, v)| a.with(k, v.clone()))
     };
     let single = [
-        ("linear qkv 257x384 * 1152x384", Op::Linear, none.clone(), vec![&[1, 257, 384][..], &[1152, 384], &[1152]]),
-        ("linear proj 257x384 * 384x384", Op::Linear, none.clone(), vec![&[1, 257, 384][..], &[384, 384], &[384]]),
-        ("linear fc1 257x384 * 1536x384", Op::Linear, none.clone(), vec![&[1, 257, 384][..], &[1536, 384], &[1536]]),
-        ("linear fc2 257x1536 * 384x1536", Op::Linear, none.clone(), vec![&[1, 257, 1536][..], &[384, 1536], &[384]]),
-        ("gelu 257x1536", Op::Gelu, none.clone(), vec![&[257, 1536][..]]),
-        ("layer_norm 257x384", Op::LayerNorm, attrs(&[("eps", AttrValue::Float(1e-6))]), vec![&[1, 257, 384][..], &[384], &[384]]),
-        ("softmax 6x257x257", Op::Softmax, attrs(&[("axis", AttrValue::Int(-1))]), vec![&[6, 257, 257][..]]),
-        ("sdpa 6x257x64", Op::Sdpa, attrs(&[("scale", AttrValue::Float(0.125))]), vec![&[1, 6, 257, 64][..], &[1, 6, 257, 64], &[1, 6, 257, 64]]),
-        ("permute qkv [2,0,3,1,4]", Op::Permute, attrs(&[("perm", AttrValue::Ints(vec![2, 0, 3, 1, 4]))]), vec![&[1, 257, 3, 6, 64][..]]),
-        ("crop q of qkv", Op::Crop, attrs(&[("offsets", AttrValue::Ints(vec![0; 5])), ("sizes", AttrValue::Ints(vec![1, 1, 6, 257, 64]))]), vec![&[3, 1, 6, 257, 64][..]]),
-        ("reshape 257x1152", Op::Reshape, attrs(&[("shape", AttrValue::Ints(vec![1, 257, 3, 6, 64]))]), vec![&[1, 257, 1152][..]]),
-        ("add 257x384", Op::Add, none.clone(), vec![&[1, 257, 384][..], &[1, 257, 384]]),
+        (
+            "linear qkv 257x384 * 1152x384",
+            Op::Linear,
+            none.clone(),
+            vec![&[1, 257, 384][..], &[1152, 384], &[1152]],
+        ),
+        (
+            "linear proj 257x384 * 384x384",
+            Op::Linear,
+            none.clone(),
+            vec![&[1, 257, 384][..], &[384, 384], &[384]],
+        ),
+        (
+            "linear fc1 257x384 * 1536x384",
+            Op::Linear,
+            none.clone(),
+            vec![&[1, 257, 384][..], &[1536, 384], &[1536]],
+        ),
+        (
+            "linear fc2 257x1536 * 384x1536",
+            Op::Linear,
+            none.clone(),
+            vec![&[1, 257, 1536][..], &[384, 1536], &[384]],
+        ),
+        (
+            "gelu 257x1536",
+            Op::Gelu,
+            none.clone(),
+            vec![&[257, 1536][..]],
+        ),
+        (
+            "layer_norm 257x384",
+            Op::LayerNorm,
+            attrs(&[("eps", AttrValue::Float(1e-6))]),
+            vec![&[1, 257, 384][..], &[384], &[384]],
+        ),
+        (
+            "softmax 6x257x257",
+            Op::Softmax,
+            attrs(&[("axis", AttrValue::Int(-1))]),
+            vec![&[6, 257, 257][..]],
+        ),
+        (
+            "sdpa 6x257x64",
+            Op::Sdpa,
+            attrs(&[("scale", AttrValue::Float(0.125))]),
+            vec![&[1, 6, 257, 64][..], &[1, 6, 257, 64], &[1, 6, 257, 64]],
+        ),
+        (
+            "permute qkv [2,0,3,1,4]",
+            Op::Permute,
+            attrs(&[("perm", AttrValue::Ints(vec![2, 0, 3, 1, 4]))]),
+            vec![&[1, 257, 3, 6, 64][..]],
+        ),
+        (
+            "crop q of qkv",
+            Op::Crop,
+            attrs(&[
+                ("offsets", AttrValue::Ints(vec![0; 5])),
+                ("sizes", AttrValue::Ints(vec![1, 1, 6, 257, 64])),
+            ]),
+            vec![&[3, 1, 6, 257, 64][..]],
+        ),
+        (
+            "reshape 257x1152",
+            Op::Reshape,
+            attrs(&[("shape", AttrValue::Ints(vec![1, 257, 3, 6, 64]))]),
+            vec![&[1, 257, 1152][..]],
+        ),
+        (
+            "add 257x384",
+            Op::Add,
+            none.clone(),
+            vec![&[1, 257, 384][..], &[1, 257, 384]],
+        ),
+        (
+            "add of one element (the cost of a call)",
+            Op::Add,
+            none.clone(),
+            vec![&[1][..], &[1]],
+        ),
     ];
     let ops_json: Vec<String> = single
         .iter()
         .map(|(label, op, a, shapes)| {
-            format!("\"{label}\": {:.4}", one_op(&device, *op, a, shapes, rounds.max(50)))
+            format!(
+                "\"{label}\": {:.4}",
+                one_op(&device, *op, a, shapes, rounds.max(50))
+            )
         })
         .collect();
 

@@ -1,6 +1,6 @@
 use crate::Error;
-use rayon::prelude::*;
 use half::{bf16, f16};
+use rayon::prelude::*;
 use vsdk_catalog::{DType, TensorSpec};
 
 /// A Rust type that is the in-memory form of a catalog dtype.
@@ -131,12 +131,12 @@ impl HostTensor {
         let write: fn(f64, &mut [u8]) = match dtype {
             DType::F64 => |v, b| b.copy_from_slice(&v.to_le_bytes()),
             DType::F32 => |v, b| b.copy_from_slice(&(v as f32).to_le_bytes()),
-            DType::F16 => |v, b| {
-                b.copy_from_slice(&vsdk_catalog::rounding::f16_from_f64(v).to_le_bytes())
-            },
-            DType::BF16 => |v, b| {
-                b.copy_from_slice(&vsdk_catalog::rounding::bf16_from_f64(v).to_le_bytes())
-            },
+            DType::F16 => {
+                |v, b| b.copy_from_slice(&vsdk_catalog::rounding::f16_from_f64(v).to_le_bytes())
+            }
+            DType::BF16 => {
+                |v, b| b.copy_from_slice(&vsdk_catalog::rounding::bf16_from_f64(v).to_le_bytes())
+            }
             DType::U8 => |v, b| b[0] = int(v, 0.0, 255.0) as u8,
             DType::I32 => |v, b| {
                 let i = int(v, i32::MIN.into(), i32::MAX.into()) as i32;

@@ -21,7 +21,9 @@ pub fn binary<T: Real>(
                     .for_each(|(t, o)| {
                         for (i, o) in o.chunks_exact_mut(q).enumerate() {
                             let (xs, ys) = row(t * rows_per_task + i);
-                            for ((o, &x), &y) in o.iter_mut().zip(&x[xs..xs + q]).zip(&y[ys..ys + q]) {
+                            for ((o, &x), &y) in
+                                o.iter_mut().zip(&x[xs..xs + q]).zip(&y[ys..ys + q])
+                            {
                                 *o = f(x, y);
                             }
                         }

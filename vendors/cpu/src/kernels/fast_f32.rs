@@ -221,7 +221,10 @@ mod tests {
             let exact = 0.5 * xf * (1.0 + libm::erf(xf * std::f64::consts::FRAC_1_SQRT_2));
             let bound = u * exact.abs() + 4.0 * u * (exact.abs() + xf.abs()) + 1e-38;
             let err = (f64::from(o) - exact).abs();
-            assert!(err <= bound, "gelu({xi}) = {o}, exact {exact}: {err} > {bound}");
+            assert!(
+                err <= bound,
+                "gelu({xi}) = {o}, exact {exact}: {err} > {bound}"
+            );
         }
         let mut special = [0f32; 3];
         gelu(&[f32::NAN, f32::INFINITY, f32::NEG_INFINITY], &mut special);
@@ -235,7 +238,9 @@ mod tests {
             let row: Vec<f32> = (0..n).map(|_| r.gen_range(-30.0..30.0)).collect();
             let mut fast = row.clone();
             softmax_row(&mut fast);
-            let m = row.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(f64::from(v)));
+            let m = row
+                .iter()
+                .fold(f64::NEG_INFINITY, |m, &v| m.max(f64::from(v)));
             let e: Vec<f64> = row.iter().map(|&v| (f64::from(v) - m).exp()).collect();
             let s: f64 = e.iter().sum();
             for (k, (&f, &ek)) in fast.iter().zip(&e).enumerate() {
@@ -270,9 +275,14 @@ mod tests {
             let mean = xs.iter().sum::<f64>() / d as f64;
             let var = xs.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / d as f64;
             for i in 0..d {
-                let exact = (xs[i] - mean) / (var + 1e-6).sqrt() * f64::from(w[i]) + f64::from(b[i]);
+                let exact =
+                    (xs[i] - mean) / (var + 1e-6).sqrt() * f64::from(w[i]) + f64::from(b[i]);
                 let err = (f64::from(out[i]) - exact).abs();
-                assert!(err <= 1e-6 * (1.0 + exact.abs()), "d={d} i={i}: {} vs {exact}", out[i]);
+                assert!(
+                    err <= 1e-6 * (1.0 + exact.abs()),
+                    "d={d} i={i}: {} vs {exact}",
+                    out[i]
+                );
             }
         }
     }

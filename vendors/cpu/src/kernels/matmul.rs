@@ -98,31 +98,64 @@ pub fn linear<T: Real>(
     }
     let x = x.as_standard_layout();
     let ws = w.strides();
-    // SAFETY: x is compact [m, k]; w is [n, k] with its own strides, read as
-    // its transpose; out is compact [m, n] and distinct from both.
-    unsafe {
-        gemm(
-            (m, n, k),
-            Dst {
-                ptr: out.as_mut_ptr(),
-                rs: n as isize,
-            },
-            true,
-            Mat {
-                ptr: x.as_ptr(),
-                rs: k as isize,
-                cs: 1,
-            },
-            Mat {
-                ptr: w.as_ptr(),
-                rs: ws[1],
-                cs: ws[0],
-            },
-            T::one(),
-            true,
-        )
+    let (xp, wp, op) = (
+        SendPtr(x.as_ptr()),
+        SendPtr(w.as_ptr()),
+        SendPtr(out.as_mut_ptr()),
+    );
+    // The output's columns (the weights' rows) split over the threads, each
+    // a single-threaded product: every thread packs only its share of the
+    // weights, and no thread waits on another inside `gemm`.
+    let parts = rayon::current_num_threads().min(n / MIN_COLUMNS).max(1);
+    let per = n.div_ceil(parts);
+    (0..parts).into_par_iter().for_each(|p| {
+        let (j0, j1) = (p * per, ((p + 1) * per).min(n));
+        // SAFETY: x is compact [m, k]; rows j0..j1 of w ([n, k], its own
+        // strides) are read as their transpose; columns j0..j1 of the compact
+        // [m, n] output are written by this part alone, distinct from both.
+        unsafe {
+            gemm(
+                (m, j1 - j0, k),
+                Dst {
+                    ptr: op.get().add(j0),
+                    rs: n as isize,
+                },
+                true,
+                Mat {
+                    ptr: xp.get(),
+                    rs: k as isize,
+                    cs: 1,
+                },
+                Mat {
+                    ptr: wp.get().offset(j0 as isize * ws[0]),
+                    rs: ws[1],
+                    cs: ws[0],
+                },
+                T::one(),
+                false,
+            )
+        }
+    });
+}
+
+/// Output columns per thread below which a product is not split.
+const MIN_COLUMNS: usize = 64;
+
+/// A pointer shared by the parts of one product, which touch disjoint elements.
+#[derive(Clone, Copy)]
+struct SendPtr<P>(P);
+
+impl<P: Copy> SendPtr<P> {
+    /// Through a method, so that closures capture the wrapper, not the field.
+    fn get(self) -> P {
+        self.0
     }
 }
+// SAFETY: the parts of a product only read the inputs and write disjoint
+// output columns; the pointers outlive the parallel section.
+unsafe impl<P> Send for SendPtr<P> {}
+// SAFETY: as above.
+unsafe impl<P> Sync for SendPtr<P> {}
 
 /// NCHW convolution by im2col + GEMM per image and group.
 pub fn conv2d<T: Real>(
