@@ -6,7 +6,8 @@ use vsdk_catalog::{DType, TensorSpec};
 /// A Rust type that is the in-memory form of a catalog dtype.
 pub trait Element: Copy + 'static {
     const DTYPE: DType;
-    fn write_le(self, out: &mut Vec<u8>);
+    /// Writes the value into `out`, which is exactly its size.
+    fn put_le(self, out: &mut [u8]);
     fn read_le(bytes: &[u8]) -> Self;
     /// The value as f64 (exact for every type but i64 beyond 2^53).
     fn to_f64(self) -> f64;
@@ -16,8 +17,8 @@ macro_rules! element {
     ($t:ty, $d:expr, $wide:expr) => {
         impl Element for $t {
             const DTYPE: DType = $d;
-            fn write_le(self, out: &mut Vec<u8>) {
-                out.extend_from_slice(&self.to_le_bytes());
+            fn put_le(self, out: &mut [u8]) {
+                out.copy_from_slice(&self.to_le_bytes());
             }
             fn read_le(bytes: &[u8]) -> Self {
                 <$t>::from_le_bytes(bytes.try_into().expect("chunk has the element's size"))
@@ -53,8 +54,11 @@ impl HostTensor {
                 values.len()
             )));
         }
-        let mut bytes = Vec::with_capacity(spec.size_bytes());
-        values.into_iter().for_each(|v| v.write_le(&mut bytes));
+        let mut bytes = vec![0u8; spec.size_bytes()];
+        bytes
+            .chunks_exact_mut(T::DTYPE.size_bytes())
+            .zip(values)
+            .for_each(|(b, v)| v.put_le(b));
         Ok(HostTensor { spec, bytes })
     }
 

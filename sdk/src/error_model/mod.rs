@@ -210,14 +210,18 @@ pub fn judge(actual: &HostTensor, reference: &[f64], bound: &[f64], rules: Rules
         e.push(m);
     }
     let n = e.len();
-    let pct = |e: &mut Vec<f64>, p: f64| -> f64 {
+    // Percentiles, largest first: a selection leaves the values at or below
+    // it in front, so the next one searches only those.
+    let rank = |p: f64| ((n.saturating_sub(1) as f64) * p).round() as usize;
+    let mut pct = |upto: usize, k: usize| -> f64 {
         if n == 0 {
             return 0.0;
         }
-        let k = (((n - 1) as f64) * p).round() as usize;
-        *e.select_nth_unstable_by(k, f64::total_cmp).1
+        *e[..=upto].select_nth_unstable_by(k, f64::total_cmp).1
     };
-    let (p50, p90, p99) = (pct(&mut e, 0.5), pct(&mut e, 0.9), pct(&mut e, 0.99));
+    let p99 = pct(n.saturating_sub(1), rank(0.99));
+    let p90 = pct(rank(0.99), rank(0.9));
+    let p50 = pct(rank(0.9), rank(0.5));
     let max_e = worst.map_or(0.0, |(_, m)| m);
     let bias_z = rules
         .bias

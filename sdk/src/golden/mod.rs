@@ -104,6 +104,11 @@ pub struct GoldenTensor {
 /// Streams: other dtypes are converted (through f64, then to f32, round to
 /// nearest even) a chunk at a time, never as a copy of the whole tensor.
 pub fn canonical_sha256(t: &HostTensor) -> [u8; 32] {
+    canonical_sha256_of(t.spec.dtype, &t.bytes)
+}
+
+/// [`canonical_sha256`] of little-endian values of `dtype`.
+fn canonical_sha256_of(dtype: DType, bytes: &[u8]) -> [u8; 32] {
     /// Elements converted per hasher update.
     const CHUNK: usize = 4096;
     fn feed<T: Element>(h: &mut Sha256, bytes: &[u8]) {
@@ -118,14 +123,14 @@ pub fn canonical_sha256(t: &HostTensor) -> [u8; 32] {
         }
     }
     let mut h = Sha256::new();
-    match t.spec.dtype {
-        DType::F32 => h.update(&t.bytes),
-        DType::F16 => feed::<f16>(&mut h, &t.bytes),
-        DType::BF16 => feed::<bf16>(&mut h, &t.bytes),
-        DType::F64 => feed::<f64>(&mut h, &t.bytes),
-        DType::U8 => feed::<u8>(&mut h, &t.bytes),
-        DType::I32 => feed::<i32>(&mut h, &t.bytes),
-        DType::I64 => feed::<i64>(&mut h, &t.bytes),
+    match dtype {
+        DType::F32 => h.update(bytes),
+        DType::F16 => feed::<f16>(&mut h, bytes),
+        DType::BF16 => feed::<bf16>(&mut h, bytes),
+        DType::F64 => feed::<f64>(&mut h, bytes),
+        DType::U8 => feed::<u8>(&mut h, bytes),
+        DType::I32 => feed::<i32>(&mut h, bytes),
+        DType::I64 => feed::<i64>(&mut h, bytes),
     }
     h.finalize().into()
 }
@@ -245,13 +250,15 @@ impl GoldenFile {
             tensors,
             bytes,
         };
-        // Raw tensors are cheap to verify now; seeded ones when materialised.
-        for t in file
-            .tensors
-            .iter()
-            .filter(|t| matches!(t.source, Source::Raw { .. }))
-        {
-            file.materialize(t)?;
+        // Raw tensors are verified now, in place, once (the bytes are held
+        // and never change); seeded ones when they are generated.
+        for t in &file.tensors {
+            if let Source::Raw { .. } = t.source {
+                let raw = file
+                    .raw_bytes(t)
+                    .ok_or_else(|| file.tensor_error(t, "raw bytes out of range".into()))?;
+                file.check_hash(t, canonical_sha256_of(t.spec.dtype, raw))?;
+            }
         }
         Ok(file)
     }
@@ -269,31 +276,47 @@ impl GoldenFile {
     }
 
     /// The tensor's values, regenerated if seeded, checked against its hash.
+    /// A tensor's values: raw bytes copied out (their hash was checked when
+    /// the file was opened), or a seeded tensor generated and checked.
     pub fn materialize(&self, t: &GoldenTensor) -> Result<HostTensor, GoldenError> {
-        let err = |reason: String| GoldenError::Tensor {
-            path: self.path.clone(),
-            tensor: t.name.clone(),
-            reason,
-        };
-        let host = match &t.source {
+        match &t.source {
             Source::Raw { .. } => {
                 let raw = self
                     .raw_bytes(t)
-                    .ok_or_else(|| err("raw bytes out of range".into()))?;
+                    .ok_or_else(|| self.tensor_error(t, "raw bytes out of range".into()))?;
                 HostTensor::from_bytes(t.spec.clone(), raw.to_vec())
-                    .map_err(|e| err(e.to_string()))?
+                    .map_err(|e| self.tensor_error(t, e.to_string()))
             }
-            Source::Seeded(s) => s.generate(t.spec.dtype, &t.spec.shape).map_err(err)?,
-        };
-        let got = canonical_sha256(&host);
-        if got != t.sha256 {
-            return Err(err(format!(
+            Source::Seeded(s) => {
+                let host = s
+                    .generate(t.spec.dtype, &t.spec.shape)
+                    .map_err(|e| self.tensor_error(t, e))?;
+                self.check_hash(t, canonical_sha256(&host))?;
+                Ok(host)
+            }
+        }
+    }
+
+    fn tensor_error(&self, t: &GoldenTensor, reason: String) -> GoldenError {
+        GoldenError::Tensor {
+            path: self.path.clone(),
+            tensor: t.name.clone(),
+            reason,
+        }
+    }
+
+    fn check_hash(&self, t: &GoldenTensor, got: [u8; 32]) -> Result<(), GoldenError> {
+        if got == t.sha256 {
+            return Ok(());
+        }
+        Err(self.tensor_error(
+            t,
+            format!(
                 "SHA-256 mismatch: the file records {}, the values hash to {}",
                 hex::encode(t.sha256),
                 hex::encode(got)
-            )));
-        }
-        Ok(host)
+            ),
+        ))
     }
 }
 

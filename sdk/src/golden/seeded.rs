@@ -125,16 +125,20 @@ fn uniform(seed: u64, first: u64, low: f64, high: f64, out: &mut [f64]) {
 #[multiversion(targets("x86_64+avx512f+avx512dq+avx512vl", "x86_64+avx2+fma"))]
 fn normal(seed: u64, first: u64, mean: f64, std: f64, out: &mut [f64]) {
     const ROW: usize = 64;
-    let mut draws = [0u64; 12 * ROW];
+    let mut sums = [0u64; ROW];
     for (r, out) in out.chunks_mut(ROW).enumerate() {
-        let base = (first + (r * ROW) as u64) * 12;
-        let draws = &mut draws[..12 * out.len()];
-        for (j, d) in draws.iter_mut().enumerate() {
-            *d = splitmix64(seed, base + j as u64) >> 11;
+        let row = first + (r * ROW) as u64;
+        let sums = &mut sums[..out.len()];
+        sums.fill(0);
+        // Draw j of every element of the row at once: lanes of elements,
+        // no horizontal sums. Integer addition is exact in any order; twelve
+        // values below 2⁵³ fit in 57 bits.
+        for j in 0..12 {
+            for (e, s) in sums.iter_mut().enumerate() {
+                *s += splitmix64(seed, (row + e as u64) * 12 + j) >> 11;
+            }
         }
-        for (o, twelve) in out.iter_mut().zip(draws.chunks_exact(12)) {
-            // Twelve values below 2⁵³: the sum fits in 57 bits, exactly.
-            let sum: u64 = twelve.iter().sum();
+        for (o, &sum) in out.iter_mut().zip(sums.iter()) {
             let z = (sum as i64 - 6 * (1i64 << 53)) as f64 / TWO_53;
             *o = mean + std * z;
         }
