@@ -14,20 +14,26 @@ pub fn binary<T: Real>(
             // Both repeat whole; the smaller one's period divides the larger's.
             let (q, p) = (x.len().min(y.len()), x.len().max(y.len()));
             if q >= MIN_ROW && p % q == 0 && o.len() % p == 0 {
-                let row = |r: usize| ((r * q) % x.len(), (r * q) % y.len());
-                let rows_per_task = (CHUNK / q).max(1);
-                o.par_chunks_mut(rows_per_task * q)
-                    .enumerate()
-                    .for_each(|(t, o)| {
-                        for (i, o) in o.chunks_exact_mut(q).enumerate() {
-                            let (xs, ys) = row(t * rows_per_task + i);
-                            for ((o, &x), &y) in
-                                o.iter_mut().zip(&x[xs..xs + q]).zip(&y[ys..ys + q])
-                            {
-                                *o = f(x, y);
-                            }
+                // Tasks of about CHUNK elements; within a task, pieces that
+                // stay inside one period of the shorter operand, where both
+                // operands are contiguous.
+                let task = if q >= CHUNK { CHUNK } else { CHUNK / q * q };
+                o.par_chunks_mut(task).enumerate().for_each(|(t, o)| {
+                    let mut done = 0;
+                    while done < o.len() {
+                        let i = t * task + done;
+                        let len = (q - i % q).min(o.len() - done);
+                        let (xs, ys) = (i % x.len(), i % y.len());
+                        let pieces = o[done..done + len]
+                            .iter_mut()
+                            .zip(&x[xs..xs + len])
+                            .zip(&y[ys..ys + len]);
+                        for ((o, &x), &y) in pieces {
+                            *o = f(x, y);
                         }
-                    });
+                        done += len;
+                    }
+                });
                 return;
             }
         }
