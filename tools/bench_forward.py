@@ -82,6 +82,34 @@ def frameworks(model, pixels, onnx_path, rounds):
     return torch_ms, ort_ms, sess
 
 
+def ort_profile(onnx_path, pixels, rounds):
+    """ONNX Runtime's own per-operator times (its profiler), per forward:
+    {op type: ms}, the median over `rounds` profiled runs."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = THREADS
+    opts.inter_op_num_threads = 1
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.enable_profiling = True
+    with tempfile.TemporaryDirectory() as tmp:
+        opts.profile_file_prefix = str(pathlib.Path(tmp) / "ort")
+        sess = ort.InferenceSession(str(onnx_path), opts, providers=["CPUExecutionProvider"])
+        for _ in range(3 + rounds):
+            sess.run(None, {"pixels": pixels})
+        events = json.loads(pathlib.Path(sess.end_profiling()).read_text())
+    per_run = {}
+    run = -1
+    for e in events:
+        if e.get("cat") == "Session" and e.get("name") == "model_run":
+            run += 1
+        elif e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time") and run >= 3:
+            op = e["args"].get("op_name", "?")
+            per_run.setdefault(op, {}).setdefault(run, 0.0)
+            per_run[op][run] += e["dur"] / 1e3
+    return {op: statistics.median(runs.values()) for op, runs in per_run.items()}
+
+
 def torch_ops(rounds):
     g = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))
 
@@ -186,18 +214,20 @@ def main():
             want = model.forward_features(torch.from_numpy(pixels))["x_norm_patchtokens"].numpy()
         got = sess.run(None, {"pixels": pixels})[1]
         ort_err = float(np.abs(got - want).max())
+        ort_ops = ort_profile(onnx_path, pixels, args.rounds)
         prov = provider(args.rounds)
         ops = torch_ops(args.rounds)
         torch_after, ort_after, _ = frameworks(model, pixels, onnx_path, args.rounds)
     wall, rss = suite_runs(args.suite_runs)
     share = kernel_share()
-    report = render(args, torch_before, torch_after, ort_before, ort_after, ort_err, prov, ops, wall, rss, share)
+    report = render(args, torch_before, torch_after, ort_before, ort_after, ort_err, prov, ops, wall, rss, share,
+                    ort_ops)
     print(report)
     if not args.no_write:
         write(report)
 
 
-def render(args, tb, ta, ob, oa, ort_err, prov, ops, wall, rss, share):
+def render(args, tb, ta, ob, oa, ort_err, prov, ops, wall, rss, share, ort_ops):
     ort_best = ob
     model = prov["model_ms"]
     lines = [
@@ -230,6 +260,10 @@ def render(args, tb, ta, ob, oa, ort_err, prov, ops, wall, rss, share):
         "Where one provider forward goes (operator: total per forward, median): " + ", ".join(
             f"{k.removeprefix('vsdk.')} {v:.1f} ms" for k, v in
             sorted(prov["ops_per_forward_ms"].items(), key=lambda kv: -kv[1])) + ".",
+        "",
+        "ONNX Runtime's own profile of its forward (operator type: total per forward, median; "
+        "model_run events are not counted, so this sums to less than its wall time): " + ", ".join(
+            f"{k} {v:.1f} ms" for k, v in sorted(ort_ops.items(), key=lambda kv: -kv[1]) if v >= 0.05) + ".",
         "",
         "| `vips-conformance run dinov2-vits14 --seed 1` (release, fp32, defaults) | median |",
         "|---|---|",

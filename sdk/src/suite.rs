@@ -5,7 +5,7 @@
 use crate::document::{Document, DocumentError, Location, TensorSource};
 use crate::golden::{GoldenError, GoldenFile, Source};
 use crate::{HostTensor, Node, TensorSpec};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -39,6 +39,10 @@ pub struct Suite {
     /// The spec of every tensor, stage outputs and graph intermediates included.
     specs: HashMap<String, TensorSpec>,
     cache: Mutex<HashMap<String, Arc<HostTensor>>>,
+    /// Seeded tensors whose values matched their recorded hash once: the
+    /// generator is deterministic, so a regeneration after [`Suite::release`]
+    /// is not hashed again.
+    verified: Mutex<HashSet<String>>,
 }
 
 /// The files of a suite directory.
@@ -165,6 +169,7 @@ impl Suite {
             golden,
             specs,
             cache: Mutex::new(HashMap::new()),
+            verified: Mutex::new(HashSet::new()),
         })
     }
 
@@ -174,12 +179,7 @@ impl Suite {
 
     /// A declared tensor's values (regenerated or read, hash-checked, cached).
     pub fn tensor(&self, name: &str) -> Result<Arc<HostTensor>, SuiteError> {
-        if let Some(t) = self
-            .cache
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(name)
-        {
+        if let Some(t) = lock(&self.cache).get(name) {
             return Ok(Arc::clone(t));
         }
         let g = self.golden.tensor(name).ok_or_else(|| {
@@ -188,13 +188,32 @@ impl Suite {
                 self.golden.path.display()
             ))
         })?;
-        let t = Arc::new(self.golden.materialize(g)?);
-        self.cache
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(name.to_string(), Arc::clone(&t));
+        let verified = lock(&self.verified).contains(name);
+        let t = Arc::new(if verified {
+            self.golden.regenerate(g)?
+        } else {
+            self.golden.materialize(g)?
+        });
+        lock(&self.verified).insert(name.to_string());
+        lock(&self.cache).insert(name.to_string(), Arc::clone(&t));
         Ok(t)
     }
+
+    /// Drops these tensors from the cache (a later [`Suite::tensor`] reads or
+    /// regenerates them): a runner holds one stage's weights at a time
+    /// rather than a whole model's.
+    pub fn release<'a>(&self, names: impl IntoIterator<Item = &'a String>) {
+        let mut cache = lock(&self.cache);
+        for name in names {
+            cache.remove(name);
+        }
+    }
+}
+
+/// The cache's maps stay consistent whatever panicked while one was held
+/// (each update is a single insert or remove).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The environment variable naming directories of suites (colon-separated).

@@ -297,6 +297,18 @@ impl GoldenFile {
         }
     }
 
+    /// [`GoldenFile::materialize`] of a tensor that was materialised (and so
+    /// checked) before: raw bytes are copied, a seeded tensor is generated
+    /// again without hashing it (generation is deterministic).
+    pub fn regenerate(&self, t: &GoldenTensor) -> Result<HostTensor, GoldenError> {
+        match &t.source {
+            Source::Raw { .. } => self.materialize(t),
+            Source::Seeded(s) => s
+                .generate(t.spec.dtype, &t.spec.shape)
+                .map_err(|e| self.tensor_error(t, e)),
+        }
+    }
+
     fn tensor_error(&self, t: &GoldenTensor, reason: String) -> GoldenError {
         GoldenError::Tensor {
             path: self.path.clone(),

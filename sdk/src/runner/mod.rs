@@ -25,7 +25,7 @@ use crate::suite::{Suite, SuiteError};
 use crate::{Device, HostTensor, TensorSpec};
 use serde::{Deserialize, Serialize};
 use stage::StageContext;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -700,6 +700,7 @@ fn run_tiers(
             main_outputs.insert(stage.name.clone(), outputs);
             supported.push(result.status != Status::NotSupported);
             results.push(progress.record(result));
+            release_after(suite, &stages, stage_index);
         }
         let first_divergent_stage = (opts.mode == Mode::Chained)
             .then(|| {
@@ -750,6 +751,7 @@ fn run_tiers(
                     Ok(to_tier(&*suite.tensor(name)?, tier))
                 })?;
                 differential.push(progress.record(result));
+                release_after(suite, &stages, stage_index);
             }
         }
         tiers.push(TierReport {
@@ -762,6 +764,23 @@ fn run_tiers(
         });
     }
     Ok((tiers, progress.stopped))
+}
+
+/// Releases the suite tensors `stages[index]` read (its inputs, and the
+/// golden values of its outputs) that no later stage of this pass reads: a
+/// run then holds about one stage's weights rather than a whole model's, and
+/// regenerates the few it needs again in the next pass (a tier, the
+/// differential round), which costs far less than holding them.
+fn release_after(suite: &Suite, stages: &[&Stage], index: usize) {
+    let later: HashSet<&String> = stages[index + 1..].iter().flat_map(|s| &s.inputs).collect();
+    let stage = stages[index];
+    suite.release(
+        stage
+            .inputs
+            .iter()
+            .chain(&stage.outputs)
+            .filter(|n| !later.contains(n)),
+    );
 }
 
 /// Runs `attempt` (0, 1, ...) until it does not fail or `retries` re-runs
