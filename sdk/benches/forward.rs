@@ -60,8 +60,12 @@ fn forward(
     (stages, ops)
 }
 
-fn random(rng: &mut impl Rng, shape: &[usize]) -> HostTensor {
+/// Uniform in [-2, 2) as float32, or any byte for an image (uint8) operator.
+fn random(rng: &mut impl Rng, shape: &[usize], image: bool) -> HostTensor {
     let n = shape.iter().product();
+    if image {
+        return HostTensor::from_vec(shape, (0..n).map(|_| rng.gen::<u8>()).collect()).unwrap();
+    }
     HostTensor::from_vec(shape, (0..n).map(|_| rng.gen_range(-2.0f32..2.0)).collect()).unwrap()
 }
 
@@ -70,7 +74,11 @@ fn one_op(device: &Device, op: Op, attrs: &Attrs, shapes: &[&[usize]], rounds: u
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(rand::random());
     let inputs: Vec<DeviceTensor> = shapes
         .iter()
-        .map(|s| device.upload(&random(&mut rng, s)).unwrap())
+        .map(|s| {
+            device
+                .upload(&random(&mut rng, s, op == Op::ResizePilBicubic))
+                .unwrap()
+        })
         .collect();
     let refs: Vec<&DeviceTensor> = inputs.iter().collect();
     let mut times = Vec::new();

@@ -5,7 +5,8 @@
 //! stretched by the scale, renormalised; an axis of unchanged length copied).
 
 use super::Real;
-use ndarray::{Array4, ArrayViewD, ArrayViewMutD, Ix3, Ix4, Zip};
+use ndarray::{Array4, ArrayViewD, ArrayViewMutD, Ix4, Zip};
+use rayon::prelude::*;
 use vsdk_catalog::Resize;
 
 /// Pillow's and PyTorch-antialias's cubic filter, A = -0.5, support 2.
@@ -158,39 +159,80 @@ fn clip8(acc: i64) -> u8 {
     (acc >> PRECISION_BITS).clamp(0, 255) as u8
 }
 
+/// Pillow's rounding offset, where every accumulation starts.
+const ROUND: i64 = 1 << (PRECISION_BITS - 1);
+
 /// Pillow `Image.resize(size, Image.BICUBIC)` on [H, W, C] uint8: one 1-D
 /// pass per axis, each rounded and clipped to uint8; the horizontal pass first
-/// (every Pillow before 13), or the vertical one (`vertical_first`).
-pub fn pil_bicubic_u8(x: ArrayViewD<u8>, out: ArrayViewMutD<u8>, vertical_first: bool) {
-    let x = x
-        .into_dimensionality::<Ix3>()
-        .expect("rank 3 checked by the catalog");
-    let mut out = out
-        .into_dimensionality::<Ix3>()
-        .expect("rank 3 checked by the catalog");
-    let (h, w, c) = x.dim();
-    let (oh, ow, _) = out.dim();
-    let round = 1i64 << (PRECISION_BITS - 1);
-    let pass = |first: &[usize], k: &[Vec<i32>], at: &dyn Fn(usize) -> u8, o: usize| -> u8 {
-        let acc = k[o].iter().enumerate().fold(round, |s, (j, &kk)| {
-            s + i64::from(at(first[o] + j)) * i64::from(kk)
-        });
-        clip8(acc)
-    };
+/// (every Pillow before 13), or the vertical one (`vertical_first`). The sums
+/// are exact integers, so their order (rows in parallel, a row's columns in
+/// lanes) does not change a bit.
+pub fn pil_bicubic_u8(x: ArrayViewD<u8>, mut out: ArrayViewMutD<u8>, vertical_first: bool) {
+    let (h, w, c) = (x.shape()[0], x.shape()[1], x.shape()[2]);
+    let (oh, ow) = (out.shape()[0], out.shape()[1]);
+    let x = x.as_standard_layout();
+    let src = x.as_slice().expect("standard layout");
+    let dst = out.as_slice_mut().expect("outputs are compact");
     // Pillow skips a pass whose size does not change; its taps would be the identity anyway.
     let (fx, kx) = pil_coeffs(w, ow);
     let (fy, ky) = pil_coeffs(h, oh);
     if vertical_first {
-        let mut tmp = ndarray::Array3::<u8>::zeros((oh, w, c));
-        Zip::indexed(&mut tmp)
-            .par_for_each(|(oy, xx, ch), v| *v = pass(&fy, &ky, &|i| x[[i, xx, ch]], oy));
-        Zip::indexed(&mut out)
-            .par_for_each(|(oy, ox, ch), v| *v = pass(&fx, &kx, &|i| tmp[[oy, i, ch]], ox));
+        let mut tmp = vec![0u8; oh * w * c];
+        vertical(src, w * c, (&fy, &ky), &mut tmp);
+        horizontal(&tmp, (w, c), (&fx, &kx), dst);
     } else {
-        let mut tmp = ndarray::Array3::<u8>::zeros((h, ow, c));
-        Zip::indexed(&mut tmp)
-            .par_for_each(|(y, ox, ch), v| *v = pass(&fx, &kx, &|i| x[[y, i, ch]], ox));
-        Zip::indexed(&mut out)
-            .par_for_each(|(oy, ox, ch), v| *v = pass(&fy, &ky, &|i| tmp[[i, ox, ch]], oy));
+        let mut tmp = vec![0u8; h * ow * c];
+        horizontal(src, (w, c), (&fx, &kx), &mut tmp);
+        vertical(&tmp, ow * c, (&fy, &ky), dst);
     }
+}
+
+/// Each output row from its input row: `(w, c)` of the input, taps per
+/// output column.
+fn horizontal(
+    src: &[u8],
+    (w, c): (usize, usize),
+    (first, k): (&[usize], &[Vec<i32>]),
+    dst: &mut [u8],
+) {
+    let ow = first.len();
+    if ow * c == 0 || w * c == 0 {
+        return;
+    }
+    dst.par_chunks_mut(ow * c)
+        .zip(src.par_chunks(w * c))
+        .for_each(|(drow, srow)| {
+            for (ox, (&f, taps)) in first.iter().zip(k).enumerate() {
+                for ch in 0..c {
+                    let acc = taps.iter().enumerate().fold(ROUND, |acc, (j, &kk)| {
+                        acc + i64::from(srow[(f + j) * c + ch]) * i64::from(kk)
+                    });
+                    drow[ox * c + ch] = clip8(acc);
+                }
+            }
+        });
+}
+
+/// Each output row from a window of input rows (`row` elements each), the
+/// row's elements accumulated in lanes.
+fn vertical(src: &[u8], row: usize, (first, k): (&[usize], &[Vec<i32>]), dst: &mut [u8]) {
+    if row == 0 {
+        return;
+    }
+    dst.par_chunks_mut(row).enumerate().for_each_init(
+        Vec::new,
+        |acc: &mut Vec<i64>, (oy, drow)| {
+            acc.clear();
+            acc.resize(row, ROUND);
+            for (j, &kk) in k[oy].iter().enumerate() {
+                let srow = &src[(first[oy] + j) * row..][..row];
+                for (a, &v) in acc.iter_mut().zip(srow) {
+                    *a += i64::from(v) * i64::from(kk);
+                }
+            }
+            for (d, &a) in drow.iter_mut().zip(acc.iter()) {
+                *d = clip8(a);
+            }
+        },
+    );
 }
