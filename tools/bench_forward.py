@@ -242,7 +242,7 @@ def render(args, tb, ta, ob, oa, ort_err, prov, ops, wall, rss, share, ort_ops):
         f"Measured {time.strftime('%Y-%m-%d')} with `python3 tools/bench_forward.py` on {THREADS} threads "
         f"(torch {torch.__version__}, onnxruntime {__import__('onnxruntime').__version__}). "
         f"Forward times are medians of {args.rounds} runs after 3 warm-ups; single operators of "
-        f"{max(args.rounds, 50)} (provider) and {args.rounds * 5} (PyTorch) calls; the suite of "
+        f"{max(args.rounds, 200)} (provider) and {args.rounds * 5} (PyTorch) calls; the suite of "
         f"{args.suite_runs} runs.",
         "",
         "| DINOv2 ViT-S/14 forward, 224 × 224, float32 | median | vs ONNX Runtime |",

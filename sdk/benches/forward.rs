@@ -253,6 +253,12 @@ fn main() {
             vec![&[1, 257, 384][..], &[1, 257, 384]],
         ),
         (
+            "resize_pil_bicubic 300x400x3 to 256x341",
+            Op::ResizePilBicubic,
+            attrs(&[("size", AttrValue::Ints(vec![256, 341]))]),
+            vec![&[300, 400, 3][..]],
+        ),
+        (
             "add of one element (the cost of a call)",
             Op::Add,
             none.clone(),
@@ -262,7 +268,7 @@ fn main() {
     let single_ms: serde_json::Map<String, serde_json::Value> = single
         .iter()
         .map(|(label, op, a, shapes)| {
-            let ms = one_op(&device, *op, a, shapes, rounds.max(50));
+            let ms = one_op(&device, *op, a, shapes, rounds.max(200));
             (label.to_string(), ms.into())
         })
         .collect();
