@@ -107,7 +107,10 @@ fn main() {
         },
         String::clone,
     );
-    let rounds: usize = args.get(1).map_or(20, |r| r.parse().expect("ROUNDS"));
+    let rounds: usize = args
+        .get(1)
+        .map_or(20, |r| r.parse().expect("ROUNDS"))
+        .max(1);
     let suite = Suite::open(std::path::Path::new(&dir)).expect("suite opens");
     let provider = Provider::open_by_name("cpu").expect("the CPU provider is built");
     let device = provider.device(0).unwrap();

@@ -275,7 +275,6 @@ impl GoldenFile {
         }
     }
 
-    /// The tensor's values, regenerated if seeded, checked against its hash.
     /// A tensor's values: raw bytes copied out (their hash was checked when
     /// the file was opened), or a seeded tensor generated and checked.
     pub fn materialize(&self, t: &GoldenTensor) -> Result<HostTensor, GoldenError> {
@@ -300,7 +299,7 @@ impl GoldenFile {
     /// [`GoldenFile::materialize`] of a tensor that was materialised (and so
     /// checked) before: raw bytes are copied, a seeded tensor is generated
     /// again without hashing it (generation is deterministic).
-    pub fn regenerate(&self, t: &GoldenTensor) -> Result<HostTensor, GoldenError> {
+    pub(crate) fn regenerate(&self, t: &GoldenTensor) -> Result<HostTensor, GoldenError> {
         match &t.source {
             Source::Raw { .. } => self.materialize(t),
             Source::Seeded(s) => s

@@ -330,6 +330,66 @@ mod tests {
         );
     }
 
+    /// The documented definition, one element at a time.
+    fn value_by_definition(dist: Distribution, seed: u64, i: u64) -> f64 {
+        match dist {
+            Distribution::Uniform { low, high } => {
+                low + (high - low) * ((splitmix64(seed, i) >> 11) as f64 / TWO_53)
+            }
+            Distribution::Normal { mean, std } => {
+                let sum: i64 = (0..12)
+                    .map(|j| (splitmix64(seed, 12 * i + j) >> 11) as i64)
+                    .sum();
+                mean + std * ((sum - 6 * (1i64 << 53)) as f64 / TWO_53)
+            }
+            Distribution::TestImage => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn blocks_and_lanes_give_the_sequential_definition() {
+        // Sizes around a lane row (64) and a parallel block (2048).
+        let seed = rand_seed();
+        let dists = [
+            Distribution::Uniform {
+                low: -3.0,
+                high: 2.0,
+            },
+            Distribution::Normal {
+                mean: 0.5,
+                std: 2.0,
+            },
+        ];
+        for dist in dists {
+            for n in [1usize, 63, 64, 65, 2047, 2048, 2 * 2048 + 65] {
+                let recipe = Seeded {
+                    seed,
+                    distribution: dist,
+                };
+                let want: Vec<f64> = (0..n as u64)
+                    .map(|i| value_by_definition(dist, seed, i))
+                    .collect();
+                let f64s = recipe.generate(DType::F64, &[n]).unwrap().to_f64_vec();
+                assert_eq!(f64s, want, "{dist:?} n={n} seed={seed}");
+                let f32s = recipe.generate(DType::F32, &[n]).unwrap().to_f64_vec();
+                let want32: Vec<f64> = want.iter().map(|&v| f64::from(v as f32)).collect();
+                assert_eq!(f32s, want32, "{dist:?} n={n} seed={seed}");
+                let bf16s = recipe.generate(DType::BF16, &[n]).unwrap().to_f64_vec();
+                let want_bf16: Vec<f64> = want
+                    .iter()
+                    .map(|&v| bf16::from_f32(v as f32).to_f64())
+                    .collect();
+                assert_eq!(bf16s, want_bf16, "{dist:?} n={n} seed={seed}");
+                let f16s = recipe.generate(DType::F16, &[n]).unwrap().to_f64_vec();
+                let want_f16: Vec<f64> = want
+                    .iter()
+                    .map(|&v| vsdk_catalog::rounding::f16_from_f64(v).to_f64())
+                    .collect();
+                assert_eq!(f16s, want_f16, "{dist:?} n={n} seed={seed}");
+            }
+        }
+    }
+
     fn rand_seed() -> u64 {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

@@ -45,13 +45,16 @@ impl Allocations {
             .zip(usize::try_from(alignment).ok())
             .and_then(|(s, a)| Layout::from_size_align(s.max(1), a.max(MIN_ALIGN)).ok())
             .ok_or_else(|| ProviderError::out_of_memory(format!("cannot allocate {size} bytes")))?;
-        let mut state = self.lock();
-        let reused = state.cached.get_mut(&layout).and_then(Vec::pop);
-        let ptr = match reused {
-            Some(p) => {
+        let reused = {
+            let mut state = self.lock();
+            let p = state.cached.get_mut(&layout).and_then(Vec::pop);
+            if p.is_some() {
                 state.cached_bytes -= layout.size();
-                p as *mut u8
             }
+            p
+        };
+        let ptr = match reused {
+            Some(p) => p as *mut u8,
             // SAFETY: the layout has a non-zero size.
             None => unsafe { std::alloc::alloc(layout) },
         };
@@ -60,21 +63,27 @@ impl Allocations {
                 "allocation of {size} bytes failed"
             )));
         }
-        state.live.insert(ptr as usize, layout);
+        self.lock().live.insert(ptr as usize, layout);
         Ok(ptr)
     }
 
     pub fn free(&self, ptr: *mut u8) {
-        let mut state = self.lock();
-        let Some(layout) = state.live.remove(&(ptr as usize)) else {
-            return;
+        let release = {
+            let mut state = self.lock();
+            let Some(layout) = state.live.remove(&(ptr as usize)) else {
+                return;
+            };
+            if state.cached_bytes + layout.size() <= CACHE_BYTES {
+                state.cached_bytes += layout.size();
+                state.cached.entry(layout).or_default().push(ptr as usize);
+                None
+            } else {
+                Some(layout)
+            }
         };
-        if state.cached_bytes + layout.size() <= CACHE_BYTES {
-            state.cached_bytes += layout.size();
-            state.cached.entry(layout).or_default().push(ptr as usize);
-        } else {
+        if let Some(layout) = release {
             // SAFETY: `ptr` was returned by `alloc` with this layout and is freed once
-            // (it was just removed from the registry and is not cached).
+            // (it was just removed from the registry and was not cached).
             unsafe { std::alloc::dealloc(ptr, layout) };
         }
     }

@@ -23,6 +23,9 @@ use vsdk_provider_kit::{ProviderError, TensorArg};
 pub trait Real:
     num_traits::Float + Send + Sync + 'static + std::fmt::Debug + std::iter::Sum + Default
 {
+    /// The reference type: kernels keep the plain definitions and an order
+    /// of summation that does not depend on the machine's thread count.
+    const PLAIN: bool;
     fn lit(v: f64) -> Self;
     fn wide(self) -> f64;
     fn erf(self) -> Self;
@@ -34,6 +37,7 @@ pub trait Real:
 }
 
 impl Real for f32 {
+    const PLAIN: bool = false;
     fn lit(v: f64) -> Self {
         v as f32
     }
@@ -55,6 +59,7 @@ impl Real for f32 {
 }
 
 impl Real for f64 {
+    const PLAIN: bool = true;
     fn lit(v: f64) -> Self {
         v
     }
