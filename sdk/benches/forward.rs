@@ -4,6 +4,9 @@
 //!
 //!     cargo bench -p vips-sdk --bench forward -- [SUITE_DIR] [ROUNDS]
 //!
+//! SUITE_DIR (default: the dinov2-vits14 suite) is absolute or relative to
+//! `sdk/`, where cargo runs benches.
+//!
 //! The forward runs every stage's graph node by node, chained, at float32,
 //! with the weights uploaded once (as an engine would hold them); each
 //! kernel call goes through the loader as in a conformance run (catalog
