@@ -92,20 +92,47 @@ impl HostTensor {
 
     /// Every element as f64, whatever the dtype.
     pub fn to_f64_vec(&self) -> Vec<f64> {
-        fn all<T: Element>(b: &[u8]) -> Vec<f64> {
-            b.chunks_exact(T::DTYPE.size_bytes())
-                .map(|c| T::read_le(c).to_f64())
-                .collect()
+        let read = reader(self.spec.dtype);
+        self.bytes
+            .chunks_exact(self.spec.dtype.size_bytes())
+            .map(read)
+            .collect()
+    }
+}
+
+/// Reads one little-endian element of `dtype` as f64 (exact for every type
+/// but i64 beyond 2^53).
+pub(crate) fn reader(dtype: DType) -> fn(&[u8]) -> f64 {
+    match dtype {
+        DType::F16 => |b| f16::read_le(b).to_f64(),
+        DType::BF16 => |b| bf16::read_le(b).to_f64(),
+        DType::F32 => |b| f32::read_le(b).to_f64(),
+        DType::F64 => f64::read_le,
+        DType::U8 => |b| f64::from(b[0]),
+        DType::I32 => |b| i32::read_le(b).to_f64(),
+        DType::I64 => |b| i64::read_le(b).to_f64(),
+    }
+}
+
+/// Writes an f64 as one little-endian element of `dtype`, as `vsdk.cast`
+/// converts: floats round to nearest even (directly from f64), integers round
+/// half to even and saturate, NaN becomes 0.
+pub(crate) fn writer(dtype: DType) -> fn(f64, &mut [u8]) {
+    fn int(v: f64, lo: f64, hi: f64) -> f64 {
+        if v.is_nan() {
+            0.0
+        } else {
+            v.round_ties_even().clamp(lo, hi)
         }
-        match self.spec.dtype {
-            DType::F16 => all::<f16>(&self.bytes),
-            DType::BF16 => all::<bf16>(&self.bytes),
-            DType::F32 => all::<f32>(&self.bytes),
-            DType::F64 => all::<f64>(&self.bytes),
-            DType::U8 => all::<u8>(&self.bytes),
-            DType::I32 => all::<i32>(&self.bytes),
-            DType::I64 => all::<i64>(&self.bytes),
-        }
+    }
+    match dtype {
+        DType::F64 => |v, b| v.put_le(b),
+        DType::F32 => |v, b| (v as f32).put_le(b),
+        DType::F16 => |v, b| vsdk_catalog::rounding::f16_from_f64(v).put_le(b),
+        DType::BF16 => |v, b| vsdk_catalog::rounding::bf16_from_f64(v).put_le(b),
+        DType::U8 => |v, b| b[0] = int(v, 0.0, 255.0) as u8,
+        DType::I32 => |v, b| (int(v, i32::MIN.into(), i32::MAX.into()) as i32).put_le(b),
+        DType::I64 => |v, b| (int(v, i64::MIN as f64, i64::MAX as f64) as i64).put_le(b),
     }
 }
 
@@ -116,41 +143,7 @@ impl HostTensor {
         if dtype == self.spec.dtype {
             return self.clone();
         }
-        let read: fn(&[u8]) -> f64 = match self.spec.dtype {
-            DType::F16 => |b| f16::read_le(b).to_f64(),
-            DType::BF16 => |b| bf16::read_le(b).to_f64(),
-            DType::F32 => |b| f32::read_le(b).to_f64(),
-            DType::F64 => f64::read_le,
-            DType::U8 => |b| f64::from(b[0]),
-            DType::I32 => |b| i32::read_le(b).to_f64(),
-            DType::I64 => |b| i64::read_le(b).to_f64(),
-        };
-        fn int(v: f64, lo: f64, hi: f64) -> f64 {
-            if v.is_nan() {
-                0.0
-            } else {
-                v.round_ties_even().clamp(lo, hi)
-            }
-        }
-        let write: fn(f64, &mut [u8]) = match dtype {
-            DType::F64 => |v, b| b.copy_from_slice(&v.to_le_bytes()),
-            DType::F32 => |v, b| b.copy_from_slice(&(v as f32).to_le_bytes()),
-            DType::F16 => {
-                |v, b| b.copy_from_slice(&vsdk_catalog::rounding::f16_from_f64(v).to_le_bytes())
-            }
-            DType::BF16 => {
-                |v, b| b.copy_from_slice(&vsdk_catalog::rounding::bf16_from_f64(v).to_le_bytes())
-            }
-            DType::U8 => |v, b| b[0] = int(v, 0.0, 255.0) as u8,
-            DType::I32 => |v, b| {
-                let i = int(v, i32::MIN.into(), i32::MAX.into()) as i32;
-                b.copy_from_slice(&i.to_le_bytes())
-            },
-            DType::I64 => |v, b| {
-                let i = int(v, i64::MIN as f64, i64::MAX as f64) as i64;
-                b.copy_from_slice(&i.to_le_bytes())
-            },
-        };
+        let (read, write) = (reader(self.spec.dtype), writer(dtype));
         let (from, to) = (self.spec.dtype.size_bytes(), dtype.size_bytes());
         let mut bytes = vec![0u8; self.bytes.len() / from * to];
         // Element by element, each exactly once through f64 (exact for every

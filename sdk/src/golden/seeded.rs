@@ -187,13 +187,9 @@ impl Seeded {
         }
         let n = shape.iter().product::<usize>();
         let write: fn(f64, &mut [u8]) = match dtype {
-            DType::F64 => |v, b| b.copy_from_slice(&v.to_le_bytes()),
-            DType::F32 => |v, b| b.copy_from_slice(&(v as f32).to_le_bytes()),
-            DType::F16 => {
-                |v, b| b.copy_from_slice(&vsdk_catalog::rounding::f16_from_f64(v).to_le_bytes())
-            }
             // Through float32, as `tensor.float().bfloat16()` rounds.
             DType::BF16 => |v, b| b.copy_from_slice(&bf16::from_f32(v as f32).to_le_bytes()),
+            d if d.is_float() => crate::tensor::writer(d),
             d => return Err(format!("{d} tensors cannot be seeded (float dtypes only)")),
         };
         let size = dtype.size_bytes();

@@ -28,7 +28,6 @@ pub trait Real:
     const PLAIN: bool;
     fn lit(v: f64) -> Self;
     fn wide(self) -> f64;
-    fn erf(self) -> Self;
     /// The row kernels: vectorised for f32, the plain definitions for the
     /// float64 reference (whose results golden files hold).
     fn gelu(x: &[Self], out: &mut [Self]);
@@ -43,9 +42,6 @@ impl Real for f32 {
     }
     fn wide(self) -> f64 {
         f64::from(self)
-    }
-    fn erf(self) -> Self {
-        libm::erff(self)
     }
     fn gelu(x: &[Self], out: &mut [Self]) {
         fast_f32::gelu(x, out)
@@ -66,11 +62,8 @@ impl Real for f64 {
     fn wide(self) -> f64 {
         self
     }
-    fn erf(self) -> Self {
-        libm::erf(self)
-    }
     fn gelu(x: &[Self], out: &mut [Self]) {
-        elementwise::gelu_plain(x, out)
+        elementwise::gelu_f64(x, out)
     }
     fn softmax_row(row: &mut [Self]) {
         norm::softmax_row_plain(row)
