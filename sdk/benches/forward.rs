@@ -2,13 +2,13 @@
 //! operators one call at a time on the model's shapes; prints JSON for
 //! tools/bench_forward.py, which sets them beside PyTorch and ONNX Runtime.
 //!
-//!     cargo bench -p vips-sdk --bench forward -- [SUITE_DIR] [ROUNDS]
+//!     cargo bench -p vips-sdk --bench forward -- [SUITE_DIR] [ROUNDS] [--dtype=float16|bfloat16]
 //!
 //! SUITE_DIR (default: the dinov2-vits14 suite) is absolute or relative to
 //! `sdk/`, where cargo runs benches.
 //!
-//! The forward runs every stage's graph node by node, chained, at float32,
-//! with the weights uploaded once (as an engine would hold them); each
+//! The forward runs every stage's graph node by node, chained, at float32
+//! (or the float dtype given, as a conformance tier runs it), with the weights uploaded once (as an engine would hold them); each
 //! kernel call goes through the loader as in a conformance run (catalog
 //! check, `kernel_supports`, output allocation, `execute`).
 
@@ -16,7 +16,7 @@ use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 use vips_sdk::suite::Suite;
-use vips_sdk::{AttrValue, Attrs, Device, DeviceTensor, HostTensor, Op, Provider};
+use vips_sdk::{AttrValue, Attrs, DType, Device, DeviceTensor, HostTensor, Op, Provider};
 
 fn median(mut v: Vec<Duration>) -> f64 {
     v.sort();
@@ -27,6 +27,7 @@ fn median(mut v: Vec<Duration>) -> f64 {
 fn forward(
     suite: &Suite,
     device: &Device,
+    float: Option<DType>,
     held: &HashMap<String, DeviceTensor>,
 ) -> (Vec<(String, Duration)>, BTreeMap<&'static str, Duration>) {
     let mut produced: HashMap<String, DeviceTensor> = HashMap::new();
@@ -47,9 +48,10 @@ fn forward(
                         .unwrap_or_else(|| panic!("{}: input {n} is missing", stage.name))
                 })
                 .collect();
+            let attrs = node.attrs_at(float);
             let t = Instant::now();
             let mut out = device
-                .execute(node.op.name(), node.op.version(), &node.attrs, &inputs)
+                .execute(node.op.name(), node.op.version(), &attrs, &inputs)
                 .unwrap_or_else(|e| panic!("{} {}: {e}", stage.name, node.op.name()));
             *ops.entry(node.op.name()).or_default() += t.elapsed();
             local.insert(node.output.clone(), out.remove(0));
@@ -100,6 +102,13 @@ fn main() {
         .skip(1)
         .filter(|a| !a.starts_with("--"))
         .collect();
+    let float = std::env::args()
+        .find_map(|a| a.strip_prefix("--dtype=").map(str::to_string))
+        .map(|d| {
+            DType::from_name(&d)
+                .filter(|d| d.is_float())
+                .expect("--dtype=float16|bfloat16|float32|float64")
+        });
     let dir = args.first().map_or_else(
         || {
             concat!(
@@ -135,6 +144,10 @@ fn main() {
                 let t = Instant::now();
                 let host = suite.tensor(name).expect("declared tensor");
                 materialise += t.elapsed();
+                let host = match float {
+                    Some(d) if host.spec.dtype.is_float() => host.cast(d),
+                    _ => (*host).clone(),
+                };
                 held.insert(name.clone(), device.upload(&host).unwrap());
             }
         }
@@ -150,7 +163,7 @@ fn main() {
     let regenerate = regenerate.elapsed();
 
     for _ in 0..3 {
-        forward(&suite, &device, &held);
+        forward(&suite, &device, float, &held);
     }
     let mut per_stage: BTreeMap<String, Vec<Duration>> = BTreeMap::new();
     let mut per_op: BTreeMap<&'static str, Vec<Duration>> = BTreeMap::new();
@@ -158,7 +171,7 @@ fn main() {
     let mut models = Vec::new();
     let first = suite.document.stages[0].name.clone();
     for _ in 0..rounds {
-        let (stages, ops) = forward(&suite, &device, &held);
+        let (stages, ops) = forward(&suite, &device, float, &held);
         totals.push(stages.iter().map(|(_, t)| *t).sum());
         models.push(
             stages
@@ -283,6 +296,7 @@ fn main() {
     };
     let report = serde_json::json!({
         "rounds": rounds,
+        "dtype": float.map_or("float32", DType::name),
         "materialise_ms": materialise.as_secs_f64() * 1e3,
         "regenerate_ms": regenerate.as_secs_f64() * 1e3,
         "forward_ms": median(totals),

@@ -248,7 +248,7 @@ fn python_regenerates_seeded_tensors_bit_exactly_from_the_docs() {
         let t = s.generate(*d, shape).unwrap();
         assert_eq!(
             py[i]["hex"].as_str().unwrap(),
-            hex::encode(&t.bytes),
+            hex::encode(t.bytes.as_slice()),
             "{d} {dist:?} seed {}",
             s.seed
         );

@@ -22,6 +22,7 @@ pub use graph::{check_nodes, stage_reference, NodeCheck, StageReference};
 
 use crate::compare::{NanPolicy, Tier};
 use crate::{DType, HostTensor};
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 /// The arithmetic a tier implies for one tensor's dtype.
@@ -162,53 +163,125 @@ pub struct Rules {
     pub bias: Option<(f64, f64)>,
 }
 
+/// Elements per block of a judgement.
+const JUDGE_BLOCK: usize = 1 << 14;
+
+/// What a judgement counts over a block of elements.
+#[derive(Default)]
+struct Tally {
+    over: u64,
+    sum: f64,
+    sumsq: f64,
+    max_abs: f64,
+    /// The first element of the largest |e|, and that |e|.
+    worst: Option<(usize, f64)>,
+    /// The first non-finite mismatch.
+    nonfinite: Option<usize>,
+}
+
+impl Tally {
+    /// Writes |e| of elements `at..` into `e` and counts them.
+    fn of(
+        a: &[f64],
+        reference: &[f64],
+        bound: &[f64],
+        at: usize,
+        rules: Rules,
+        e: &mut [f64],
+    ) -> Tally {
+        let mut t = Tally::default();
+        for (i, (((&x, &r), &b), m_out)) in a.iter().zip(reference).zip(bound).zip(e).enumerate() {
+            let ei = if x.is_finite() && r.is_finite() {
+                let d = x - r;
+                t.max_abs = t.max_abs.max(d.abs());
+                if d == 0.0 {
+                    0.0
+                } else if b > 0.0 {
+                    d / b
+                } else {
+                    f64::INFINITY.copysign(d)
+                }
+            } else {
+                let ok = if x.is_nan() || r.is_nan() {
+                    x.is_nan() && r.is_nan() && rules.nan == NanPolicy::Allow
+                } else {
+                    x == r
+                };
+                if ok {
+                    0.0
+                } else {
+                    t.nonfinite.get_or_insert(at + i);
+                    f64::INFINITY
+                }
+            };
+            let m = ei.abs();
+            if m > 1.0 {
+                t.over += 1;
+            }
+            if t.worst.is_none_or(|(_, w)| m > w) {
+                t.worst = Some((at + i, m));
+            }
+            if m.is_finite() {
+                t.sum += ei;
+                t.sumsq += ei * ei;
+            }
+            *m_out = m;
+        }
+        t
+    }
+
+    /// This block's tally followed by the next one's.
+    fn then(self, next: Tally) -> Tally {
+        Tally {
+            over: self.over + next.over,
+            sum: self.sum + next.sum,
+            sumsq: self.sumsq + next.sumsq,
+            max_abs: self.max_abs.max(next.max_abs),
+            worst: match (self.worst, next.worst) {
+                (Some((_, w)), Some((j, m))) if m > w => Some((j, m)),
+                (None, n) => n,
+                (s, _) => s,
+            },
+            nonfinite: self.nonfinite.or(next.nonfinite),
+        }
+    }
+}
+
 /// Judges `actual` against the float64 `reference` with per-element `bound`
 /// (all three the same length, row-major over `shape`).
 pub fn judge(actual: &HostTensor, reference: &[f64], bound: &[f64], rules: Rules) -> Judgement {
     let a = actual.to_f64_vec();
     debug_assert_eq!(a.len(), reference.len());
     debug_assert_eq!(a.len(), bound.len());
-    let mut e = Vec::with_capacity(a.len());
-    let (mut over, mut sum, mut sumsq, mut max_abs) = (0u64, 0.0f64, 0.0f64, 0.0f64);
-    let mut worst: Option<(usize, f64)> = None;
-    let mut nonfinite_reason = None;
-    for (i, ((&x, &r), &b)) in a.iter().zip(reference).zip(bound).enumerate() {
-        let ei = if x.is_finite() && r.is_finite() {
-            let d = x - r;
-            max_abs = max_abs.max(d.abs());
-            if d == 0.0 {
-                0.0
-            } else if b > 0.0 {
-                d / b
-            } else {
-                f64::INFINITY.copysign(d)
-            }
-        } else {
-            let ok = if x.is_nan() || r.is_nan() {
-                x.is_nan() && r.is_nan() && rules.nan == NanPolicy::Allow
-            } else {
-                x == r
-            };
-            if ok {
-                0.0
-            } else {
-                nonfinite_reason.get_or_insert(i);
-                f64::INFINITY
-            }
-        };
-        let m = ei.abs();
-        if m > 1.0 {
-            over += 1;
-        }
-        if worst.is_none_or(|(_, w)| m > w) {
-            worst = Some((i, m));
-        }
-        if m.is_finite() {
-            sum += ei;
-            sumsq += ei * ei;
-        }
-        e.push(m);
-    }
+    let mut e = vec![0.0; a.len()];
+    // Blocks of a fixed size, tallied in parallel and combined in order: the
+    // sums do not depend on the number of threads.
+    let tally = e
+        .par_chunks_mut(JUDGE_BLOCK)
+        .enumerate()
+        .map(|(blk, e)| {
+            let at = blk * JUDGE_BLOCK;
+            let end = at + e.len();
+            Tally::of(
+                &a[at..end],
+                &reference[at..end],
+                &bound[at..end],
+                at,
+                rules,
+                e,
+            )
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .fold(Tally::default(), Tally::then);
+    let Tally {
+        over,
+        sum,
+        sumsq,
+        max_abs,
+        worst,
+        nonfinite: nonfinite_reason,
+    } = tally;
     let n = e.len();
     // Percentiles, largest first: a selection leaves the values at or below
     // it in front, so the next one searches only those.

@@ -412,7 +412,7 @@ pub struct GoldenWriter {
 
 #[derive(Debug)]
 enum OwnedData {
-    Raw(Vec<u8>),
+    Raw(std::sync::Arc<Vec<u8>>),
     Seeded(Seeded),
 }
 

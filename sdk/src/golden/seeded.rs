@@ -247,7 +247,10 @@ mod tests {
             },
         };
         let t = uniform.generate(DType::F32, &[2, 2]).unwrap();
-        assert_eq!(hex::encode(&t.bytes), "c95cf73e3a202ebf63b6e2be788c9fbe");
+        assert_eq!(
+            hex::encode(t.bytes.as_slice()),
+            "c95cf73e3a202ebf63b6e2be788c9fbe"
+        );
         let normal = Seeded {
             seed: 42,
             distribution: Distribution::Normal {
@@ -256,7 +259,7 @@ mod tests {
             },
         };
         let t = normal.generate(DType::BF16, &[4]).unwrap();
-        assert_eq!(hex::encode(&t.bytes), "65bfefbecc3fefbf");
+        assert_eq!(hex::encode(t.bytes.as_slice()), "65bfefbecc3fefbf");
         let t = normal.generate(DType::F64, &[4]).unwrap();
         assert_eq!(
             t.to_f64_vec(),

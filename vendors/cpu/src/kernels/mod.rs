@@ -8,13 +8,16 @@ mod elementwise;
 mod fast_f32;
 mod matmul;
 mod movement;
+mod narrow;
 mod norm;
 pub mod resize;
+mod scratch;
 
 pub use matmul::linear;
 
-use half::{bf16, f16, slice::HalfFloatSliceExt};
-use ndarray::{ArrayD, ArrayViewD, ArrayViewMutD, IxDyn, ShapeBuilder, Zip};
+use half::{bf16, f16};
+use narrow::Narrow;
+use ndarray::{ArrayViewD, ArrayViewMutD, IxDyn, ShapeBuilder, Zip};
 use rayon::prelude::*;
 use vsdk_catalog::{DType, Node};
 use vsdk_provider_kit::{ProviderError, TensorArg};
@@ -72,33 +75,6 @@ impl Real for f64 {
         norm::layer_norm_row_plain(row, w, b, eps, out)
     }
 }
-
-/// A 16-bit float stored in memory and computed in f32. The slice
-/// conversions are `half`'s, vectorised where the CPU can (F16C for float16);
-/// every conversion rounds to nearest even, as the scalar ones do.
-trait Narrow: Copy + Send + Sync {
-    fn widen(self) -> f32;
-    fn widen_slice(src: &[Self], dst: &mut [f32]);
-    fn narrow_slice(src: &[f32], dst: &mut [Self]);
-}
-
-macro_rules! narrow {
-    ($t:ty) => {
-        impl Narrow for $t {
-            fn widen(self) -> f32 {
-                self.to_f32()
-            }
-            fn widen_slice(src: &[Self], dst: &mut [f32]) {
-                src.convert_to_f32_slice(dst)
-            }
-            fn narrow_slice(src: &[f32], dst: &mut [Self]) {
-                dst.convert_from_f32_slice(src)
-            }
-        }
-    };
-}
-narrow!(f16);
-narrow!(bf16);
 
 /// # Safety
 /// `t` describes live memory of its dtype (checked by the caller against the
@@ -165,37 +141,50 @@ unsafe fn via_f32<N: Narrow>(
     out: &TensorArg,
 ) -> Result<(), ProviderError> {
     const CHUNK: usize = 1 << 14;
-    let wide: Vec<ArrayD<f32>> = inputs
-        .iter()
-        .map(|t| {
-            // SAFETY: forwarded.
-            let narrow = unsafe { view::<N>(t) };
-            let mut wide = ArrayD::<f32>::zeros(narrow.raw_dim());
-            match (narrow.as_slice(), wide.as_slice_mut()) {
-                (Some(src), Some(dst)) => dst
-                    .par_chunks_mut(CHUNK)
-                    .zip(src.par_chunks(CHUNK))
-                    .for_each(|(d, s)| N::widen_slice(s, d)),
-                _ => Zip::from(&mut wide)
-                    .and(&narrow)
-                    .par_for_each(|w, &v| *w = v.widen()),
-            }
-            wide
-        })
-        .collect();
-    let wide_views: Vec<_> = wide.iter().map(|a| a.view()).collect();
-    let mut result = ArrayD::<f32>::zeros(out.shape.clone());
-    float_node(node, &wide_views, result.view_mut())?;
-    // SAFETY: forwarded.
-    let mut out = unsafe { view_mut::<N>(out) };
-    let src = result
-        .as_slice()
-        .expect("a new array is in standard layout");
-    let dst = out.as_slice_mut().expect("outputs are compact");
-    dst.par_chunks_mut(CHUNK)
-        .zip(src.par_chunks(CHUNK))
-        .for_each(|(d, s)| N::narrow_slice(s, d));
-    Ok(())
+    let mut buffers = Vec::with_capacity(inputs.len() + 1);
+    for t in inputs {
+        // SAFETY: forwarded.
+        let narrow = unsafe { view::<N>(t) };
+        let mut wide = scratch::take(narrow.len());
+        let dst = &mut wide[..narrow.len()];
+        match narrow.as_slice() {
+            Some(src) => dst
+                .par_chunks_mut(CHUNK)
+                .zip(src.par_chunks(CHUNK))
+                .for_each(|(d, s)| N::widen_slice(s, d)),
+            None => Zip::from(
+                ArrayViewMutD::from_shape(narrow.raw_dim(), dst).expect("sized to the view"),
+            )
+            .and(&narrow)
+            .par_for_each(|w, &v| *w = v.widen()),
+        }
+        buffers.push(wide);
+    }
+    let n = out.shape.iter().product::<usize>();
+    let mut result = scratch::take(n);
+    let computed = {
+        let views: Vec<ArrayViewD<f32>> = inputs
+            .iter()
+            .zip(&buffers)
+            .map(|(t, b)| {
+                ArrayViewD::from_shape(t.shape.clone(), &b[..t.shape.iter().product::<usize>()])
+                    .expect("sized to the shape")
+            })
+            .collect();
+        let out_view = ArrayViewMutD::from_shape(out.shape.clone(), &mut result[..n])
+            .expect("sized to the shape");
+        float_node(node, &views, out_view)
+    };
+    if computed.is_ok() {
+        // SAFETY: forwarded.
+        let mut out = unsafe { view_mut::<N>(out) };
+        let dst = out.as_slice_mut().expect("outputs are compact");
+        dst.par_chunks_mut(CHUNK)
+            .zip(result[..n].par_chunks(CHUNK))
+            .for_each(|(d, s)| N::narrow_slice(s, d));
+    }
+    buffers.into_iter().chain([result]).for_each(scratch::give);
+    computed
 }
 
 fn float_node<T: Real>(

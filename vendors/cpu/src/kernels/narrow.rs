@@ -1,0 +1,125 @@
+//! The 16-bit float types in memory, computed in float32: widening is exact,
+//! narrowing rounds to nearest even, once, at an operator's output.
+//!
+//! float16 uses `half`'s slice conversions (F16C where the CPU has it).
+//! bfloat16 has no SIMD path in `half` (one scalar call per element), so its
+//! conversions are written here for the auto-vectoriser and compiled per
+//! instruction set: both are a few integer operations on the bits (a
+//! bfloat16 is the top half of a float32), bit-identical to `half`'s scalar
+//! ones, NaN payloads included.
+
+use half::{bf16, f16, slice::HalfFloatSliceExt};
+use multiversion::multiversion;
+
+/// A 16-bit float stored in memory and computed in f32.
+pub trait Narrow: Copy + Send + Sync {
+    fn widen(self) -> f32;
+    fn widen_slice(src: &[Self], dst: &mut [f32]);
+    fn narrow_slice(src: &[f32], dst: &mut [Self]);
+}
+
+impl Narrow for f16 {
+    fn widen(self) -> f32 {
+        self.to_f32()
+    }
+    fn widen_slice(src: &[Self], dst: &mut [f32]) {
+        src.convert_to_f32_slice(dst)
+    }
+    fn narrow_slice(src: &[f32], dst: &mut [Self]) {
+        dst.convert_from_f32_slice(src)
+    }
+}
+
+impl Narrow for bf16 {
+    fn widen(self) -> f32 {
+        self.to_f32()
+    }
+    fn widen_slice(src: &[Self], dst: &mut [f32]) {
+        bf16_to_f32(src.reinterpret_cast(), dst)
+    }
+    fn narrow_slice(src: &[f32], dst: &mut [Self]) {
+        f32_to_bf16(src, dst.reinterpret_cast_mut())
+    }
+}
+
+/// bfloat16 bits to float32: the bits become the top half; a NaN gets its
+/// quiet bit set (as `half` does).
+#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2"))]
+fn bf16_to_f32(src: &[u16], dst: &mut [f32]) {
+    for (d, &b) in dst.iter_mut().zip(src) {
+        let nan = u32::from(b & 0x7fff > 0x7f80);
+        *d = f32::from_bits((u32::from(b) | (nan << 6)) << 16);
+    }
+}
+
+/// float32 to bfloat16 bits, to nearest, ties to even: add one to the top half
+/// when the cut-off half is above the midpoint, or at it with the kept last
+/// bit odd. A NaN keeps its top half with the quiet bit set.
+#[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2"))]
+fn f32_to_bf16(src: &[f32], dst: &mut [u16]) {
+    for (d, &v) in dst.iter_mut().zip(src) {
+        let x = v.to_bits();
+        let nan = x & 0x7fff_ffff > 0x7f80_0000;
+        let up = (x >> 15) & 1 & u32::from(x & 0x1_7fff != 0);
+        let rounded = (x >> 16) + up;
+        *d = if nan { (x >> 16) | 0x40 } else { rounded } as u16;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    #[test]
+    fn bf16_widening_matches_half_for_every_value() {
+        let all: Vec<bf16> = (0..=u16::MAX).map(bf16::from_bits).collect();
+        let mut wide = vec![0f32; all.len()];
+        bf16::widen_slice(&all, &mut wide);
+        for (b, w) in all.iter().zip(&wide) {
+            assert_eq!(w.to_bits(), b.to_f32().to_bits(), "{:#06x}", b.to_bits());
+        }
+    }
+
+    #[test]
+    fn bf16_narrowing_matches_half_on_ties_specials_and_random_bits() {
+        let seed = rand::random();
+        eprintln!("narrow test seed: {seed}");
+        let mut r = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let mut v: Vec<f32> = (0..1 << 20)
+            .map(|i| {
+                let bits: u32 = r.gen();
+                f32::from_bits(match i % 4 {
+                    // exact ties, with the kept last bit odd or even
+                    0 => (bits & 0xffff_0000) | 0x8000,
+                    // one below and one above a tie
+                    1 => (bits & 0xffff_0000) | 0x7fff,
+                    2 => (bits & 0xffff_0000) | 0x8001,
+                    _ => bits,
+                })
+            })
+            .collect();
+        v.extend([
+            0.0,
+            -0.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+            -f32::NAN,
+            f32::MAX,
+            f32::MIN_POSITIVE,
+            f32::from_bits(1),
+            f32::from_bits(0x7f7f_8000), // rounds up to infinity
+        ]);
+        let mut narrow = vec![bf16::ZERO; v.len()];
+        bf16::narrow_slice(&v, &mut narrow);
+        for (x, n) in v.iter().zip(&narrow) {
+            assert_eq!(
+                n.to_bits(),
+                bf16::from_f32(*x).to_bits(),
+                "{:#010x}",
+                x.to_bits()
+            );
+        }
+    }
+}

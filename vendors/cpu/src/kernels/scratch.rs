@@ -1,0 +1,42 @@
+//! Float32 working buffers of the 16-bit operators, kept per thread between
+//! calls: a forward calls the same shapes over and over, and a fresh
+//! megabyte-sized allocation is a fresh mapping, a page fault for every
+//! 4 KiB it touches and the kernel zeroing each page.
+
+use std::cell::RefCell;
+
+/// The most float32 elements kept per thread (64 MiB).
+const KEEP_ELEMENTS: usize = 16 << 20;
+
+thread_local! {
+    static POOL: RefCell<Vec<Vec<f32>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A buffer of at least `n` initialised elements (their values are left over
+/// from earlier calls: callers write before they read).
+pub fn take(n: usize) -> Vec<f32> {
+    let mut v = POOL
+        .with_borrow_mut(|pool| {
+            // The smallest kept buffer that is large enough, else the largest.
+            let best = (0..pool.len())
+                .filter(|&i| pool[i].len() >= n)
+                .min_by_key(|&i| pool[i].len())
+                .or_else(|| (0..pool.len()).max_by_key(|&i| pool[i].len()));
+            best.map(|i| pool.swap_remove(i))
+        })
+        .unwrap_or_default();
+    if v.len() < n {
+        v.resize(n, 0.0);
+    }
+    v
+}
+
+/// Returns a buffer for later calls, unless the thread already keeps enough.
+pub fn give(v: Vec<f32>) {
+    POOL.with_borrow_mut(|pool| {
+        let kept: usize = pool.iter().map(Vec::len).sum();
+        if kept + v.len() <= KEEP_ELEMENTS {
+            pool.push(v);
+        }
+    })
+}
