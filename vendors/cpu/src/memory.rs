@@ -17,8 +17,9 @@ use vsdk_provider_kit::ProviderError;
 /// Every buffer is at least this aligned, so any dtype can view it.
 const MIN_ALIGN: usize = 64;
 
-/// The most freed memory kept for reuse.
-const CACHE_BYTES: usize = 64 << 20;
+/// The most freed memory kept for reuse: a transformer block's intermediates
+/// at 224 × 224 (a few MiB at float32) fit, a model's weights do not.
+const CACHE_BYTES: usize = 16 << 20;
 
 #[derive(Default)]
 pub struct Allocations {
