@@ -28,21 +28,33 @@ pub fn stage_reference(
     params: &TierParams,
 ) -> Result<StageReference, Error> {
     let r = Reference(reference);
-    let mut values: HashMap<String, HostTensor> = inputs
-        .iter()
-        .map(|(k, v)| (k.clone(), ops::wide(v)))
-        .collect();
+    // float64 values: the stage's inputs widened when first read.
+    let mut values: HashMap<String, HostTensor> = HashMap::new();
     let mut specs: HashMap<String, TensorSpec> = inputs
         .iter()
         .map(|(k, v)| (k.clone(), v.spec.clone()))
         .collect();
     // The variance E² of each tensor's error (absent: exact).
     let mut vars: HashMap<String, HostTensor> = HashMap::new();
-    for node in &stage.graph {
+    // The last node that reads each tensor: its float64 value and variance
+    // are dropped after it (a block's weights and intermediates in float64
+    // are several times the float32 tensors), except the stage's outputs.
+    let mut last_read: HashMap<&str, usize> = HashMap::new();
+    for (i, node) in stage.graph.iter().enumerate() {
+        for n in &node.inputs {
+            last_read.insert(n, i);
+        }
+    }
+    for (i, node) in stage.graph.iter().enumerate() {
         let in_specs: Vec<TensorSpec> = node.inputs.iter().map(|n| specs[n].clone()).collect();
         let tier_attrs = node.attrs_at(tier.float_dtype());
         let (resolved, out_spec) = ops::output_spec(node.op, &tier_attrs, &in_specs)?;
         let ref_attrs = node.attrs_at(Some(DType::F64));
+        for n in &node.inputs {
+            if let (false, Some(t)) = (values.contains_key(n), inputs.get(n)) {
+                values.insert(n.clone(), ops::wide(t));
+            }
+        }
         let ins: Vec<&HostTensor> = node.inputs.iter().map(|n| &values[n]).collect();
         let call = Call {
             op: node.op,
@@ -74,6 +86,12 @@ pub fn stage_reference(
         }
         specs.insert(node.output.clone(), out_spec);
         values.insert(node.output.clone(), ev.value);
+        for n in &node.inputs {
+            if last_read[n.as_str()] == i && !stage.outputs.contains(n) {
+                values.remove(n);
+                vars.remove(n);
+            }
+        }
     }
     let mut out = StageReference {
         values: HashMap::new(),
@@ -82,6 +100,7 @@ pub fn stage_reference(
     for name in &stage.outputs {
         let v = values
             .remove(name)
+            .or_else(|| inputs.get(name).map(ops::wide))
             .ok_or_else(|| Error::Tensor(format!("stage output `{name}` was not produced")))?;
         // λ applies to sums of float rounding errors; integer outputs are
         // exact up to `lsb` (plus what inexact inputs carried in).
