@@ -75,13 +75,21 @@ fn random(rng: &mut impl Rng, shape: &[usize], image: bool) -> HostTensor {
 }
 
 /// Median time of one call of `op` on fresh random inputs of these shapes.
-fn one_op(device: &Device, op: Op, attrs: &Attrs, shapes: &[&[usize]], rounds: usize) -> f64 {
+fn one_op(
+    device: &Device,
+    float: Option<DType>,
+    (op, attrs, shapes): (Op, &Attrs, &[&[usize]]),
+    rounds: usize,
+) -> f64 {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(rand::random());
     let inputs: Vec<DeviceTensor> = shapes
         .iter()
         .map(|s| {
             device
-                .upload(&random(&mut rng, s, op == Op::ResizePilBicubic))
+                .upload(&match (random(&mut rng, s, op == Op::ResizePilBicubic), float) {
+                    (t, Some(d)) if t.spec.dtype.is_float() => t.cast(d),
+                    (t, _) => t,
+                })
                 .unwrap()
         })
         .collect();
@@ -287,7 +295,7 @@ fn main() {
     let single_ms: serde_json::Map<String, serde_json::Value> = single
         .iter()
         .map(|(label, op, a, shapes)| {
-            let ms = one_op(&device, *op, a, shapes, rounds.max(200));
+            let ms = one_op(&device, float, (*op, a, shapes), rounds.max(200));
             (label.to_string(), ms.into())
         })
         .collect();
