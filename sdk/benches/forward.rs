@@ -86,10 +86,12 @@ fn one_op(
         .iter()
         .map(|s| {
             device
-                .upload(&match (random(&mut rng, s, op == Op::ResizePilBicubic), float) {
-                    (t, Some(d)) if t.spec.dtype.is_float() => t.cast(d),
-                    (t, _) => t,
-                })
+                .upload(
+                    &match (random(&mut rng, s, op == Op::ResizePilBicubic), float) {
+                        (t, Some(d)) if t.spec.dtype.is_float() => t.cast(d),
+                        (t, _) => t,
+                    },
+                )
                 .unwrap()
         })
         .collect();

@@ -153,11 +153,11 @@ const MIN_COLUMNS: usize = 64;
 
 /// A pointer shared by the parts of one product, which touch disjoint elements.
 #[derive(Clone, Copy)]
-struct SendPtr<P>(P);
+pub(super) struct SendPtr<P>(pub(super) P);
 
 impl<P: Copy> SendPtr<P> {
     /// Through a method, so that closures capture the wrapper, not the field.
-    fn get(self) -> P {
+    pub(super) fn get(self) -> P {
         self.0
     }
 }

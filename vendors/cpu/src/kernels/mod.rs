@@ -6,6 +6,8 @@ mod attention;
 mod cast;
 mod elementwise;
 mod fast_f32;
+#[cfg(target_arch = "x86_64")]
+mod linear_bf16;
 mod matmul;
 mod movement;
 mod narrow;
@@ -119,6 +121,17 @@ pub fn run(node: &Node, inputs: &[TensorArg], outputs: &[TensorArg]) -> Result<(
                 DType::F32 => float_node::<f32>(node, &views(inputs), view_mut(out)),
                 DType::F64 => float_node::<f64>(node, &views(inputs), view_mut(out)),
                 DType::F16 => via_f32::<f16>(node, inputs, out),
+                #[cfg(target_arch = "x86_64")]
+                DType::BF16 if *node == Node::Linear && linear_bf16::available() => {
+                    let b = inputs.get(2).map(|t| view::<bf16>(t));
+                    linear_bf16::linear(
+                        &view(&inputs[0]),
+                        &view(&inputs[1]),
+                        b.as_ref(),
+                        view_mut(out),
+                    );
+                    Ok(())
+                }
                 DType::BF16 => via_f32::<bf16>(node, inputs, out),
                 d => Err(ProviderError::unsupported(format!("{node:?} on {d}"))),
             },

@@ -56,7 +56,7 @@ fn bf16_to_f32(src: &[u16], dst: &mut [f32]) {
 /// when the cut-off half is above the midpoint, or at it with the kept last
 /// bit odd. A NaN keeps its top half with the quiet bit set.
 #[multiversion(targets("x86_64+avx512f+avx512bw+avx512vl", "x86_64+avx2"))]
-fn f32_to_bf16(src: &[f32], dst: &mut [u16]) {
+pub(super) fn f32_to_bf16(src: &[f32], dst: &mut [u16]) {
     for (d, &v) in dst.iter_mut().zip(src) {
         let x = v.to_bits();
         let nan = x & 0x7fff_ffff > 0x7f80_0000;
