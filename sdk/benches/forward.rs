@@ -2,15 +2,17 @@
 //! operators one call at a time on the model's shapes; prints JSON for
 //! tools/bench_forward.py, which sets them beside PyTorch and ONNX Runtime.
 //!
-//!     cargo bench -p vips-sdk --bench forward -- [SUITE_DIR] [ROUNDS] [--dtype=float16|bfloat16]
+//!     cargo bench -p vips-sdk --bench forward -- [SUITE_DIR] [ROUNDS] [--dtype=D]
 //!
 //! SUITE_DIR (default: the dinov2-vits14 suite) is absolute or relative to
-//! `sdk/`, where cargo runs benches.
+//! `sdk/`, where cargo runs benches. D is float32 (the default), float16,
+//! bfloat16 or float64, written `--dtype=D`.
 //!
-//! The forward runs every stage's graph node by node, chained, at float32
-//! (or the float dtype given, as a conformance tier runs it), with the weights uploaded once (as an engine would hold them); each
-//! kernel call goes through the loader as in a conformance run (catalog
-//! check, `kernel_supports`, output allocation, `execute`).
+//! The forward runs every stage's graph node by node, chained, in that
+//! dtype (as a conformance tier runs it), with the weights uploaded once (as
+//! an engine would hold them); each kernel call goes through the loader as
+//! in a conformance run (catalog check, `kernel_supports`, output
+//! allocation, `execute`). The single operators run in that dtype too.
 
 use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, HashMap};

@@ -214,7 +214,8 @@ impl HostTensor {
         if dtype == self.spec.dtype {
             return self.clone();
         }
-        let mut bytes = vec![0u8; self.spec.numel() * dtype.size_bytes()];
+        let mut bytes =
+            vec![0u8; self.bytes.len() / self.spec.dtype.size_bytes() * dtype.size_bytes()];
         with_element!(
             self.spec.dtype,
             convert_from,

@@ -58,6 +58,40 @@ fn errors_within_their_bounds_pass_with_ordered_margins() {
     assert!(j.bias_z.unwrap().abs() < 8.0);
 }
 
+/// The judgement is tallied in blocks over threads: the same on any number
+/// of threads, and the worst element is the first of equal largest |e|, even
+/// across blocks and past an element whose difference overflows.
+#[test]
+fn the_judgement_does_not_depend_on_the_thread_count() {
+    let (a, mut r, mut b) = sample(50_000, |g| g.gen_range(-0.9..0.9));
+    let mut actual = a.to_vec::<f64>().unwrap();
+    let mut g = rng();
+    // Two equal largest errors in different blocks (blocks are 16 Ki).
+    let (first, second) = (g.gen_range(20_000..30_000), g.gen_range(40_000..50_000));
+    for i in [first, second] {
+        (r[i], b[i]) = (1.0, 0.5);
+        actual[i] = 1.0 - 0.468_75; // e = −0.9375 exactly, above every random |e|
+    }
+    // A difference that overflows, inside an infinite bound, at a block start.
+    (actual[16_384], r[16_384], b[16_384]) = (-1e308, 1e308, f64::INFINITY);
+    let a = HostTensor::from_vec(&a.spec.shape, actual).unwrap();
+    let on = |threads| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap()
+            .install(|| judge(&a, &r, &b, rules(Some(8.0))))
+    };
+    let one = on(1);
+    assert!(one.passed, "{one:?}");
+    assert_eq!(one.max_e, 0.9375, "{one:?}");
+    let worst = one.worst.as_ref().unwrap();
+    assert_eq!(worst.index, vec![first / 10, first % 10], "{one:?}");
+    for threads in [2, 3, 8] {
+        assert_eq!(on(threads), one, "{threads} threads");
+    }
+}
+
 #[test]
 fn one_element_past_its_bound_fails_and_is_named() {
     let (mut a, r, b) = sample(5_000, |g| g.gen_range(-0.5..0.5));

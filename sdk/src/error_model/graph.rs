@@ -85,7 +85,12 @@ pub fn stage_reference(
             vars.insert(node.output.clone(), ops::dense(&ev.value.spec.shape, total));
         }
         specs.insert(node.output.clone(), out_spec);
-        values.insert(node.output.clone(), ev.value);
+        if last_read.contains_key(node.output.as_str()) || stage.outputs.contains(&node.output) {
+            values.insert(node.output.clone(), ev.value);
+        } else {
+            // Read by no node and not an output of the stage.
+            vars.remove(&node.output);
+        }
         for n in &node.inputs {
             if last_read[n.as_str()] == i && !stage.outputs.contains(n) {
                 values.remove(n);

@@ -194,7 +194,9 @@ impl Tally {
             let ei = if x.is_finite() && r.is_finite() {
                 let d = x - r;
                 t.max_abs = t.max_abs.max(d.abs());
-                if d == 0.0 {
+                if d == 0.0 || b == f64::INFINITY {
+                    // (Any finite error is inside an infinite bound; and so
+                    // |e| is never NaN, whose comparisons would pin `worst`.)
                     0.0
                 } else if b > 0.0 {
                     d / b
@@ -251,8 +253,8 @@ impl Tally {
 /// (all three the same length, row-major over `shape`).
 pub fn judge(actual: &HostTensor, reference: &[f64], bound: &[f64], rules: Rules) -> Judgement {
     let a = actual.to_f64_vec();
-    debug_assert_eq!(a.len(), reference.len());
-    debug_assert_eq!(a.len(), bound.len());
+    assert_eq!(a.len(), reference.len(), "a reference per element");
+    assert_eq!(a.len(), bound.len(), "a bound per element");
     let mut e = vec![0.0; a.len()];
     // Blocks of a fixed size, tallied in parallel and combined in order: the
     // sums do not depend on the number of threads.

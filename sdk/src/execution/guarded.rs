@@ -42,7 +42,9 @@ impl Run<'_> {
         let t = self.device.alloc_guarded(spec, guard)?;
         let guards = self.guard_bytes(guard);
         self.device.write_buffer(&t, 0, &guards)?;
-        self.device.write_buffer(&t, guard, body)?;
+        if !body.is_empty() {
+            self.device.write_buffer(&t, guard, body)?;
+        }
         self.device
             .write_buffer(&t, guard + body.len() as u64, &guards)?;
         Ok(t)
@@ -169,9 +171,10 @@ impl Run<'_> {
             }
             for (name, t) in step.outputs.iter().zip(outputs) {
                 let (offset, _) = t.layout();
-                let body = self
-                    .device
-                    .read_buffer(&t, offset, t.spec.size_bytes() as u64)?;
+                let body = match t.spec.size_bytes() {
+                    0 => Vec::new(),
+                    n => self.device.read_buffer(&t, offset, n as u64)?,
+                };
                 self.check_guards(&step.kernel, name, &t, None)?;
                 values.push((name.clone(), HostTensor::from_bytes(t.spec.clone(), body)?));
                 on_device.insert(name, t);

@@ -2,16 +2,17 @@
 //!
 //! `VDPBF16PS` multiplies two pairs of bfloat16 and adds both products, each
 //! exact in float32, into a float32 lane: one instruction does 32
-//! multiply-adds where a float32 FMA does 16, and this machine issues both at
-//! the same rate (docs/benchmarks.md). The kernel is an outer product: a
+//! multiply-adds where a float32 FMA does 16 (1.85× the multiply-adds per
+//! second on the machine of docs/benchmarks.md). The kernel is an outer product: a
 //! broadcast pair of one input row against 64 output columns of packed weight
 //! pairs, 6 rows × 64 columns of float32 accumulators in registers, started at
 //! the bias. Each output is one float32 sum over k in a fixed order (pairs in
 //! sequence, whatever the thread count), rounded once to bfloat16.
 //!
-//! The instruction treats bfloat16 subnormals as zero and flushes float32
-//! subnormal sums, as GPUs' bfloat16 units do: errors below 1.2e-38 in
-//! absolute value.
+//! The instruction treats subnormal inputs as zero, which the catalog's
+//! semantics (widen exactly) do not allow: operands holding any take the
+//! widening path instead ([`exact_on`]). It also flushes sums below the
+//! smallest normal float32, which the error model allows (`Precision::tiny`).
 
 use super::matmul::SendPtr;
 use super::narrow::f32_to_bf16;
@@ -27,21 +28,52 @@ const MR: usize = 6;
 
 /// Whether this CPU runs the kernel.
 pub fn available() -> bool {
-    is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bf16")
+    is_x86_feature_detected!("avx512f")
+        && is_x86_feature_detected!("avx512bw")
+        && is_x86_feature_detected!("avx512bf16")
+}
+
+/// Whether the kernel computes exactly what widening would on these
+/// operands: none of them holds a subnormal.
+pub fn exact_on(operands: &[ArrayViewD<bf16>]) -> bool {
+    fn subnormal(v: &bf16) -> bool {
+        let b = v.to_bits();
+        b & 0x7f80 == 0 && b & 0x7f != 0
+    }
+    operands.iter().all(|t| match t.as_slice_memory_order() {
+        Some(s) => !s
+            .par_chunks(1 << 14)
+            .any(|c| c.iter().fold(false, |any, v| any | subnormal(v))),
+        None => !t.iter().any(subnormal),
+    })
 }
 
 /// `out[..., N] = x[..., K] · w[N, K]ᵀ + b[N]`, rounded once to bfloat16.
-/// The caller has checked [`available`].
+///
+/// # Panics
+/// Where [`available`] is false (the caller checks it first).
 pub fn linear(
     x: &ArrayViewD<bf16>,
     w: &ArrayViewD<bf16>,
     b: Option<&ArrayViewD<bf16>>,
     mut out: ArrayViewMutD<bf16>,
 ) {
+    assert!(available(), "the bfloat16 linear needs AVX512_BF16");
     let k = x.shape()[x.ndim() - 1];
     let n = w.shape()[0];
-    let m = x.len() / k.max(1);
+    let m: usize = x.shape()[..x.ndim() - 1].iter().product();
     if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        // Empty sums: the bias (already a bfloat16), or zeros.
+        let out = out.as_slice_mut().expect("outputs are compact");
+        for row in out.chunks_exact_mut(n) {
+            match b {
+                Some(b) => row.iter_mut().zip(b.iter()).for_each(|(o, &v)| *o = v),
+                None => row.fill(bf16::ZERO),
+            }
+        }
         return;
     }
     let kp = k.div_ceil(2);
@@ -73,8 +105,11 @@ pub fn linear(
     (0..n.div_ceil(NR)).into_par_iter().for_each(|panel| {
         let j0 = panel * NR;
         let cols = NR.min(n - j0);
-        // The panel's weights as pairs: [kp][64 columns], zero-padded.
-        let mut wp = vec![0u32; kp * NR];
+        // The panel's weights as pairs: [kp][64 columns], zero-padded, in a
+        // buffer the thread keeps for its next panel.
+        let mut wp = PANEL.take();
+        wp.clear();
+        wp.resize(kp * NR, 0);
         for c in 0..cols {
             let row = &ws[(j0 + c) * k..][..k];
             match reinterpret_pairs(row, k) {
@@ -109,7 +144,7 @@ pub fn linear(
             }
             for (r, acc) in acc.iter().enumerate().take(rows) {
                 f32_to_bf16(&acc[..cols], &mut rounded[..cols]);
-                // SAFETY: row i0 + r < m, columns j0..j0 + cols < n of the
+                // SAFETY: row i0 + r < m, columns j0..j0 + cols ≤ n of the
                 // compact [m, n] output: this panel's columns, written by
                 // this panel alone; bf16 is a transparent u16.
                 unsafe {
@@ -118,12 +153,23 @@ pub fn linear(
                 }
             }
         }
+        if wp.capacity() <= KEEP_PANEL {
+            PANEL.set(wp);
+        }
     });
 }
 
-/// Rows of even length `k` that start 4-byte aligned are already pairs.
+thread_local! {
+    static PANEL: std::cell::Cell<Vec<u32>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// The largest panel buffer a thread keeps (4 MiB: K up to 16 Ki).
+const KEEP_PANEL: usize = 1 << 20;
+
+/// Rows of even length `k` that start 4-byte aligned are already pairs
+/// (little-endian: the first of two in the low half).
 fn reinterpret_pairs(s: &[bf16], k: usize) -> Option<&[u32]> {
-    if !k.is_multiple_of(2) || cfg!(target_endian = "big") {
+    if !k.is_multiple_of(2) {
         return None;
     }
     // SAFETY: u32 has no invalid bit patterns; `align_to` only hands out the
@@ -152,7 +198,7 @@ unsafe fn tile<const R: usize>(
     start: &[f32; NR],
     acc_out: &mut [[f32; NR]; MR],
 ) {
-    debug_assert!(a.len() >= R * kp && w.len() >= kp * NR);
+    assert!(a.len() >= R * kp && w.len() >= kp * NR);
     // SAFETY (every load and store): inside the slices, per the contract
     // above; unaligned forms throughout.
     unsafe {
@@ -224,10 +270,13 @@ mod tests {
             (13, 130, 257, true),
             (6, 64, 64, false),
             (5, 200, 1536, true),
+            (4, 70, 0, true),
+            (3, 5, 0, false),
         ] {
             let x = random(&mut r, &[1, m, k]);
             let w = random(&mut r, &[n, k]);
             let b = bias.then(|| random(&mut r, &[n]));
+            assert!(exact_on(&[x.view(), w.view()]));
             let mut out = ArrayD::from_elem(IxDyn(&[1, m, n]), bf16::NAN);
             linear(
                 &x.view(),
@@ -254,5 +303,16 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn subnormal_operands_take_the_widening_path() {
+        let mut r = rand_chacha::ChaCha8Rng::seed_from_u64(rand::random());
+        let mut w = random(&mut r, &[70, 33]);
+        assert!(exact_on(&[w.view()]));
+        let at = [r.gen_range(0..70), r.gen_range(0..33)];
+        w[IxDyn(&at)] = bf16::from_bits(r.gen_range(1..0x80) | (r.gen::<u16>() & 0x8000));
+        assert!(!exact_on(&[w.view()]), "a subnormal at {at:?}");
+        assert!(!exact_on(&[w.t()]), "a subnormal at {at:?}, strided view");
     }
 }

@@ -122,14 +122,13 @@ pub fn run(node: &Node, inputs: &[TensorArg], outputs: &[TensorArg]) -> Result<(
                 DType::F64 => float_node::<f64>(node, &views(inputs), view_mut(out)),
                 DType::F16 => via_f32::<f16>(node, inputs, out),
                 #[cfg(target_arch = "x86_64")]
-                DType::BF16 if *node == Node::Linear && linear_bf16::available() => {
-                    let b = inputs.get(2).map(|t| view::<bf16>(t));
-                    linear_bf16::linear(
-                        &view(&inputs[0]),
-                        &view(&inputs[1]),
-                        b.as_ref(),
-                        view_mut(out),
-                    );
+                DType::BF16
+                    if *node == Node::Linear
+                        && linear_bf16::available()
+                        && linear_bf16::exact_on(&views::<bf16>(inputs)) =>
+                {
+                    let ins = views::<bf16>(inputs);
+                    linear_bf16::linear(&ins[0], &ins[1], ins.get(2), view_mut(out));
                     Ok(())
                 }
                 DType::BF16 => via_f32::<bf16>(node, inputs, out),

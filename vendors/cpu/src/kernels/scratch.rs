@@ -27,6 +27,8 @@ pub fn take(n: usize) -> Vec<f32> {
         })
         .unwrap_or_default();
     if v.len() < n {
+        // Grown from empty: nothing stale is copied.
+        v.clear();
         v.resize(n, 0.0);
     }
     v
@@ -35,8 +37,8 @@ pub fn take(n: usize) -> Vec<f32> {
 /// Returns a buffer for later calls, unless the thread already keeps enough.
 pub fn give(v: Vec<f32>) {
     POOL.with_borrow_mut(|pool| {
-        let kept: usize = pool.iter().map(Vec::len).sum();
-        if kept + v.len() <= KEEP_ELEMENTS {
+        let kept: usize = pool.iter().map(Vec::capacity).sum();
+        if kept + v.capacity() <= KEEP_ELEMENTS {
             pool.push(v);
         }
     })
