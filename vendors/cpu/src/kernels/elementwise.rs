@@ -49,7 +49,7 @@ const MIN_ROW: usize = 64;
 
 /// `t`'s values when broadcasting to `out` repeats them whole: `t` is in
 /// standard layout and its shape, without leading 1s, ends `out`'s.
-fn repeated<'a, T>(t: &'a ArrayViewD<T>, out: &[usize]) -> Option<&'a [T]> {
+pub(super) fn repeated<'a, T>(t: &'a ArrayViewD<T>, out: &[usize]) -> Option<&'a [T]> {
     let shape = t.shape();
     let lead = shape.iter().take_while(|&&d| d == 1).count();
     out.ends_with(&shape[lead..])

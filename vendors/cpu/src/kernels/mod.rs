@@ -3,6 +3,7 @@
 //! rounded once, at the operator's output.
 
 mod attention;
+mod blocked16;
 mod cast;
 mod elementwise;
 mod fast_f32;
@@ -153,6 +154,13 @@ unsafe fn via_f32<N: Narrow>(
     out: &TensorArg,
 ) -> Result<(), ProviderError> {
     const CHUNK: usize = 1 << 14;
+    {
+        // SAFETY: forwarded.
+        let (ins, mut o) = unsafe { (views::<N>(inputs), view_mut::<N>(out)) };
+        if blocked16::run(node, &ins, &mut o).is_some() {
+            return Ok(());
+        }
+    }
     let mut buffers = Vec::with_capacity(inputs.len() + 1);
     for t in inputs {
         // SAFETY: forwarded.
