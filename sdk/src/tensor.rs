@@ -193,18 +193,10 @@ impl HostTensor {
 /// Writes an f64 as one little-endian element of `dtype`, as `vsdk.cast`
 /// converts ([`Element::from_f64`]).
 pub(crate) fn writer(dtype: DType) -> fn(f64, &mut [u8]) {
-    fn write<T: Element>(v: f64, out: &mut [u8]) {
-        T::from_f64(v).put_le(out)
+    fn write<T: Element>() -> fn(f64, &mut [u8]) {
+        |v, out| T::from_f64(v).put_le(out)
     }
-    match dtype {
-        DType::F16 => write::<f16>,
-        DType::BF16 => write::<bf16>,
-        DType::F32 => write::<f32>,
-        DType::F64 => write::<f64>,
-        DType::U8 => write::<u8>,
-        DType::I32 => write::<i32>,
-        DType::I64 => write::<i64>,
-    }
+    with_element!(dtype, write, ())
 }
 
 impl HostTensor {

@@ -21,7 +21,6 @@ pub use matmul::linear;
 use half::{bf16, f16};
 use narrow::Narrow;
 use ndarray::{ArrayViewD, ArrayViewMutD, IxDyn, ShapeBuilder, Zip};
-use rayon::prelude::*;
 use vsdk_catalog::{DType, Node};
 use vsdk_provider_kit::{ProviderError, TensorArg};
 
@@ -123,14 +122,14 @@ pub fn run(node: &Node, inputs: &[TensorArg], outputs: &[TensorArg]) -> Result<(
                 DType::F64 => float_node::<f64>(node, &views(inputs), view_mut(out)),
                 DType::F16 => via_f32::<f16>(node, inputs, out),
                 #[cfg(target_arch = "x86_64")]
-                DType::BF16
-                    if *node == Node::Linear
-                        && linear_bf16::available()
-                        && linear_bf16::exact_on(&views::<bf16>(inputs)) =>
-                {
+                DType::BF16 if *node == Node::Linear && linear_bf16::available() => {
                     let ins = views::<bf16>(inputs);
-                    linear_bf16::linear(&ins[0], &ins[1], ins.get(2), view_mut(out));
-                    Ok(())
+                    if linear_bf16::exact_on(&ins) {
+                        linear_bf16::linear(&ins[0], &ins[1], ins.get(2), view_mut(out));
+                        Ok(())
+                    } else {
+                        via_f32::<bf16>(node, inputs, out)
+                    }
                 }
                 DType::BF16 => via_f32::<bf16>(node, inputs, out),
                 d => Err(ProviderError::unsupported(format!("{node:?} on {d}"))),
@@ -153,7 +152,6 @@ unsafe fn via_f32<N: Narrow>(
     inputs: &[TensorArg],
     out: &TensorArg,
 ) -> Result<(), ProviderError> {
-    const CHUNK: usize = 1 << 14;
     {
         // SAFETY: forwarded.
         let (ins, mut o) = unsafe { (views::<N>(inputs), view_mut::<N>(out)) };
@@ -168,10 +166,7 @@ unsafe fn via_f32<N: Narrow>(
         let mut wide = scratch::take(narrow.len());
         let dst = &mut wide[..narrow.len()];
         match narrow.as_slice() {
-            Some(src) => dst
-                .par_chunks_mut(CHUNK)
-                .zip(src.par_chunks(CHUNK))
-                .for_each(|(d, s)| N::widen_slice(s, d)),
+            Some(src) => narrow::widen_par(src, dst),
             None => Zip::from(
                 ArrayViewMutD::from_shape(narrow.raw_dim(), dst).expect("sized to the view"),
             )
@@ -198,10 +193,10 @@ unsafe fn via_f32<N: Narrow>(
     if computed.is_ok() {
         // SAFETY: forwarded.
         let mut out = unsafe { view_mut::<N>(out) };
-        let dst = out.as_slice_mut().expect("outputs are compact");
-        dst.par_chunks_mut(CHUNK)
-            .zip(result[..n].par_chunks(CHUNK))
-            .for_each(|(d, s)| N::narrow_slice(s, d));
+        narrow::narrow_par(
+            &result[..n],
+            out.as_slice_mut().expect("outputs are compact"),
+        );
     }
     buffers.into_iter().chain([result]).for_each(scratch::give);
     computed

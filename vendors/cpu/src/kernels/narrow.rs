@@ -10,6 +10,7 @@
 
 use half::{bf16, f16, slice::HalfFloatSliceExt};
 use multiversion::multiversion;
+use rayon::prelude::*;
 
 /// A 16-bit float stored in memory and computed in f32.
 pub trait Narrow: Copy + Send + Sync {
@@ -40,6 +41,23 @@ impl Narrow for bf16 {
     fn narrow_slice(src: &[f32], dst: &mut [Self]) {
         f32_to_bf16(src, dst.reinterpret_cast_mut())
     }
+}
+
+/// Elements per parallel task of the whole-tensor conversions.
+const CHUNK: usize = 1 << 14;
+
+/// [`Narrow::widen_slice`] in parallel tasks.
+pub fn widen_par<N: Narrow>(src: &[N], dst: &mut [f32]) {
+    dst.par_chunks_mut(CHUNK)
+        .zip(src.par_chunks(CHUNK))
+        .for_each(|(d, s)| N::widen_slice(s, d));
+}
+
+/// [`Narrow::narrow_slice`] in parallel tasks.
+pub fn narrow_par<N: Narrow>(src: &[f32], dst: &mut [N]) {
+    dst.par_chunks_mut(CHUNK)
+        .zip(src.par_chunks(CHUNK))
+        .for_each(|(d, s)| N::narrow_slice(s, d));
 }
 
 /// bfloat16 bits to float32: the bits become the top half; a NaN gets its
