@@ -8,6 +8,7 @@ mod attrs;
 mod dtype;
 mod ops;
 pub mod rounding;
+pub mod taps;
 mod shape;
 
 pub use attrs::{AttrValue, Attrs};

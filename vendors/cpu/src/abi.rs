@@ -8,7 +8,7 @@ use std::ffi::{c_char, c_void, CStr};
 use std::mem::offset_of;
 use vsdk_catalog::{DType, Node, Op, ALL_OPS};
 use vsdk_provider_kit::ffi::*;
-use vsdk_provider_kit::{guard, write_field, KernelCall, ProviderError, TensorArg};
+use vsdk_provider_kit::{guard, non_null, write_field, KernelCall, ProviderError, TensorArg};
 
 struct Instance {
     allocations: Allocations,
@@ -71,14 +71,6 @@ unsafe fn instance<'a>(p: *mut vsdk_provider_t) -> Result<&'a Instance, Provider
         .ok_or_else(|| ProviderError::invalid("provider is NULL"))
 }
 
-fn out_ptr<T>(p: *mut T, what: &str) -> Result<*mut T, ProviderError> {
-    if p.is_null() {
-        Err(ProviderError::invalid(format!("{what} is NULL")))
-    } else {
-        Ok(p)
-    }
-}
-
 fn check_device(index: u32) -> Result<(), ProviderError> {
     if index == 0 {
         Ok(())
@@ -94,7 +86,7 @@ unsafe extern "C" fn create(
     out: *mut *mut vsdk_provider_t,
 ) -> *mut vsdk_status_t {
     guard(|| {
-        let out = out_ptr(out, "out")?;
+        let out = non_null(out, "out")?;
         let instance = Box::new(Instance {
             allocations: Allocations::default(),
             device: DeviceInfo::probe(),
@@ -126,7 +118,7 @@ unsafe extern "C" fn get_info(
     guard(|| {
         // SAFETY: host contract.
         unsafe { instance(p)? };
-        let out = out_ptr(out, "out")?;
+        let out = non_null(out, "out")?;
         type I = vsdk_provider_info_t;
         // SAFETY: `out` is a host-owned struct whose struct_size the helper honours.
         unsafe {
@@ -144,7 +136,7 @@ unsafe extern "C" fn device_count(p: *mut vsdk_provider_t, out: *mut u32) -> *mu
         // SAFETY: host contract.
         unsafe { instance(p)? };
         // SAFETY: non-NULL, writable per the ABI.
-        unsafe { out_ptr(out, "out")?.write(1) };
+        unsafe { non_null(out, "out")?.write(1) };
         Ok(())
     })
 }
@@ -158,7 +150,7 @@ unsafe extern "C" fn device_info(
         // SAFETY: host contract.
         let inst = unsafe { instance(p)? };
         check_device(index)?;
-        let out = out_ptr(out, "out")?;
+        let out = non_null(out, "out")?;
         let d = &inst.device;
         type I = vsdk_device_info_t;
         let device = vsdk_device_t {
@@ -187,7 +179,7 @@ unsafe extern "C" fn kernel_count(p: *mut vsdk_provider_t, out: *mut u64) -> *mu
         // SAFETY: host contract.
         let inst = unsafe { instance(p)? };
         // SAFETY: non-NULL, writable per the ABI.
-        unsafe { out_ptr(out, "out")?.write(inst.kernel_names.len() as u64) };
+        unsafe { non_null(out, "out")?.write(inst.kernel_names.len() as u64) };
         Ok(())
     })
 }
@@ -203,7 +195,7 @@ unsafe extern "C" fn kernel_info(
         let i = usize::try_from(index).ok().filter(|&i| i < ALL_OPS.len());
         let i =
             i.ok_or_else(|| ProviderError::invalid(format!("kernel index {index} out of range")))?;
-        let out = out_ptr(out, "out")?;
+        let out = non_null(out, "out")?;
         type I = vsdk_kernel_info_t;
         // SAFETY: host-owned struct, struct_size honoured; name lives with the instance.
         unsafe {
@@ -226,7 +218,7 @@ unsafe extern "C" fn kernel_supports(
         // SAFETY: host contract.
         unsafe { instance(p)? };
         check_device(index)?;
-        let kernel = out_ptr(kernel.cast_mut(), "kernel")?;
+        let kernel = non_null(kernel.cast_mut(), "kernel")?;
         // SAFETY: non-NULL NUL-terminated string borrowed for the call.
         let name = unsafe { CStr::from_ptr(kernel) }.to_string_lossy();
         let supported = match (
@@ -237,7 +229,7 @@ unsafe extern "C" fn kernel_supports(
             _ => false,
         };
         // SAFETY: non-NULL, writable per the ABI.
-        unsafe { out_ptr(out, "out_supported")?.write(i32::from(supported)) };
+        unsafe { non_null(out, "out_supported")?.write(i32::from(supported)) };
         Ok(())
     })
 }
@@ -253,7 +245,7 @@ unsafe extern "C" fn alloc(
         // SAFETY: host contract.
         let inst = unsafe { instance(p)? };
         check_device(index)?;
-        let out = out_ptr(out, "out_ptr")?;
+        let out = non_null(out, "out_ptr")?;
         let ptr = inst.allocations.alloc(size, alignment)?;
         // SAFETY: non-NULL, writable per the ABI.
         unsafe { out.write(ptr.cast()) };
@@ -293,7 +285,7 @@ unsafe extern "C" fn copy_to_device(
         let (dst, n) = (offset_ptr(dst, dst_offset)?.cast_mut(), size(n)?);
         inst.allocations
             .check(dst, n, "copy_to_device destination")?;
-        out_ptr(src.cast_mut(), "src")?;
+        non_null(src.cast_mut(), "src")?;
         // SAFETY: dst checked inside a live buffer; src is host memory valid for n
         // bytes per the ABI; the host's buffer and ours never overlap.
         unsafe { std::ptr::copy_nonoverlapping(src.cast::<u8>(), dst, n) };
@@ -315,7 +307,7 @@ unsafe extern "C" fn copy_to_host(
         check_device(index)?;
         let (src, n) = (offset_ptr(src, src_offset)?, size(n)?);
         inst.allocations.check(src, n, "copy_to_host source")?;
-        let dst = out_ptr(dst, "dst")?;
+        let dst = non_null(dst, "dst")?;
         // SAFETY: src checked inside a live buffer; dst is host memory valid for n bytes.
         unsafe { std::ptr::copy_nonoverlapping(src, dst.cast::<u8>(), n) };
         Ok(())
@@ -371,7 +363,7 @@ unsafe extern "C" fn execute(
         let op = Op::lookup(&call.kernel, call.version)?;
         let specs: Vec<_> = call.inputs.iter().map(TensorArg::spec).collect();
         let (node, expected) = Node::infer(op, &call.attrs, &specs)?;
-        check_outputs(&call, &expected)?;
+        call.check_outputs(&expected)?;
         for (what, t) in call
             .inputs
             .iter()
@@ -382,35 +374,6 @@ unsafe extern "C" fn execute(
         }
         kernels::run(&node, &call.inputs, &call.outputs)
     })
-}
-
-fn check_outputs(
-    call: &KernelCall,
-    expected: &[vsdk_catalog::TensorSpec],
-) -> Result<(), ProviderError> {
-    if call.outputs.len() != expected.len() {
-        return Err(ProviderError::invalid(format!(
-            "{}: expected {} output(s), got {}",
-            call.kernel,
-            expected.len(),
-            call.outputs.len()
-        )));
-    }
-    for (i, (got, want)) in call.outputs.iter().zip(expected).enumerate() {
-        if got.spec() != *want {
-            return Err(ProviderError::invalid(format!(
-                "{}: output {i} is {} {:?}, the catalog's shape rule gives {} {:?}",
-                call.kernel, got.dtype, got.shape, want.dtype, want.shape
-            )));
-        }
-        if !got.is_compact() {
-            return Err(ProviderError::invalid(format!(
-                "{}: output {i} has strides {:?}; outputs are compact row-major",
-                call.kernel, got.strides
-            )));
-        }
-    }
-    Ok(())
 }
 
 fn check_tensor(

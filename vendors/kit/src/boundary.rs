@@ -103,3 +103,12 @@ mod tests {
         assert_eq!((out.a, out.b), (10, 2), "b lies past struct_size and stays");
     }
 }
+
+/// `p`, or an invalid-argument error naming `what` when it is NULL.
+pub fn non_null<T>(p: *mut T, what: &str) -> Result<*mut T, ProviderError> {
+    if p.is_null() {
+        Err(ProviderError::invalid(format!("{what} is NULL")))
+    } else {
+        Ok(p)
+    }
+}

@@ -204,3 +204,34 @@ impl KernelCall {
         })
     }
 }
+
+impl KernelCall {
+    /// Checks the host's outputs against the catalog's shape rule (`expected`,
+    /// from `Node::infer`) and that each is compact row-major, as the ABI
+    /// requires of outputs.
+    pub fn check_outputs(&self, expected: &[TensorSpec]) -> Result<(), ProviderError> {
+        if self.outputs.len() != expected.len() {
+            return Err(ProviderError::invalid(format!(
+                "{}: expected {} output(s), got {}",
+                self.kernel,
+                expected.len(),
+                self.outputs.len()
+            )));
+        }
+        for (i, (got, want)) in self.outputs.iter().zip(expected).enumerate() {
+            if got.spec() != *want {
+                return Err(ProviderError::invalid(format!(
+                    "{}: output {i} is {} {:?}, the catalog's shape rule gives {} {:?}",
+                    self.kernel, got.dtype, got.shape, want.dtype, want.shape
+                )));
+            }
+            if !got.is_compact() {
+                return Err(ProviderError::invalid(format!(
+                    "{}: output {i} has strides {:?}; outputs are compact row-major",
+                    self.kernel, got.strides
+                )));
+            }
+        }
+        Ok(())
+    }
+}

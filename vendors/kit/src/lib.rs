@@ -8,7 +8,7 @@ mod boundary;
 mod call;
 mod status;
 
-pub use boundary::{guard, negotiate, write_field};
+pub use boundary::{guard, negotiate, non_null, write_field};
 pub use call::{attrs_of, KernelCall, TensorArg};
 pub use status::{status_code, status_destroy, status_message, ProviderError};
 pub use vsdk_ffi as ffi;

@@ -1,0 +1,437 @@
+/* vips_kernels.cu: every catalog operator of the GPU providers, written once
+ * in the common subset of CUDA and HIP (vips_device.h holds the differences)
+ * and run unchanged on the CPU by the SIMT emulation (vendors/simt).
+ *
+ * Semantics are docs/operators.md's. Arithmetic is float32 whatever the
+ * storage type; a 16-bit result is rounded once, when stored. The host side
+ * (vendors/gpu/src/ops.rs) chooses kernels and launch shapes, computes resize
+ * taps, and passes shapes as the structs below, which it mirrors field for
+ * field (#[repr(C)]).
+ *
+ * Every exported kernel is a thin extern "C" wrapper named
+ * vips_<operator>_<dtype> around a template, launched with at most
+ * VIPS_BLOCK threads per block. */
+#include "vips_device.h"
+
+#define VIPS_MAX_RANK 8
+
+/* An index space of up to VIPS_MAX_RANK dimensions and two operands' element
+ * strides over it (a broadcast dimension has stride 0). */
+struct VipsStrides {
+  vips_i64 rank;
+  vips_i64 dims[VIPS_MAX_RANK];
+  vips_i64 a[VIPS_MAX_RANK];
+  vips_i64 b[VIPS_MAX_RANK];
+};
+
+struct VipsConv {
+  int n, c, h, w;
+  int oc, oh, ow;
+  int kh, kw;
+  int stride_h, stride_w;
+  int pad_top, pad_left;
+  int dil_h, dil_w;
+  int groups;
+};
+
+__device__ __forceinline__ vips_i64 vips_global_id() {
+  return static_cast<vips_i64>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+
+__device__ __forceinline__ vips_i64 vips_grid_stride() {
+  return static_cast<vips_i64>(blockDim.x) * gridDim.x;
+}
+
+/* The element offsets, in operands a and b, of flat index i of `s`. */
+__device__ __forceinline__ void vips_offsets(const VipsStrides& s, vips_i64 i, vips_i64* a,
+                                             vips_i64* b) {
+  vips_i64 oa = 0, ob = 0;
+  for (int d = static_cast<int>(s.rank) - 1; d >= 0; --d) {
+    vips_i64 c = i % s.dims[d];
+    i /= s.dims[d];
+    oa += c * s.a[d];
+    ob += c * s.b[d];
+  }
+  *a = oa;
+  *b = ob;
+}
+
+/* ---- block reductions: 32-lane shuffles, then partials through shared memory ---- */
+
+__device__ __forceinline__ float vips_lanes_sum(float v) {
+  for (int m = 16; m > 0; m >>= 1) v += VIPS_SHFL_XOR(v, m);
+  return v;
+}
+
+__device__ __forceinline__ float vips_lanes_max(float v) {
+  for (int m = 16; m > 0; m >>= 1) v = fmaxf(v, VIPS_SHFL_XOR(v, m));
+  return v;
+}
+
+/* Every thread of the block calls these with its partial value and gets the
+ * block's total. `scratch` holds VIPS_BLOCK / 32 floats. */
+__device__ float vips_block_sum(float v, float* scratch) {
+  const int lane = threadIdx.x % 32, group = threadIdx.x / 32, groups = (blockDim.x + 31) / 32;
+  v = vips_lanes_sum(v);
+  __syncthreads(); /* scratch may still be read by a previous reduction */
+  if (lane == 0) scratch[group] = v;
+  __syncthreads();
+  float total = 0.0f;
+  for (int g = 0; g < groups; ++g) total += scratch[g];
+  return total;
+}
+
+__device__ float vips_block_max(float v, float* scratch) {
+  const int lane = threadIdx.x % 32, group = threadIdx.x / 32, groups = (blockDim.x + 31) / 32;
+  v = vips_lanes_max(v);
+  __syncthreads();
+  if (lane == 0) scratch[group] = v;
+  __syncthreads();
+  float best = -vips_inf();
+  for (int g = 0; g < groups; ++g) best = fmaxf(best, scratch[g]);
+  return best;
+}
+
+/* ---- element-wise ---- */
+
+/* op: 0 add, 1 sub, 2 mul, 3 div. `s.a`/`s.b` are the inputs' strides over
+ * the (compact) output's shape. */
+template <class T>
+__device__ void vips_binary(const T* a, const T* b, T* out, VipsStrides s, vips_i64 n, int op) {
+  for (vips_i64 i = vips_global_id(); i < n; i += vips_grid_stride()) {
+    vips_i64 ia, ib;
+    vips_offsets(s, i, &ia, &ib);
+    const float x = vips_load(a + ia), y = vips_load(b + ib);
+    float z;
+    switch (op) {
+      case 0: z = x + y; break;
+      case 1: z = x - y; break;
+      case 2: z = x * y; break;
+      default: z = x / y; break;
+    }
+    vips_store(out + i, z);
+  }
+}
+
+/* Exact GELU: x · Φ(x) = x/2 · (1 + erf(x/√2)). */
+template <class T>
+__device__ void vips_gelu(const T* x, T* out, vips_i64 n) {
+  for (vips_i64 i = vips_global_id(); i < n; i += vips_grid_stride()) {
+    const float v = vips_load(x + i);
+    vips_store(out + i, 0.5f * v * (1.0f + erff(v * 0.70710678118654752f)));
+  }
+}
+
+/* vsdk.cast between uint8, float16, bfloat16 and float32: every value of
+ * these types is exact in float32, so one rounding (the store) is all. */
+template <class S, class D>
+__device__ void vips_cast(const S* x, D* out, vips_i64 n) {
+  for (vips_i64 i = vips_global_id(); i < n; i += vips_grid_stride())
+    vips_store(out + i, vips_load(x + i));
+}
+
+/* Data movement (crop, concat, reshape, permute): element i of the index
+ * space is read at s.a offsets and written at s.b offsets. */
+template <class E>
+__device__ void vips_copy(const E* src, E* dst, VipsStrides s, vips_i64 n) {
+  for (vips_i64 i = vips_global_id(); i < n; i += vips_grid_stride()) {
+    vips_i64 from, to;
+    vips_offsets(s, i, &from, &to);
+    dst[to] = src[from];
+  }
+}
+
+/* ---- linear: out[m, n] = bias[n] + Σ_k x[m, k] · w[n, k] ----
+ * 64 × 64 output tiles, 256 threads of 4 × 4 outputs, k in steps of 16
+ * staged through shared memory as float32. Grid: (ceil(N/64), ceil(M/64)). */
+#define VIPS_TILE 64
+#define VIPS_TILE_K 16
+
+template <class T>
+__device__ void vips_linear(const T* x, const T* w, const T* bias, T* out, int m, int n, int k) {
+  __shared__ float xs[VIPS_TILE_K][VIPS_TILE + 1];
+  __shared__ float ws[VIPS_TILE_K][VIPS_TILE + 1];
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  const int m0 = blockIdx.y * VIPS_TILE, n0 = blockIdx.x * VIPS_TILE;
+  float acc[4][4];
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) acc[i][j] = 0.0f;
+  for (int k0 = 0; k0 < k; k0 += VIPS_TILE_K) {
+    for (int e = threadIdx.x; e < VIPS_TILE * VIPS_TILE_K; e += VIPS_BLOCK) {
+      const int r = e / VIPS_TILE_K, c = e % VIPS_TILE_K;
+      const int gk = k0 + c, gm = m0 + r, gn = n0 + r;
+      xs[c][r] = (gm < m && gk < k) ? vips_load(x + static_cast<vips_i64>(gm) * k + gk) : 0.0f;
+      ws[c][r] = (gn < n && gk < k) ? vips_load(w + static_cast<vips_i64>(gn) * k + gk) : 0.0f;
+    }
+    __syncthreads();
+    for (int kk = 0; kk < VIPS_TILE_K; ++kk) {
+      float a[4], b[4];
+      for (int i = 0; i < 4; ++i) a[i] = xs[kk][ty + 16 * i];
+      for (int j = 0; j < 4; ++j) b[j] = ws[kk][tx + 16 * j];
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+    }
+    __syncthreads();
+  }
+  for (int i = 0; i < 4; ++i) {
+    const int gm = m0 + ty + 16 * i;
+    if (gm >= m) continue;
+    for (int j = 0; j < 4; ++j) {
+      const int gn = n0 + tx + 16 * j;
+      if (gn >= n) continue;
+      const float b = bias ? vips_load(bias + gn) : 0.0f;
+      vips_store(out + static_cast<vips_i64>(gm) * n + gn, acc[i][j] + b);
+    }
+  }
+}
+
+/* ---- conv2d (NCHW, weight [OC, C/groups, kH, kW]): one output per thread ---- */
+template <class T>
+__device__ void vips_conv2d(const T* x, const T* w, const T* bias, T* out, VipsConv p) {
+  const vips_i64 total = static_cast<vips_i64>(p.n) * p.oc * p.oh * p.ow;
+  const int cg = p.c / p.groups, og = p.oc / p.groups;
+  for (vips_i64 i = vips_global_id(); i < total; i += vips_grid_stride()) {
+    vips_i64 r = i;
+    const int ox = static_cast<int>(r % p.ow);
+    r /= p.ow;
+    const int oy = static_cast<int>(r % p.oh);
+    r /= p.oh;
+    const int o = static_cast<int>(r % p.oc);
+    const int b = static_cast<int>(r / p.oc);
+    const int c0 = (o / og) * cg;
+    float acc = bias ? vips_load(bias + o) : 0.0f;
+    for (int ci = 0; ci < cg; ++ci) {
+      for (int ky = 0; ky < p.kh; ++ky) {
+        const int iy = oy * p.stride_h - p.pad_top + ky * p.dil_h;
+        if (iy < 0 || iy >= p.h) continue;
+        const T* xrow = x + ((static_cast<vips_i64>(b) * p.c + c0 + ci) * p.h + iy) * p.w;
+        const T* wrow = w + ((static_cast<vips_i64>(o) * cg + ci) * p.kh + ky) * p.kw;
+        for (int kx = 0; kx < p.kw; ++kx) {
+          const int ix = ox * p.stride_w - p.pad_left + kx * p.dil_w;
+          if (ix < 0 || ix >= p.w) continue;
+          acc = fmaf(vips_load(xrow + ix), vips_load(wrow + kx), acc);
+        }
+      }
+    }
+    vips_store(out + i, acc);
+  }
+}
+
+/* ---- rows: layer norm, softmax. One block per row; row r of `rows` has
+ * `len` elements `inner` apart: x[(r / inner) · len · inner + r % inner + j · inner]. ---- */
+
+__device__ __forceinline__ vips_i64 vips_row_start(vips_i64 row, vips_i64 len, vips_i64 inner) {
+  return (row / inner) * len * inner + row % inner;
+}
+
+/* Layer norm over `len` contiguous elements (axis … rank-1): weight and bias
+ * have `len` elements. Two passes: mean, then the biased variance. */
+template <class T>
+__device__ void vips_layer_norm(const T* x, const T* w, const T* b, T* out, vips_i64 len,
+                                float eps) {
+  __shared__ float scratch[VIPS_BLOCK / 32];
+  const vips_i64 base = static_cast<vips_i64>(blockIdx.x) * len;
+  float s = 0.0f;
+  for (vips_i64 j = threadIdx.x; j < len; j += blockDim.x) s += vips_load(x + base + j);
+  const float mean = vips_block_sum(s, scratch) / static_cast<float>(len);
+  float q = 0.0f;
+  for (vips_i64 j = threadIdx.x; j < len; j += blockDim.x) {
+    const float d = vips_load(x + base + j) - mean;
+    q = fmaf(d, d, q);
+  }
+  const float inv = 1.0f / sqrtf(vips_block_sum(q, scratch) / static_cast<float>(len) + eps);
+  for (vips_i64 j = threadIdx.x; j < len; j += blockDim.x) {
+    const float v = (vips_load(x + base + j) - mean) * inv;
+    vips_store(out + base + j, fmaf(v, vips_load(w + j), vips_load(b + j)));
+  }
+}
+
+template <class T>
+__device__ void vips_softmax(const T* x, T* out, vips_i64 len, vips_i64 inner) {
+  __shared__ float scratch[VIPS_BLOCK / 32];
+  const vips_i64 base = vips_row_start(blockIdx.x, len, inner);
+  float mx = -vips_inf();
+  for (vips_i64 j = threadIdx.x; j < len; j += blockDim.x)
+    mx = fmaxf(mx, vips_load(x + base + j * inner));
+  mx = vips_block_max(mx, scratch);
+  float s = 0.0f;
+  for (vips_i64 j = threadIdx.x; j < len; j += blockDim.x)
+    s += expf(vips_load(x + base + j * inner) - mx);
+  const float inv = 1.0f / vips_block_sum(s, scratch);
+  for (vips_i64 j = threadIdx.x; j < len; j += blockDim.x)
+    vips_store(out + base + j * inner, expf(vips_load(x + base + j * inner) - mx) * inv);
+}
+
+/* ---- scaled dot-product attention: out = softmax(scale · q kᵀ) v ----
+ * q [B, Lq, D], k [B, Lk, D], v [B, Lk, Dv] (batch dimensions folded into
+ * B); one block per (batch, query row); the row's Lk scores live in dynamic
+ * shared memory (Lk floats). */
+template <class T>
+__device__ void vips_sdpa(const T* q, const T* k, const T* v, T* out, int lq, int lk, int d,
+                          int dv, float scale) {
+  VIPS_DYNAMIC_SHARED(float, scores);
+  __shared__ float scratch[VIPS_BLOCK / 32];
+  const vips_i64 batch = blockIdx.x / lq;
+  const T* qrow = q + static_cast<vips_i64>(blockIdx.x) * d;
+  const T* kb = k + batch * lk * d;
+  const T* vb = v + batch * lk * dv;
+  float mx = -vips_inf();
+  for (int j = threadIdx.x; j < lk; j += blockDim.x) {
+    float s = 0.0f;
+    for (int e = 0; e < d; ++e) s = fmaf(vips_load(qrow + e), vips_load(kb + static_cast<vips_i64>(j) * d + e), s);
+    s *= scale;
+    scores[j] = s;
+    mx = fmaxf(mx, s);
+  }
+  mx = vips_block_max(mx, scratch);
+  float sum = 0.0f;
+  for (int j = threadIdx.x; j < lk; j += blockDim.x) {
+    const float p = expf(scores[j] - mx);
+    scores[j] = p;
+    sum += p;
+  }
+  const float inv = 1.0f / vips_block_sum(sum, scratch); /* its barriers publish scores[] */
+  T* orow = out + static_cast<vips_i64>(blockIdx.x) * dv;
+  for (int e = threadIdx.x; e < dv; e += blockDim.x) {
+    float acc = 0.0f;
+    for (int j = 0; j < lk; ++j) acc = fmaf(scores[j], vips_load(vb + static_cast<vips_i64>(j) * dv + e), acc);
+    vips_store(orow + e, acc * inv);
+  }
+}
+
+/* ---- separable resizes: one axis at a time ----
+ * The input is viewed as [outer, len_in, inner] and the output as
+ * [outer, len_out, inner]; output position i along the axis takes the taps
+ * offsets[i] .. offsets[i+1] (source index, weight), computed on the host
+ * (vsdk_catalog::taps). */
+template <class S, class D>
+__device__ void vips_taps(const S* x, D* out, const int* index, const float* weight,
+                          const int* offsets, vips_i64 outer, int len_in, int len_out,
+                          vips_i64 inner) {
+  const vips_i64 total = outer * len_out * inner;
+  for (vips_i64 t = vips_global_id(); t < total; t += vips_grid_stride()) {
+    const vips_i64 c = t % inner;
+    const int i = static_cast<int>((t / inner) % len_out);
+    const vips_i64 o = t / inner / len_out;
+    const S* src = x + o * len_in * inner + c;
+    float acc = 0.0f;
+    for (int j = offsets[i]; j < offsets[i + 1]; ++j)
+      acc += weight[j] * vips_load(src + static_cast<vips_i64>(index[j]) * inner);
+    vips_store(out + t, acc);
+  }
+}
+
+/* Pillow's 8-bit pass: integer coefficients with 22 fraction bits, the sum
+ * started at half a unit, shifted, clipped to uint8. Exact: any order gives
+ * the same bits. */
+__device__ void vips_taps_pil(const unsigned char* x, unsigned char* out, const int* index,
+                              const int* coeff, const int* offsets, vips_i64 outer, int len_in,
+                              int len_out, vips_i64 inner) {
+  const vips_i64 total = outer * len_out * inner;
+  for (vips_i64 t = vips_global_id(); t < total; t += vips_grid_stride()) {
+    const vips_i64 c = t % inner;
+    const int i = static_cast<int>((t / inner) % len_out);
+    const vips_i64 o = t / inner / len_out;
+    const unsigned char* src = x + o * len_in * inner + c;
+    vips_i64 acc = static_cast<vips_i64>(1) << 21;
+    for (int j = offsets[i]; j < offsets[i + 1]; ++j)
+      acc += static_cast<vips_i64>(coeff[j]) * src[static_cast<vips_i64>(index[j]) * inner];
+    acc >>= 22;
+    out[t] = static_cast<unsigned char>(acc < 0 ? 0 : (acc > 255 ? 255 : acc));
+  }
+}
+
+/* ---- the exported kernels ---- */
+
+#define VIPS_FLOAT_KERNELS(sfx, T)                                                              \
+  extern "C" __global__ void __launch_bounds__(VIPS_BLOCK)                                     \
+      vips_binary_##sfx(const T* a, const T* b, T* out, VipsStrides s, vips_i64 n, int op) {   \
+    vips_binary<T>(a, b, out, s, n, op);                                                       \
+  }                                                                                            \
+  VIPS_REGISTER(vips_binary_##sfx)                                                             \
+  extern "C" __global__ void __launch_bounds__(VIPS_BLOCK)                                     \
+      vips_gelu_##sfx(const T* x, T* out, vips_i64 n) {                                        \
+    vips_gelu<T>(x, out, n);                                                                   \
+  }                                                                                            \
+  VIPS_REGISTER(vips_gelu_##sfx)                                                               \
+  extern "C" __global__ void __launch_bounds__(VIPS_BLOCK) vips_linear_##sfx(                  \
+      const T* x, const T* w, const T* bias, T* out, int m, int n, int k) {                    \
+    vips_linear<T>(x, w, bias, out, m, n, k);                                                  \
+  }                                                                                            \
+  VIPS_REGISTER(vips_linear_##sfx)                                                             \
+  extern "C" __global__ void __launch_bounds__(VIPS_BLOCK)                                     \
+      vips_conv2d_##sfx(const T* x, const T* w, const T* bias, T* out, VipsConv p) {           \
+    vips_conv2d<T>(x, w, bias, out, p);                                                        \
+  }                                                                                            \
+  VIPS_REGISTER(vips_conv2d_##sfx)                                                             \
+  extern "C" __global__ void __launch_bounds__(VIPS_BLOCK) vips_layer_norm_##sfx(              \
+      const T* x, const T* w, const T* b, T* out, vips_i64 len, float eps) {                   \
+    vips_layer_norm<T>(x, w, b, out, len, eps);                                                \
+  }                                                                                            \
+  VIPS_REGISTER(vips_layer_norm_##sfx)                                                         \
+  extern "C" __global__ void __launch_bounds__(VIPS_BLOCK)                                     \
+      vips_softmax_##sfx(const T* x, T* out, vips_i64 len, vips_i64 inner) {                   \
+    vips_softmax<T>(x, out, len, inner);                                                       \
+  }                                                                                            \
+  VIPS_REGISTER(vips_softmax_##sfx)                                                            \
+  extern "C" __global__ void __launch_bounds__(VIPS_BLOCK) vips_sdpa_##sfx(                    \
+      const T* q, const T* k, const T* v, T* out, int lq, int lk, int d, int dv, float scale) { \
+    vips_sdpa<T>(q, k, v, out, lq, lk, d, dv, scale);                                          \
+  }                                                                                            \
+  VIPS_REGISTER(vips_sdpa_##sfx)                                                               \
+  extern "C" __global__ void __launch_bounds__(VIPS_BLOCK)                                     \
+      vips_taps_from_##sfx(const T* x, float* out, const int* index, const float* weight,     \
+                            const int* offsets, vips_i64 outer, int len_in, int len_out,       \
+                            vips_i64 inner) {                                                  \
+    vips_taps<T, float>(x, out, index, weight, offsets, outer, len_in, len_out, inner);        \
+  }                                                                                            \
+  VIPS_REGISTER(vips_taps_from_##sfx)                                                         \
+  extern "C" __global__ void __launch_bounds__(VIPS_BLOCK)                                     \
+      vips_taps_to_##sfx(const float* x, T* out, const int* index, const float* weight,       \
+                          const int* offsets, vips_i64 outer, int len_in, int len_out,         \
+                          vips_i64 inner) {                                                    \
+    vips_taps<float, T>(x, out, index, weight, offsets, outer, len_in, len_out, inner);        \
+  }                                                                                            \
+  VIPS_REGISTER(vips_taps_to_##sfx)
+
+VIPS_FLOAT_KERNELS(f32, float)
+VIPS_FLOAT_KERNELS(f16, vips_f16)
+VIPS_FLOAT_KERNELS(bf16, vips_bf16)
+
+#define VIPS_CAST_KERNEL(from, S, to, D)                                                        \
+  extern "C" __global__ void __launch_bounds__(VIPS_BLOCK)                                     \
+      vips_cast_##from##_##to(const S* x, D* out, vips_i64 n) {                                \
+    vips_cast<S, D>(x, out, n);                                                                \
+  }                                                                                            \
+  VIPS_REGISTER(vips_cast_##from##_##to)
+
+#define VIPS_CAST_FROM(from, S)            \
+  VIPS_CAST_KERNEL(from, S, u8, unsigned char) \
+  VIPS_CAST_KERNEL(from, S, f16, vips_f16)  \
+  VIPS_CAST_KERNEL(from, S, bf16, vips_bf16) \
+  VIPS_CAST_KERNEL(from, S, f32, float)
+
+VIPS_CAST_FROM(u8, unsigned char)
+VIPS_CAST_FROM(f16, vips_f16)
+VIPS_CAST_FROM(bf16, vips_bf16)
+VIPS_CAST_FROM(f32, float)
+
+#define VIPS_COPY_KERNEL(bytes, E)                                                              \
+  extern "C" __global__ void __launch_bounds__(VIPS_BLOCK)                                     \
+      vips_copy_##bytes(const E* src, E* dst, VipsStrides s, vips_i64 n) {                     \
+    vips_copy<E>(src, dst, s, n);                                                              \
+  }                                                                                            \
+  VIPS_REGISTER(vips_copy_##bytes)
+
+VIPS_COPY_KERNEL(1, unsigned char)
+VIPS_COPY_KERNEL(2, unsigned short)
+VIPS_COPY_KERNEL(4, unsigned int)
+VIPS_COPY_KERNEL(8, unsigned long long)
+
+extern "C" __global__ void __launch_bounds__(VIPS_BLOCK)
+    vips_taps_pil_u8(const unsigned char* x, unsigned char* out, const int* index,
+                     const int* coeff, const int* offsets, vips_i64 outer, int len_in,
+                     int len_out, vips_i64 inner) {
+  vips_taps_pil(x, out, index, coeff, offsets, outer, len_in, len_out, inner);
+}
+VIPS_REGISTER(vips_taps_pil_u8)

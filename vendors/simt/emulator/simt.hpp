@@ -1,0 +1,68 @@
+// simt.hpp: what CUDA/HIP device code expects, for a C++17 host compiler.
+//
+// The threads of a block run as fibers on one OS thread (simt.cpp): a thread
+// runs until it reaches a barrier (__syncthreads, or a warp shuffle), then the
+// next one runs. Shared memory is therefore a thread_local: every fiber of a
+// block sees the same array, and blocks on other OS threads see their own.
+#pragma once
+
+#include <math.h>
+
+#include <utility>
+#include <cstddef>
+#include <map>
+#include <string>
+
+struct vips_simt_dim3 {
+  unsigned int x, y, z;
+};
+
+// Set by the scheduler before it resumes a fiber.
+extern thread_local vips_simt_dim3 threadIdx;
+extern thread_local vips_simt_dim3 blockIdx;
+extern thread_local vips_simt_dim3 blockDim;
+extern thread_local vips_simt_dim3 gridDim;
+
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(n)
+#define __shared__ static thread_local
+
+void __syncthreads();
+// `__shfl_xor` over the 32 lanes of the caller's warp; every lane takes part.
+float vips_simt_shfl_xor(float v, int lane_mask);
+// The launch's dynamic shared memory (its `shared_bytes`).
+void* vips_simt_dynamic_shared();
+
+namespace vips_simt {
+
+// A kernel, callable with cuLaunchKernel-style parameters: params[i] points
+// at the i-th argument.
+struct Entry {
+  void (*invoke)(void* kernel, void** params);
+  void* kernel;
+  std::size_t arity;
+};
+
+std::map<std::string, Entry>& registry();
+
+template <class... A, std::size_t... I>
+void invoke_with(void (*kernel)(A...), void** params, std::index_sequence<I...>) {
+  kernel(*static_cast<std::remove_reference_t<A>*>(params[I])...);
+}
+
+template <class... A>
+void invoke(void* kernel, void** params) {
+  invoke_with(reinterpret_cast<void (*)(A...)>(kernel), params, std::index_sequence_for<A...>{});
+}
+
+// One per exported kernel, from VIPS_REGISTER (vips_device.h).
+struct Registration {
+  template <class... A>
+  Registration(const char* name, void (*kernel)(A...)) {
+    registry()[name] = Entry{&invoke<A...>, reinterpret_cast<void*>(kernel), sizeof...(A)};
+  }
+};
+
+}  // namespace vips_simt
