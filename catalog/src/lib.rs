@@ -8,8 +8,8 @@ mod attrs;
 mod dtype;
 mod ops;
 pub mod rounding;
-pub mod taps;
 mod shape;
+pub mod taps;
 
 pub use attrs::{AttrValue, Attrs};
 pub use dtype::DType;

@@ -111,4 +111,3 @@ pub fn pil_coeffs(in_size: usize, out_size: usize) -> (Vec<usize>, Vec<Vec<i32>>
         .collect();
     (firsts, fixed)
 }
-

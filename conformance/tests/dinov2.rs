@@ -10,7 +10,10 @@
 //!   resolution, and drill-down names the operator.
 //!
 //! The variants are injected by testing/mutant-provider over the CPU provider
-//! and by the GELU-by-tanh mutant of the C template.
+//! and by the GELU-by-tanh mutant of the C template. The GPU kernel source,
+//! run by the SIMT emulation provider (vendors/simt), passes the quick suite
+//! at every tier in both modes, and the variants that rewrite its calls fail
+//! on it exactly as on the CPU provider.
 
 use std::path::Path;
 use vips_sdk::compare::Tier;
@@ -31,17 +34,21 @@ fn device(p: &str) -> Device {
     Provider::open_by_name(p).unwrap().device(0).unwrap()
 }
 
-fn cpu() -> Device {
-    // The CPU provider is a dev-dependency, built beside this test program.
+/// A provider built beside this test program (a dev-dependency).
+fn built(name: &str) -> Device {
     let dir = std::env::current_exe()
         .unwrap()
         .parent()
         .unwrap()
         .to_path_buf();
-    Provider::open(dir.join(vips_sdk::library_file_name("cpu")))
+    Provider::open(dir.join(vips_sdk::library_file_name(name)))
         .unwrap()
         .device(0)
         .unwrap()
+}
+
+fn cpu() -> Device {
+    built("cpu")
 }
 
 /// Without the differential round (fresh inputs: anti-memorisation, which
@@ -156,6 +163,29 @@ fn the_cpu_provider_passes_every_suite_at_every_float_tier_in_both_modes() {
 }
 
 #[test]
+fn the_gpu_kernels_under_simt_emulation_pass_the_quick_suite_at_every_tier_in_both_modes() {
+    let (cpu, simt) = (cpu(), built("simt"));
+    let s = suite("dinov2-vits14-quick");
+    for mode in [Mode::Isolated, Mode::Chained] {
+        let r = runner::run(
+            &s,
+            &simt,
+            &cpu,
+            &RunOptions {
+                mode,
+                differential: mode == Mode::Isolated,
+                ..opts(&ALL_TIERS)
+            },
+        )
+        .unwrap();
+        assert_passes(&r, &format!("simt {mode:?}"));
+        for t in &r.tiers {
+            assert_eq!(t.stages.len(), 17, "{mode:?} {}", t.tier.name());
+        }
+    }
+}
+
+#[test]
 fn the_c_template_passes_the_quick_and_stress_suites_in_both_modes() {
     let cpu = cpu();
     let template = device(vsdk_template_c::LIBRARY_PATH);
@@ -205,6 +235,16 @@ fn gelu_by_tanh_fails_every_block_and_drill_down_names_it() {
 /// Runs a suite through the CLI on the CPU provider with one mutation;
 /// returns the exit code and the JSON report.
 fn mutant_cli(mutation: &str, suite: &str, extra: &[&str]) -> (Option<i32>, serde_json::Value) {
+    mutant_cli_on("cpu", mutation, suite, extra)
+}
+
+/// As [`mutant_cli`], with the mutation over provider `target`.
+fn mutant_cli_on(
+    target: &str,
+    mutation: &str,
+    suite: &str,
+    extra: &[&str],
+) -> (Option<i32>, serde_json::Value) {
     let dir = std::env::current_exe()
         .unwrap()
         .parent()
@@ -219,7 +259,7 @@ fn mutant_cli(mutation: &str, suite: &str, extra: &[&str]) -> (Option<i32>, serd
         .env("VSDK_PROVIDER_PATH", &dir)
         .env(
             "VSDK_MUTANT_TARGET",
-            dir.join(vips_sdk::library_file_name("cpu")),
+            dir.join(vips_sdk::library_file_name(target)),
         )
         .env("VSDK_MUTATION", mutation)
         .output()
@@ -232,9 +272,9 @@ fn mutant_cli(mutation: &str, suite: &str, extra: &[&str]) -> (Option<i32>, serd
 /// Runs the quick suite (every stage of the full one, at 56x56) through the
 /// CLI on the CPU provider with one injected bug; returns (stage, status,
 /// drill-down operator) per stage.
-fn mutated_run(mutation: &str) -> Vec<(String, String, Option<String>)> {
-    let (code, report) = mutant_cli(mutation, "dinov2-vits14-quick", &[]);
-    assert_eq!(code, Some(1), "{mutation} must fail");
+fn mutated_run(target: &str, mutation: &str) -> Vec<(String, String, Option<String>)> {
+    let (code, report) = mutant_cli_on(target, mutation, "dinov2-vits14-quick", &[]);
+    assert_eq!(code, Some(1), "{mutation} on {target} must fail");
     report["tiers"][0]["stages"]
         .as_array()
         .unwrap()
@@ -252,15 +292,47 @@ fn mutated_run(mutation: &str) -> Vec<(String, String, Option<String>)> {
 
 /// The mutation fails exactly `stages`, each drilled down to `op`.
 fn fails_exactly(mutation: &str, stages: &[&str], op: &str) {
-    let results = mutated_run(mutation);
+    fails_exactly_on("cpu", mutation, stages, op);
+}
+
+/// As [`fails_exactly`], with the mutation over provider `target`.
+fn fails_exactly_on(target: &str, mutation: &str, stages: &[&str], op: &str) {
+    let results = mutated_run(target, mutation);
     let failed: Vec<&str> = results
         .iter()
         .filter(|r| r.1 != "pass")
         .map(|r| r.0.as_str())
         .collect();
-    assert_eq!(failed, stages, "{mutation}");
+    assert_eq!(failed, stages, "{mutation} on {target}");
     for (stage, _, drilled) in results.iter().filter(|r| r.1 != "pass") {
-        assert_eq!(drilled.as_deref(), Some(op), "{mutation}: {stage}");
+        assert_eq!(
+            drilled.as_deref(),
+            Some(op),
+            "{mutation} on {target}: {stage}"
+        );
+    }
+}
+
+/// The mutations that rewrite a call's attributes and forward it: on the
+/// SIMT provider they run the GPU kernels with the wrong attribute.
+#[test]
+fn wrong_variants_fail_on_the_emulated_gpu_kernels_exactly_as_on_the_cpu() {
+    let b = blocks();
+    let blocks: Vec<&str> = b.iter().map(String::as_str).collect();
+    let resize = "vsdk.resize_bicubic@1";
+    let cases: [(&str, &[&str], &str); 5] = [
+        ("resize_size", &["pos_embed"], resize),
+        ("resize_antialias", &["pos_embed"], resize),
+        ("crop_off_by_one", &["preprocess"], "vsdk.crop@1"),
+        ("attention_scale", &blocks, "vsdk.sdpa@1"),
+        (
+            "layer_norm_eps",
+            &["block_00", "block_01"],
+            "vsdk.layer_norm@1",
+        ),
+    ];
+    for (mutation, stages, op) in cases {
+        fails_exactly_on("simt", mutation, stages, op);
     }
 }
 

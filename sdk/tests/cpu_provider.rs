@@ -5,62 +5,17 @@
 mod common;
 use common::cases::*;
 use common::*;
-use vips_sdk::{AttrValue, Attrs, DType, HostTensor};
-
-/// (rtol, atol) per dtype: output rounding of the dtype plus f32 arithmetic.
-fn tolerance(dtype: DType) -> (f64, f64) {
-    match dtype {
-        DType::F64 => (1e-10, 1e-12),
-        DType::F32 => (1e-5, 1e-5),
-        DType::F16 => (1.5e-3, 1e-4),
-        DType::BF16 => (1e-2, 1e-3),
-        _ => (0.0, 0.0),
-    }
-}
+use vips_sdk::{AttrValue, Attrs, DType};
 
 #[test]
 fn float_kernels_match_f64_references_in_every_float_dtype() {
-    let (mut r, seed) = rng("float_kernels");
-    let dev = cpu();
-    for case in float_cases(&mut r) {
-        for dtype in [DType::F64, DType::F32, DType::F16, DType::BF16] {
-            let seen: Vec<T> = case.inputs.iter().map(|t| t.rounded(dtype)).collect();
-            let host: Vec<HostTensor> = case.inputs.iter().map(|t| t.host(dtype)).collect();
-            let out = run(&dev, case.kernel, &case.attrs, &host);
-            assert_eq!(out.spec.dtype, dtype);
-            let expected = (case.reference)(&seen);
-            assert_eq!(out.spec.shape, expected.shape, "{} {dtype}", case.name);
-            let (rtol, atol) = tolerance(dtype);
-            assert_close(
-                &format!("{} {dtype} (seed {seed})", case.name),
-                &out.to_f64_vec(),
-                &expected.data,
-                rtol,
-                atol,
-            );
-        }
-    }
+    let dtypes = [DType::F64, DType::F32, DType::F16, DType::BF16];
+    check_float_kernels(&cpu(), "float_kernels", &dtypes, tolerance);
 }
 
 #[test]
 fn movement_kernels_are_exact_on_every_dtype() {
-    let (mut r, seed) = rng("movement_kernels");
-    let dev = cpu();
-    for case in movement_cases(&mut r) {
-        for dtype in DType::ALL {
-            let seen: Vec<T> = case.inputs.iter().map(|t| t.rounded(dtype)).collect();
-            let host: Vec<HostTensor> = case.inputs.iter().map(|t| t.host(dtype)).collect();
-            let out = run(&dev, case.kernel, &case.attrs, &host);
-            let expected = (case.reference)(&seen);
-            assert_eq!(out.spec.shape, expected.shape);
-            assert_eq!(
-                out.to_f64_vec(),
-                expected.data,
-                "{} {dtype} (seed {seed})",
-                case.name
-            );
-        }
-    }
+    check_movement_kernels(&cpu(), "movement_kernels");
 }
 
 #[test]

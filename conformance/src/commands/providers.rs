@@ -36,6 +36,11 @@ fn print_table(v: &serde_json::Value) {
         v["abi_version"],
         v["library"].as_str().unwrap_or_default()
     );
+    let devices = v["devices"].as_array().map_or(0, Vec::len);
+    if devices == 0 {
+        // A provider says why it has no device in its description.
+        println!("  {}", v["description"].as_str().unwrap_or_default());
+    }
     for d in v["devices"].as_array().into_iter().flatten() {
         let memory = match d["memory_bytes"].as_u64().unwrap_or(0) {
             0 => "memory unknown".to_string(),

@@ -325,3 +325,63 @@ pub fn random_image(r: &mut ChaCha8Rng, h: usize, w: usize) -> T {
             .collect(),
     )
 }
+
+/// (rtol, atol) per dtype: output rounding of the dtype plus f32 arithmetic.
+pub fn tolerance(dtype: DType) -> (f64, f64) {
+    match dtype {
+        DType::F64 => (1e-10, 1e-12),
+        DType::F32 => (1e-5, 1e-5),
+        DType::F16 => (1.5e-3, 1e-4),
+        DType::BF16 => (1e-2, 1e-3),
+        _ => (0.0, 0.0),
+    }
+}
+
+/// Every float case on `dev` in each of `dtypes`, against its f64 reference
+/// on the inputs as rounded to the dtype.
+pub fn check_float_kernels(
+    dev: &Device,
+    test: &str,
+    dtypes: &[DType],
+    tolerance: impl Fn(DType) -> (f64, f64),
+) {
+    let (mut r, seed) = rng(test);
+    for case in float_cases(&mut r) {
+        for &dtype in dtypes {
+            let seen: Vec<T> = case.inputs.iter().map(|t| t.rounded(dtype)).collect();
+            let host: Vec<HostTensor> = case.inputs.iter().map(|t| t.host(dtype)).collect();
+            let out = run(dev, case.kernel, &case.attrs, &host);
+            assert_eq!(out.spec.dtype, dtype);
+            let expected = (case.reference)(&seen);
+            assert_eq!(out.spec.shape, expected.shape, "{} {dtype}", case.name);
+            let (rtol, atol) = tolerance(dtype);
+            assert_close(
+                &format!("{} {dtype} (seed {seed})", case.name),
+                &out.to_f64_vec(),
+                &expected.data,
+                rtol,
+                atol,
+            );
+        }
+    }
+}
+
+/// Every data-movement case on `dev`, bit-exact, on every dtype.
+pub fn check_movement_kernels(dev: &Device, test: &str) {
+    let (mut r, seed) = rng(test);
+    for case in movement_cases(&mut r) {
+        for dtype in DType::ALL {
+            let seen: Vec<T> = case.inputs.iter().map(|t| t.rounded(dtype)).collect();
+            let host: Vec<HostTensor> = case.inputs.iter().map(|t| t.host(dtype)).collect();
+            let out = run(dev, case.kernel, &case.attrs, &host);
+            let expected = (case.reference)(&seen);
+            assert_eq!(out.spec.shape, expected.shape);
+            assert_eq!(
+                out.to_f64_vec(),
+                expected.data,
+                "{} {dtype} (seed {seed})",
+                case.name
+            );
+        }
+    }
+}

@@ -24,6 +24,14 @@ pub fn cpu() -> Device {
         .unwrap()
 }
 
+/// The GPU kernel source under the SIMT emulation (vendors/simt).
+pub fn simt() -> Device {
+    Provider::open_by_name("simt")
+        .expect("the SIMT provider builds with the workspace")
+        .device(0)
+        .unwrap()
+}
+
 pub fn template_c() -> Device {
     Provider::open(vsdk_template_c::LIBRARY_PATH)
         .expect("template-c builds")

@@ -37,6 +37,11 @@
 /* Every kernel is launched with at most this many threads per block. */
 #define VIPS_BLOCK 256
 
+/* An exported kernel. At least one resident block per multiprocessor lets
+ * ptxas use up to 255 registers: with the block size alone it capped one
+ * resize pass at 32 and spilled on sm_90. */
+#define VIPS_KERNEL extern "C" __global__ void __launch_bounds__(VIPS_BLOCK, 1)
+
 typedef long long vips_i64;
 
 /* The bits of a float16 or bfloat16: distinct types so templates tell them apart. */

@@ -344,49 +344,49 @@ __device__ void vips_taps_pil(const unsigned char* x, unsigned char* out, const 
 /* ---- the exported kernels ---- */
 
 #define VIPS_FLOAT_KERNELS(sfx, T)                                                              \
-  extern "C" __global__ void __launch_bounds__(VIPS_BLOCK)                                     \
+  VIPS_KERNEL                                     \
       vips_binary_##sfx(const T* a, const T* b, T* out, VipsStrides s, vips_i64 n, int op) {   \
     vips_binary<T>(a, b, out, s, n, op);                                                       \
   }                                                                                            \
   VIPS_REGISTER(vips_binary_##sfx)                                                             \
-  extern "C" __global__ void __launch_bounds__(VIPS_BLOCK)                                     \
+  VIPS_KERNEL                                     \
       vips_gelu_##sfx(const T* x, T* out, vips_i64 n) {                                        \
     vips_gelu<T>(x, out, n);                                                                   \
   }                                                                                            \
   VIPS_REGISTER(vips_gelu_##sfx)                                                               \
-  extern "C" __global__ void __launch_bounds__(VIPS_BLOCK) vips_linear_##sfx(                  \
+  VIPS_KERNEL vips_linear_##sfx(                  \
       const T* x, const T* w, const T* bias, T* out, int m, int n, int k) {                    \
     vips_linear<T>(x, w, bias, out, m, n, k);                                                  \
   }                                                                                            \
   VIPS_REGISTER(vips_linear_##sfx)                                                             \
-  extern "C" __global__ void __launch_bounds__(VIPS_BLOCK)                                     \
+  VIPS_KERNEL                                     \
       vips_conv2d_##sfx(const T* x, const T* w, const T* bias, T* out, VipsConv p) {           \
     vips_conv2d<T>(x, w, bias, out, p);                                                        \
   }                                                                                            \
   VIPS_REGISTER(vips_conv2d_##sfx)                                                             \
-  extern "C" __global__ void __launch_bounds__(VIPS_BLOCK) vips_layer_norm_##sfx(              \
+  VIPS_KERNEL vips_layer_norm_##sfx(              \
       const T* x, const T* w, const T* b, T* out, vips_i64 len, float eps) {                   \
     vips_layer_norm<T>(x, w, b, out, len, eps);                                                \
   }                                                                                            \
   VIPS_REGISTER(vips_layer_norm_##sfx)                                                         \
-  extern "C" __global__ void __launch_bounds__(VIPS_BLOCK)                                     \
+  VIPS_KERNEL                                     \
       vips_softmax_##sfx(const T* x, T* out, vips_i64 len, vips_i64 inner) {                   \
     vips_softmax<T>(x, out, len, inner);                                                       \
   }                                                                                            \
   VIPS_REGISTER(vips_softmax_##sfx)                                                            \
-  extern "C" __global__ void __launch_bounds__(VIPS_BLOCK) vips_sdpa_##sfx(                    \
+  VIPS_KERNEL vips_sdpa_##sfx(                    \
       const T* q, const T* k, const T* v, T* out, int lq, int lk, int d, int dv, float scale) { \
     vips_sdpa<T>(q, k, v, out, lq, lk, d, dv, scale);                                          \
   }                                                                                            \
   VIPS_REGISTER(vips_sdpa_##sfx)                                                               \
-  extern "C" __global__ void __launch_bounds__(VIPS_BLOCK)                                     \
+  VIPS_KERNEL                                     \
       vips_taps_from_##sfx(const T* x, float* out, const int* index, const float* weight,     \
                             const int* offsets, vips_i64 outer, int len_in, int len_out,       \
                             vips_i64 inner) {                                                  \
     vips_taps<T, float>(x, out, index, weight, offsets, outer, len_in, len_out, inner);        \
   }                                                                                            \
   VIPS_REGISTER(vips_taps_from_##sfx)                                                         \
-  extern "C" __global__ void __launch_bounds__(VIPS_BLOCK)                                     \
+  VIPS_KERNEL                                     \
       vips_taps_to_##sfx(const float* x, T* out, const int* index, const float* weight,       \
                           const int* offsets, vips_i64 outer, int len_in, int len_out,         \
                           vips_i64 inner) {                                                    \
@@ -399,7 +399,7 @@ VIPS_FLOAT_KERNELS(f16, vips_f16)
 VIPS_FLOAT_KERNELS(bf16, vips_bf16)
 
 #define VIPS_CAST_KERNEL(from, S, to, D)                                                        \
-  extern "C" __global__ void __launch_bounds__(VIPS_BLOCK)                                     \
+  VIPS_KERNEL                                     \
       vips_cast_##from##_##to(const S* x, D* out, vips_i64 n) {                                \
     vips_cast<S, D>(x, out, n);                                                                \
   }                                                                                            \
@@ -417,7 +417,7 @@ VIPS_CAST_FROM(bf16, vips_bf16)
 VIPS_CAST_FROM(f32, float)
 
 #define VIPS_COPY_KERNEL(bytes, E)                                                              \
-  extern "C" __global__ void __launch_bounds__(VIPS_BLOCK)                                     \
+  VIPS_KERNEL                                     \
       vips_copy_##bytes(const E* src, E* dst, VipsStrides s, vips_i64 n) {                     \
     vips_copy<E>(src, dst, s, n);                                                              \
   }                                                                                            \
@@ -428,7 +428,7 @@ VIPS_COPY_KERNEL(2, unsigned short)
 VIPS_COPY_KERNEL(4, unsigned int)
 VIPS_COPY_KERNEL(8, unsigned long long)
 
-extern "C" __global__ void __launch_bounds__(VIPS_BLOCK)
+VIPS_KERNEL
     vips_taps_pil_u8(const unsigned char* x, unsigned char* out, const int* index,
                      const int* coeff, const int* offsets, vips_i64 outer, int len_in,
                      int len_out, vips_i64 inner) {

@@ -134,7 +134,10 @@ unsafe extern "C" fn create<B: Backend>(
         let (backends, description) = match B::open_all() {
             Ok(devices) if !devices.is_empty() => (devices, B::DESCRIPTION.to_string()),
             Ok(_) => (Vec::new(), format!("{} (no devices)", B::DESCRIPTION)),
-            Err(reason) => (Vec::new(), format!("{} (no devices: {reason})", B::DESCRIPTION)),
+            Err(reason) => (
+                Vec::new(),
+                format!("{} (no devices: {reason})", B::DESCRIPTION),
+            ),
         };
         let devices = backends
             .into_iter()
@@ -425,7 +428,10 @@ unsafe extern "C" fn synchronize<B: Backend>(
 ) -> *mut vsdk_status_t {
     guard(|| {
         // SAFETY: host contract.
-        unsafe { instance::<B>(p)? }.device(index)?.backend.synchronize()
+        unsafe { instance::<B>(p)? }
+            .device(index)?
+            .backend
+            .synchronize()
     })
 }
 

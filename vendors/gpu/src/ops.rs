@@ -144,7 +144,11 @@ fn strides(dims: &[usize], a: &[usize], b: &[usize]) -> Result<Strides, Provider
 
 /// A grid-stride launch over `n` elements.
 fn grid_for(n: usize) -> [u32; 3] {
-    [(n as u64).div_ceil(u64::from(BLOCK)).clamp(1, MAX_GRID) as u32, 1, 1]
+    [
+        (n as u64).div_ceil(u64::from(BLOCK)).clamp(1, MAX_GRID) as u32,
+        1,
+        1,
+    ]
 }
 
 fn ptr(t: &TensorArg) -> DevicePtr {
@@ -209,7 +213,14 @@ impl<'a, B: Backend> Call<'a, B> {
         }
         let n = t.numel();
         let dst = self.temporary(n * t.dtype.size_bytes())?;
-        self.copy(t, ptr(t), &t.strides, dst, &compact_strides(&t.shape), &t.shape)?;
+        self.copy(
+            t,
+            ptr(t),
+            &t.strides,
+            dst,
+            &compact_strides(&t.shape),
+            &t.shape,
+        )?;
         Ok(dst)
     }
 
@@ -278,13 +289,25 @@ fn dispatch<B: Backend>(
     match node {
         Node::Crop(crop) => {
             let x = &ins[0];
-            let offset: usize = crop.offsets.iter().zip(&x.strides).map(|(o, s)| o * s).sum();
+            let offset: usize = crop
+                .offsets
+                .iter()
+                .zip(&x.strides)
+                .map(|(o, s)| o * s)
+                .sum();
             let src = ptr(x) + (offset * x.dtype.size_bytes()) as u64;
             c.copy(x, src, &x.strides, ptr(out), &out_strides, &out.shape)
         }
         Node::Reshape => {
             let x = &ins[0];
-            c.copy(x, ptr(x), &x.strides, ptr(out), &compact_strides(&x.shape), &x.shape)
+            c.copy(
+                x,
+                ptr(x),
+                &x.strides,
+                ptr(out),
+                &compact_strides(&x.shape),
+                &x.shape,
+            )
         }
         Node::Permute { perm } => {
             let x = &ins[0];
@@ -332,12 +355,22 @@ fn dispatch<B: Backend>(
                 Arg::I64(int(n, "size")?),
                 Arg::I32(op),
             ];
-            c.launch(&format!("vips_binary_{}", suffix(out.dtype)?), grid_for(n), 0, args)
+            c.launch(
+                &format!("vips_binary_{}", suffix(out.dtype)?),
+                grid_for(n),
+                0,
+                args,
+            )
         }
         Node::Gelu => {
             let x = c.compact(&ins[0])?;
             let args = vec![Arg::Ptr(x), Arg::Ptr(ptr(out)), Arg::I64(int(n, "size")?)];
-            c.launch(&format!("vips_gelu_{}", suffix(out.dtype)?), grid_for(n), 0, args)
+            c.launch(
+                &format!("vips_gelu_{}", suffix(out.dtype)?),
+                grid_for(n),
+                0,
+                args,
+            )
         }
         Node::Linear => linear(c, ins, out),
         Node::Conv2d(conv) => conv2d(c, ins, conv, out),
@@ -355,7 +388,12 @@ fn dispatch<B: Backend>(
                 Arg::F32(*eps as f32),
             ];
             let grid = [int(rows, "the number of rows")?, 1, 1];
-            c.launch(&format!("vips_layer_norm_{}", suffix(out.dtype)?), grid, 0, args)
+            c.launch(
+                &format!("vips_layer_norm_{}", suffix(out.dtype)?),
+                grid,
+                0,
+                args,
+            )
         }
         Node::Softmax { axis } => {
             let x = c.compact(&ins[0])?;
@@ -368,12 +406,22 @@ fn dispatch<B: Backend>(
                 Arg::I64(int(inner, "a row's stride")?),
             ];
             let grid = [int(n / len, "the number of rows")?, 1, 1];
-            c.launch(&format!("vips_softmax_{}", suffix(out.dtype)?), grid, 0, args)
+            c.launch(
+                &format!("vips_softmax_{}", suffix(out.dtype)?),
+                grid,
+                0,
+                args,
+            )
         }
         Node::Sdpa(s) => {
             let (q, k, v) = (&ins[0], &ins[1], &ins[2]);
             let r = q.shape.len();
-            let (lq, d, lk, dv) = (q.shape[r - 2], q.shape[r - 1], k.shape[r - 2], v.shape[r - 1]);
+            let (lq, d, lk, dv) = (
+                q.shape[r - 2],
+                q.shape[r - 1],
+                k.shape[r - 2],
+                v.shape[r - 1],
+            );
             let shared = lk * 4;
             if shared > SHARED_BYTES - 1024 {
                 return Err(ProviderError::unsupported(format!(
@@ -393,7 +441,12 @@ fn dispatch<B: Backend>(
                 Arg::F32(s.scale as f32),
             ];
             let grid = [int(batches * lq, "the number of query rows")?, 1, 1];
-            c.launch(&format!("vips_sdpa_{}", suffix(out.dtype)?), grid, shared as u32, args)
+            c.launch(
+                &format!("vips_sdpa_{}", suffix(out.dtype)?),
+                grid,
+                shared as u32,
+                args,
+            )
         }
         Node::ResizeBicubic(r) => resize_bicubic(c, &ins[0], r, out),
         Node::ResizePilBicubic {
@@ -440,17 +493,19 @@ fn linear<B: Backend>(
         Arg::I32(int(n, "N")?),
         Arg::I32(int(k, "K")?),
     ];
-    let grid = [
-        int(n.div_ceil(TILE), "N / 64")?,
-        int::<u32>(m.div_ceil(TILE), "M / 64")?.min(u32::MAX),
-        1,
-    ];
-    if grid[1] > MAX_GRID as u32 {
+    let row_tiles = m.div_ceil(TILE);
+    if row_tiles as u64 > MAX_GRID {
         return Err(ProviderError::unsupported(format!(
             "vsdk.linear: {m} rows exceed the tiled kernel's grid"
         )));
     }
-    c.launch(&format!("vips_linear_{}", suffix(out.dtype)?), grid, 0, args)
+    let grid = [int(n.div_ceil(TILE), "N / 64")?, row_tiles as u32, 1];
+    c.launch(
+        &format!("vips_linear_{}", suffix(out.dtype)?),
+        grid,
+        0,
+        args,
+    )
 }
 
 fn conv2d<B: Backend>(
@@ -583,14 +638,26 @@ fn resize_bicubic<B: Backend>(
         len_out: r.out_w,
         inner: 1,
     };
-    c.taps_pass(&format!("vips_taps_from_{t}"), (src, tmp), &tx, f32::to_ne_bytes, horizontal)?;
+    c.taps_pass(
+        &format!("vips_taps_from_{t}"),
+        (src, tmp),
+        &tx,
+        f32::to_ne_bytes,
+        horizontal,
+    )?;
     let vertical = Pass {
         outer: nc,
         len_in: h,
         len_out: r.out_h,
         inner: r.out_w,
     };
-    c.taps_pass(&format!("vips_taps_to_{t}"), (tmp, ptr(out)), &ty, f32::to_ne_bytes, vertical)
+    c.taps_pass(
+        &format!("vips_taps_to_{t}"),
+        (tmp, ptr(out)),
+        &ty,
+        f32::to_ne_bytes,
+        vertical,
+    )
 }
 
 /// Pillow's BICUBIC on [H, W, C] uint8: two passes, each rounded and clipped

@@ -26,7 +26,7 @@ extern thread_local vips_simt_dim3 gridDim;
 #define __global__
 #define __device__
 #define __forceinline__ inline
-#define __launch_bounds__(n)
+#define __launch_bounds__(...)
 #define __shared__ static thread_local
 
 void __syncthreads();

@@ -65,6 +65,14 @@ impl Backend for Simt {
     const DEVICE_TYPE: i32 = vsdk_provider_kit::ffi::VSDK_DEVICE_CPU as i32;
 
     fn open_all() -> Result<Vec<Self>, String> {
+        #[cfg(simt_fma)]
+        if !std::arch::is_x86_feature_detected!("fma") {
+            return Err(
+                "this build of the emulator uses FMA instructions (built on a CPU with them), \
+                 and this CPU has none: rebuild vsdk-provider-simt here"
+                    .into(),
+            );
+        }
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         Ok(vec![Simt {
             buffers: Mutex::default(),
@@ -105,9 +113,7 @@ impl Backend for Simt {
     fn copy_to_device(&self, dst: DevicePtr, src: &[u8]) -> Result<(), ProviderError> {
         // SAFETY: the caller checked dst..dst+len inside a live buffer (host
         // memory here); a host slice never overlaps our buffers.
-        unsafe {
-            std::ptr::copy_nonoverlapping(src.as_ptr(), dst as usize as *mut u8, src.len())
-        };
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst as usize as *mut u8, src.len()) };
         Ok(())
     }
 
