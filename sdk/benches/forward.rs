@@ -1,8 +1,11 @@
-//! The CPU provider's DINOv2 forward through the provider ABI, and its
-//! operators one call at a time on the model's shapes; prints JSON for
+//! A provider's DINOv2 forward through the provider ABI, and its operators
+//! one call at a time on the model's shapes; prints JSON for
 //! tools/bench_forward.py, which sets them beside PyTorch and ONNX Runtime.
 //!
 //!     cargo bench -p vips-sdk --bench forward -- [SUITE_DIR] [ROUNDS] [--dtype=D]
+//!
+//! The provider is the CPU one, or the one `VSDK_BENCH_PROVIDER` names (a
+//! name on the search path or a library path, e.g. `cuda`).
 //!
 //! SUITE_DIR (default: the dinov2-vits14 suite) is absolute or relative to
 //! `sdk/`, where cargo runs benches. D is float32 (the default), float16,
@@ -136,7 +139,13 @@ fn main() {
         .map_or(20, |r| r.parse().expect("ROUNDS"))
         .max(1);
     let suite = Suite::open(std::path::Path::new(&dir)).expect("suite opens");
-    let provider = Provider::open_by_name("cpu").expect("the CPU provider is built");
+    let name = std::env::var("VSDK_BENCH_PROVIDER").unwrap_or_else(|_| "cpu".into());
+    let provider = if name.contains('/') {
+        Provider::open(std::path::Path::new(&name))
+    } else {
+        Provider::open_by_name(&name)
+    }
+    .unwrap_or_else(|e| panic!("provider {name}: {e}"));
     let device = provider.device(0).unwrap();
 
     // Everything a stage reads that no stage computes: weights, image, constants.

@@ -62,6 +62,15 @@ pub unsafe fn write_field<S, T>(out: *mut S, offset: usize, value: T) {
     }
 }
 
+/// `p`, or an invalid-argument error naming `what` when it is NULL.
+pub fn non_null<T>(p: *mut T, what: &str) -> Result<*mut T, ProviderError> {
+    if p.is_null() {
+        Err(ProviderError::invalid(format!("{what} is NULL")))
+    } else {
+        Ok(p)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,14 +110,5 @@ mod tests {
             write_field(&mut out, std::mem::offset_of!(Out, b), 20u64);
         }
         assert_eq!((out.a, out.b), (10, 2), "b lies past struct_size and stays");
-    }
-}
-
-/// `p`, or an invalid-argument error naming `what` when it is NULL.
-pub fn non_null<T>(p: *mut T, what: &str) -> Result<*mut T, ProviderError> {
-    if p.is_null() {
-        Err(ProviderError::invalid(format!("{what} is NULL")))
-    } else {
-        Ok(p)
     }
 }

@@ -62,7 +62,7 @@ impl Backend for Simt {
     const NAME: &'static CStr = c"simt";
     const VENDOR: &'static CStr = c"VIPS SDK reference";
     const DESCRIPTION: &'static str = "the CUDA/HIP kernel source on the CPU under a SIMT emulation (tests the GPU providers without a GPU)";
-    const DEVICE_TYPE: i32 = vsdk_provider_kit::ffi::VSDK_DEVICE_CPU as i32;
+    const DEVICE_TYPE: i32 = vsdk_provider_kit::ffi::VSDK_DEVICE_CPU;
 
     fn open_all() -> Result<Vec<Self>, String> {
         #[cfg(simt_fma)]
