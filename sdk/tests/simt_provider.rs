@@ -31,9 +31,22 @@ fn casts_round_half_to_even_and_saturate_as_the_cpu_reference_does() {
     let mut x = cast_input(&mut r);
     x.data[3] = f64::NAN;
     let mut y = T::random(&mut r, &[64], -70000.0, 70000.0);
-    // float16's edges: overflow ties, subnormals and their ties, zero's sign.
+    // float16's edges: the overflow tie 65520, exact ties between subnormals
+    // (2^-25 rounds to 0, 3·2^-25 to 2^-23) and between normals (1 + 2^-11
+    // to 1, 1 + 3·2^-11 up), bfloat16's tie 1 + 2^-8, zero's sign.
+    let p = |e: i32| 2f64.powi(e);
     let edges = [
-        65504.0, 65519.99, 65520.0, 6.1e-5, 5.96e-8, 2.98e-8, 2.99e-8, -0.0, 1e-9,
+        65504.0,
+        65519.99,
+        65520.0,
+        6.1e-5,
+        p(-25),
+        3.0 * p(-25),
+        1.0 + p(-11),
+        1.0 + 3.0 * p(-11),
+        1.0 + p(-8),
+        -0.0,
+        1e-9,
     ];
     y.data[..edges.len()].copy_from_slice(&edges);
     for to in ["uint8", "float16", "bfloat16", "float32"] {

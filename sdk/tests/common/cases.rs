@@ -108,6 +108,18 @@ pub fn float_cases(r: &mut ChaCha8Rng) -> Vec<Case> {
             |x| linear(&x[0], &x[1], None),
         ),
         case(
+            // Several 64 x 64 output tiles of a GPU GEMM each way, K not a multiple of 16.
+            "linear over several tiles",
+            "vsdk.linear",
+            a(),
+            vec![
+                T::random(r, &[150, 70], -1.0, 1.0),
+                T::random(r, &[130, 70], -1.0, 1.0),
+                T::random(r, &[130], -1.0, 1.0),
+            ],
+            |x| linear(&x[0], &x[1], Some(&x[2])),
+        ),
+        case(
             "conv2d grouped, padded, dilated",
             "vsdk.conv2d",
             a().with("strides", Ints(vec![2, 1]))
@@ -189,6 +201,18 @@ pub fn float_cases(r: &mut ChaCha8Rng) -> Vec<Case> {
                 T::random(r, &[5, 3], -1.0, 1.0),
             ],
             |x| sdpa(&x[0], &x[1], &x[2], 0.7),
+        ),
+        case(
+            // More keys and value channels than a GPU block has threads.
+            "sdpa long rows",
+            "vsdk.sdpa",
+            a(),
+            vec![
+                T::random(r, &[3, 16], -1.0, 1.0),
+                T::random(r, &[300, 16], -1.0, 1.0),
+                T::random(r, &[300, 260], -1.0, 1.0),
+            ],
+            |x| sdpa(&x[0], &x[1], &x[2], 0.25),
         ),
         case(
             "resize_bicubic scale_factor 16.1/37",

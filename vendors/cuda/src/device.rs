@@ -374,6 +374,7 @@ impl vsdk_gpu::Backend for Cuda {
         block: [u32; 3],
         shared_bytes: u32,
         params: &[*mut c_void],
+        _param_sizes: &[usize],
     ) -> Result<(), ProviderError> {
         self.bind()?;
         let f = self.function(kernel)?;

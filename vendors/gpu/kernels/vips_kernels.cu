@@ -217,8 +217,9 @@ __device__ void vips_conv2d(const T* x, const T* w, const T* bias, T* out, VipsC
   }
 }
 
-/* ---- rows: layer norm, softmax. One block per row; row r of `rows` has
- * `len` elements `inner` apart: x[(r / inner) · len · inner + r % inner + j · inner]. ---- */
+/* ---- rows: layer norm, softmax, attention. A block per row, blocks striding
+ * over the rows (grids are capped); row r of a softmax has `len` elements
+ * `inner` apart: x[(r / inner) · len · inner + r % inner + j · inner]. ---- */
 
 __device__ __forceinline__ vips_i64 vips_row_start(vips_i64 row, vips_i64 len, vips_i64 inner) {
   return (row / inner) * len * inner + row % inner;
@@ -227,75 +228,84 @@ __device__ __forceinline__ vips_i64 vips_row_start(vips_i64 row, vips_i64 len, v
 /* Layer norm over `len` contiguous elements (axis … rank-1): weight and bias
  * have `len` elements. Two passes: mean, then the biased variance. */
 template <class T>
-__device__ void vips_layer_norm(const T* x, const T* w, const T* b, T* out, vips_i64 len,
-                                float eps) {
+__device__ void vips_layer_norm(const T* x, const T* w, const T* b, T* out, vips_i64 rows,
+                                vips_i64 len, float eps) {
   __shared__ float scratch[VIPS_BLOCK / 32];
-  const vips_i64 base = static_cast<vips_i64>(blockIdx.x) * len;
-  float s = 0.0f;
-  for (vips_i64 j = threadIdx.x; j < len; j += blockDim.x) s += vips_load(x + base + j);
-  const float mean = vips_block_sum(s, scratch) / static_cast<float>(len);
-  float q = 0.0f;
-  for (vips_i64 j = threadIdx.x; j < len; j += blockDim.x) {
-    const float d = vips_load(x + base + j) - mean;
-    q = fmaf(d, d, q);
-  }
-  const float inv = 1.0f / sqrtf(vips_block_sum(q, scratch) / static_cast<float>(len) + eps);
-  for (vips_i64 j = threadIdx.x; j < len; j += blockDim.x) {
-    const float v = (vips_load(x + base + j) - mean) * inv;
-    vips_store(out + base + j, fmaf(v, vips_load(w + j), vips_load(b + j)));
+  for (vips_i64 row = blockIdx.x; row < rows; row += gridDim.x) {
+    const vips_i64 base = row * len;
+    float s = 0.0f;
+    for (vips_i64 j = threadIdx.x; j < len; j += blockDim.x) s += vips_load(x + base + j);
+    const float mean = vips_block_sum(s, scratch) / static_cast<float>(len);
+    float q = 0.0f;
+    for (vips_i64 j = threadIdx.x; j < len; j += blockDim.x) {
+      const float d = vips_load(x + base + j) - mean;
+      q = fmaf(d, d, q);
+    }
+    const float inv = 1.0f / sqrtf(vips_block_sum(q, scratch) / static_cast<float>(len) + eps);
+    for (vips_i64 j = threadIdx.x; j < len; j += blockDim.x) {
+      const float v = (vips_load(x + base + j) - mean) * inv;
+      vips_store(out + base + j, fmaf(v, vips_load(w + j), vips_load(b + j)));
+    }
   }
 }
 
 template <class T>
-__device__ void vips_softmax(const T* x, T* out, vips_i64 len, vips_i64 inner) {
+__device__ void vips_softmax(const T* x, T* out, vips_i64 rows, vips_i64 len, vips_i64 inner) {
   __shared__ float scratch[VIPS_BLOCK / 32];
-  const vips_i64 base = vips_row_start(blockIdx.x, len, inner);
-  float mx = -vips_inf();
-  for (vips_i64 j = threadIdx.x; j < len; j += blockDim.x)
-    mx = fmaxf(mx, vips_load(x + base + j * inner));
-  mx = vips_block_max(mx, scratch);
-  float s = 0.0f;
-  for (vips_i64 j = threadIdx.x; j < len; j += blockDim.x)
-    s += expf(vips_load(x + base + j * inner) - mx);
-  const float inv = 1.0f / vips_block_sum(s, scratch);
-  for (vips_i64 j = threadIdx.x; j < len; j += blockDim.x)
-    vips_store(out + base + j * inner, expf(vips_load(x + base + j * inner) - mx) * inv);
+  for (vips_i64 row = blockIdx.x; row < rows; row += gridDim.x) {
+    const vips_i64 base = vips_row_start(row, len, inner);
+    float mx = -vips_inf();
+    for (vips_i64 j = threadIdx.x; j < len; j += blockDim.x)
+      mx = fmaxf(mx, vips_load(x + base + j * inner));
+    mx = vips_block_max(mx, scratch);
+    float s = 0.0f;
+    for (vips_i64 j = threadIdx.x; j < len; j += blockDim.x)
+      s += expf(vips_load(x + base + j * inner) - mx);
+    const float inv = 1.0f / vips_block_sum(s, scratch);
+    for (vips_i64 j = threadIdx.x; j < len; j += blockDim.x)
+      vips_store(out + base + j * inner, expf(vips_load(x + base + j * inner) - mx) * inv);
+  }
 }
 
 /* ---- scaled dot-product attention: out = softmax(scale · q kᵀ) v ----
  * q [B, Lq, D], k [B, Lk, D], v [B, Lk, Dv] (batch dimensions folded into
- * B); one block per (batch, query row); the row's Lk scores live in dynamic
- * shared memory (Lk floats). */
+ * B); a block per (batch, query row) of the `rows` = B · Lq; the row's Lk
+ * scores live in dynamic shared memory (Lk floats). */
 template <class T>
-__device__ void vips_sdpa(const T* q, const T* k, const T* v, T* out, int lq, int lk, int d,
-                          int dv, float scale) {
+__device__ void vips_sdpa(const T* q, const T* k, const T* v, T* out, vips_i64 rows, int lq,
+                          int lk, int d, int dv, float scale) {
   VIPS_DYNAMIC_SHARED(float, scores);
   __shared__ float scratch[VIPS_BLOCK / 32];
-  const vips_i64 batch = blockIdx.x / lq;
-  const T* qrow = q + static_cast<vips_i64>(blockIdx.x) * d;
-  const T* kb = k + batch * lk * d;
-  const T* vb = v + batch * lk * dv;
-  float mx = -vips_inf();
-  for (int j = threadIdx.x; j < lk; j += blockDim.x) {
-    float s = 0.0f;
-    for (int e = 0; e < d; ++e) s = fmaf(vips_load(qrow + e), vips_load(kb + static_cast<vips_i64>(j) * d + e), s);
-    s *= scale;
-    scores[j] = s;
-    mx = fmaxf(mx, s);
-  }
-  mx = vips_block_max(mx, scratch);
-  float sum = 0.0f;
-  for (int j = threadIdx.x; j < lk; j += blockDim.x) {
-    const float p = expf(scores[j] - mx);
-    scores[j] = p;
-    sum += p;
-  }
-  const float inv = 1.0f / vips_block_sum(sum, scratch); /* its barriers publish scores[] */
-  T* orow = out + static_cast<vips_i64>(blockIdx.x) * dv;
-  for (int e = threadIdx.x; e < dv; e += blockDim.x) {
-    float acc = 0.0f;
-    for (int j = 0; j < lk; ++j) acc = fmaf(scores[j], vips_load(vb + static_cast<vips_i64>(j) * dv + e), acc);
-    vips_store(orow + e, acc * inv);
+  for (vips_i64 row = blockIdx.x; row < rows; row += gridDim.x) {
+    const vips_i64 batch = row / lq;
+    const T* qrow = q + row * d;
+    const T* kb = k + batch * lk * d;
+    const T* vb = v + batch * lk * dv;
+    float mx = -vips_inf();
+    for (int j = threadIdx.x; j < lk; j += blockDim.x) {
+      float s = 0.0f;
+      for (int e = 0; e < d; ++e)
+        s = fmaf(vips_load(qrow + e), vips_load(kb + static_cast<vips_i64>(j) * d + e), s);
+      s *= scale;
+      scores[j] = s;
+      mx = fmaxf(mx, s);
+    }
+    mx = vips_block_max(mx, scratch);
+    float sum = 0.0f;
+    for (int j = threadIdx.x; j < lk; j += blockDim.x) {
+      const float p = expf(scores[j] - mx);
+      scores[j] = p;
+      sum += p;
+    }
+    const float inv = 1.0f / vips_block_sum(sum, scratch); /* its barriers publish scores[] */
+    T* orow = out + row * dv;
+    for (int e = threadIdx.x; e < dv; e += blockDim.x) {
+      float acc = 0.0f;
+      for (int j = 0; j < lk; ++j)
+        acc = fmaf(scores[j], vips_load(vb + static_cast<vips_i64>(j) * dv + e), acc);
+      vips_store(orow + e, acc * inv);
+    }
+    __syncthreads(); /* the next row overwrites scores[] */
   }
 }
 
@@ -365,18 +375,19 @@ __device__ void vips_taps_pil(const unsigned char* x, unsigned char* out, const 
   }                                                                                            \
   VIPS_REGISTER(vips_conv2d_##sfx)                                                             \
   VIPS_KERNEL vips_layer_norm_##sfx(              \
-      const T* x, const T* w, const T* b, T* out, vips_i64 len, float eps) {                   \
-    vips_layer_norm<T>(x, w, b, out, len, eps);                                                \
+      const T* x, const T* w, const T* b, T* out, vips_i64 rows, vips_i64 len, float eps) {    \
+    vips_layer_norm<T>(x, w, b, out, rows, len, eps);                                                \
   }                                                                                            \
   VIPS_REGISTER(vips_layer_norm_##sfx)                                                         \
   VIPS_KERNEL                                     \
-      vips_softmax_##sfx(const T* x, T* out, vips_i64 len, vips_i64 inner) {                   \
-    vips_softmax<T>(x, out, len, inner);                                                       \
+      vips_softmax_##sfx(const T* x, T* out, vips_i64 rows, vips_i64 len, vips_i64 inner) {    \
+    vips_softmax<T>(x, out, rows, len, inner);                                                       \
   }                                                                                            \
   VIPS_REGISTER(vips_softmax_##sfx)                                                            \
   VIPS_KERNEL vips_sdpa_##sfx(                    \
-      const T* q, const T* k, const T* v, T* out, int lq, int lk, int d, int dv, float scale) { \
-    vips_sdpa<T>(q, k, v, out, lq, lk, d, dv, scale);                                          \
+      const T* q, const T* k, const T* v, T* out, vips_i64 rows, int lq, int lk, int d, int dv,  \
+      float scale) {                                                                           \
+    vips_sdpa<T>(q, k, v, out, rows, lq, lk, d, dv, scale);                                          \
   }                                                                                            \
   VIPS_REGISTER(vips_sdpa_##sfx)                                                               \
   VIPS_KERNEL                                     \

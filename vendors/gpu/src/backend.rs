@@ -78,8 +78,12 @@ pub trait Backend: Sized + Send + Sync + 'static {
 
     /// Launches `kernel` (an `extern "C"` name in the kernel source) with
     /// `params[i]` pointing at the i-th argument's value, as `cuLaunchKernel`
-    /// takes them. The source is compiled for this device on first use and
-    /// kept. Launches on one device run in order.
+    /// takes them, and `param_sizes[i]` its size in bytes (CUDA and HIP know
+    /// the kernel's signature from the compiled module; the SIMT emulation
+    /// checks each size against it, so a launch whose integer widths do not
+    /// match the source fails in the tests instead of corrupting memory on a
+    /// GPU). The source is compiled for this device on first use and kept.
+    /// Launches on one device run in order.
     ///
     /// # Safety
     /// `params` matches the kernel's parameter list in number and types, and
@@ -92,6 +96,7 @@ pub trait Backend: Sized + Send + Sync + 'static {
         block: [u32; 3],
         shared_bytes: u32,
         params: &[*mut c_void],
+        param_sizes: &[usize],
     ) -> Result<(), ProviderError>;
 
     /// A vendor GEMM (cuBLAS) when the device has one and supports `g.dtype`;

@@ -151,6 +151,11 @@ fn grid_for(n: usize) -> [u32; 3] {
     ]
 }
 
+/// A launch of one block per row, the blocks striding over the rows.
+fn row_grid(rows: usize) -> [u32; 3] {
+    [(rows as u64).clamp(1, MAX_GRID) as u32, 1, 1]
+}
+
 fn ptr(t: &TensorArg) -> DevicePtr {
     t.ptr as usize as DevicePtr
 }
@@ -170,17 +175,20 @@ impl<'a, B: Backend> Call<'a, B> {
         shared_bytes: u32,
         mut args: Vec<Arg>,
     ) -> Result<(), ProviderError> {
-        let params: Vec<*mut c_void> = args
+        fn param<T>(v: &mut T) -> (*mut c_void, usize) {
+            (std::ptr::from_mut(v).cast(), std::mem::size_of::<T>())
+        }
+        let (params, sizes): (Vec<*mut c_void>, Vec<usize>) = args
             .iter_mut()
             .map(|a| match a {
-                Arg::Ptr(v) => std::ptr::from_mut(v).cast(),
-                Arg::I64(v) => std::ptr::from_mut(v).cast(),
-                Arg::I32(v) => std::ptr::from_mut(v).cast(),
-                Arg::F32(v) => std::ptr::from_mut(v).cast(),
-                Arg::Strides(v) => std::ptr::from_mut(v).cast(),
-                Arg::Conv(v) => std::ptr::from_mut(v).cast(),
+                Arg::Ptr(v) => param(v),
+                Arg::I64(v) => param(v),
+                Arg::I32(v) => param(v),
+                Arg::F32(v) => param(v),
+                Arg::Strides(v) => param(v),
+                Arg::Conv(v) => param(v),
             })
-            .collect();
+            .unzip();
         // SAFETY: each caller below passes the argument list of `kernel`'s
         // signature in vips_kernels.cu (the SIMT emulation checks the count
         // and runs every one of them in the tests), with device pointers
@@ -188,7 +196,7 @@ impl<'a, B: Backend> Call<'a, B> {
         // allocated with the sizes the kernel touches.
         unsafe {
             self.backend
-                .launch(kernel, grid, [BLOCK, 1, 1], shared_bytes, &params)
+                .launch(kernel, grid, [BLOCK, 1, 1], shared_bytes, &params, &sizes)
         }
     }
 
@@ -384,34 +392,27 @@ fn dispatch<B: Backend>(
                 Arg::Ptr(w),
                 Arg::Ptr(b),
                 Arg::Ptr(ptr(out)),
+                Arg::I64(int(rows, "the number of rows")?),
                 Arg::I64(int(len, "a row's length")?),
                 Arg::F32(*eps as f32),
             ];
-            let grid = [int(rows, "the number of rows")?, 1, 1];
-            c.launch(
-                &format!("vips_layer_norm_{}", suffix(out.dtype)?),
-                grid,
-                0,
-                args,
-            )
+            let kernel = format!("vips_layer_norm_{}", suffix(out.dtype)?);
+            c.launch(&kernel, row_grid(rows), 0, args)
         }
         Node::Softmax { axis } => {
             let x = c.compact(&ins[0])?;
             let len = ins[0].shape[*axis];
             let inner: usize = ins[0].shape[axis + 1..].iter().product();
+            let rows = n / len;
             let args = vec![
                 Arg::Ptr(x),
                 Arg::Ptr(ptr(out)),
+                Arg::I64(int(rows, "the number of rows")?),
                 Arg::I64(int(len, "a row's length")?),
                 Arg::I64(int(inner, "a row's stride")?),
             ];
-            let grid = [int(n / len, "the number of rows")?, 1, 1];
-            c.launch(
-                &format!("vips_softmax_{}", suffix(out.dtype)?),
-                grid,
-                0,
-                args,
-            )
+            let kernel = format!("vips_softmax_{}", suffix(out.dtype)?);
+            c.launch(&kernel, row_grid(rows), 0, args)
         }
         Node::Sdpa(s) => {
             let (q, k, v) = (&ins[0], &ins[1], &ins[2]);
@@ -428,25 +429,21 @@ fn dispatch<B: Backend>(
                     "vsdk.sdpa: {lk} keys need {shared} bytes of shared memory for a query's scores"
                 )));
             }
-            let batches: usize = q.shape[..r - 2].iter().product();
+            let rows: usize = q.shape[..r - 1].iter().product();
             let args = vec![
                 Arg::Ptr(c.compact(q)?),
                 Arg::Ptr(c.compact(k)?),
                 Arg::Ptr(c.compact(v)?),
                 Arg::Ptr(ptr(out)),
+                Arg::I64(int(rows, "the number of query rows")?),
                 Arg::I32(int(lq, "Lq")?),
                 Arg::I32(int(lk, "Lk")?),
                 Arg::I32(int(d, "D")?),
                 Arg::I32(int(dv, "Dv")?),
                 Arg::F32(s.scale as f32),
             ];
-            let grid = [int(batches * lq, "the number of query rows")?, 1, 1];
-            c.launch(
-                &format!("vips_sdpa_{}", suffix(out.dtype)?),
-                grid,
-                shared as u32,
-                args,
-            )
+            let kernel = format!("vips_sdpa_{}", suffix(out.dtype)?);
+            c.launch(&kernel, row_grid(rows), shared as u32, args)
         }
         Node::ResizeBicubic(r) => resize_bicubic(c, &ins[0], r, out),
         Node::ResizePilBicubic {

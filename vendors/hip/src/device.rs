@@ -413,6 +413,7 @@ impl Backend for Hip {
         block: [u32; 3],
         shared_bytes: u32,
         params: &[*mut c_void],
+        _param_sizes: &[usize],
     ) -> Result<(), ProviderError> {
         if grid.contains(&0) || block.contains(&0) {
             return Err(ProviderError::invalid(format!(

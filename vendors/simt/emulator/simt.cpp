@@ -18,6 +18,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -53,8 +56,9 @@ namespace {
 #if defined(__x86_64__)
 extern "C" void vips_simt_switch(void** save_sp, void* load_sp);
 asm(R"(
-.text
+.pushsection .text
 .globl vips_simt_switch
+.hidden vips_simt_switch
 .type vips_simt_switch, @function
 vips_simt_switch:
   pushq %rbp
@@ -73,6 +77,7 @@ vips_simt_switch:
   popq %rbp
   ret
 .size vips_simt_switch, .-vips_simt_switch
+.popsection
 )");
 
 struct Context {
@@ -121,9 +126,34 @@ struct Fiber {
   unsigned shuffles;
 };
 
+// Fiber stacks, each above a page that faults when touched: a kernel
+// overflowing its 64 KiB stack crashes (a CRASHED stage, in the runner's
+// worker process) instead of corrupting its neighbour's stack.
+class Stacks {
+ public:
+  Stacks() {
+    page_ = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    bytes_ = (page_ + kStackBytes) * kMaxThreads;
+    void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    base_ = static_cast<char*>(p);
+    for (unsigned t = 0; t < kMaxThreads; ++t) mprotect(base_ + t * (page_ + kStackBytes), page_, PROT_NONE);
+  }
+  ~Stacks() { munmap(base_, bytes_); }
+  Stacks(const Stacks&) = delete;
+  Stacks& operator=(const Stacks&) = delete;
+  // The lowest address of thread t's stack.
+  char* stack(unsigned t) const { return base_ + t * (page_ + kStackBytes) + page_; }
+
+ private:
+  char* base_ = nullptr;
+  std::size_t bytes_ = 0;
+  std::size_t page_ = 0;
+};
+
 // One OS thread's worth of block execution, reused across launches.
 struct Worker {
-  std::unique_ptr<char[]> stacks{new char[kStackBytes * kMaxThreads]};
+  Stacks stacks;
   Fiber fibers[kMaxThreads];
   Context scheduler;
   std::vector<unsigned char> dynamic_shared;
@@ -181,7 +211,7 @@ std::string block_name(const char* kernel) {
 std::string run_block(Worker& w, const char* kernel) {
   for (unsigned t = 0; t < w.threads; ++t) {
     Fiber& f = w.fibers[t];
-    start_context(f.context, w.stacks.get() + t * kStackBytes, kStackBytes, fiber_main);
+    start_context(f.context, w.stacks.stack(t), kStackBytes, fiber_main);
     f.index.x = t % blockDim.x;
     f.index.y = (t / blockDim.x) % blockDim.y;
     f.index.z = t / (blockDim.x * blockDim.y);
@@ -190,13 +220,11 @@ std::string run_block(Worker& w, const char* kernel) {
   }
   w.misuse = nullptr;
   for (;;) {
-    bool ran = false;
     for (unsigned t = 0; t < w.threads; ++t) {
       if (w.fibers[t].state != State::Runnable) continue;
       w.current = t;
       threadIdx = w.fibers[t].index;
       switch_context(w.scheduler, w.fibers[t].context);
-      ran = true;
     }
     // Every fiber has now run until it returned or reached a barrier.
     unsigned done = 0, at_block = 0;
@@ -219,14 +247,9 @@ std::string run_block(Worker& w, const char* kernel) {
       for (unsigned t = base; t < end; ++t) w.fibers[t].state = State::Runnable;
       released = true;
     }
-    if (released || ran) {
-      // Something moved, or may still: look again. A sweep in which nothing
-      // ran and nothing was released means the waiting fibers wait forever.
-      if (released) continue;
-      bool runnable = false;
-      for (unsigned t = 0; t < w.threads; ++t) runnable = runnable || w.fibers[t].state == State::Runnable;
-      if (runnable) continue;
-    }
+    // No fiber is runnable after a sweep: unless a barrier was just
+    // released, the waiting fibers wait forever.
+    if (released) continue;
     char text[200];
     std::snprintf(text, sizeof text,
                   "a barrier can never complete: of %u threads, %u returned, %u wait at "
@@ -273,18 +296,18 @@ void write_error(char* error, std::size_t error_len, const std::string& text) {
 
 namespace vips_simt {
 int launch(const char* name, const unsigned* grid, const unsigned* block, unsigned shared_bytes,
-           void** params, std::size_t n_params, unsigned max_threads, char* error,
+           void** params, const std::size_t* param_sizes, std::size_t n_params, unsigned max_threads, char* error,
            std::size_t error_len);
 }
 
 // Launches `name` over `grid` blocks of `block` threads and waits for it.
 // Returns 0, or 1 with a message in `error`.
 extern "C" int vips_simt_launch(const char* name, const unsigned* grid, const unsigned* block,
-                                unsigned shared_bytes, void** params, std::size_t n_params,
+                                unsigned shared_bytes, void** params, const std::size_t* param_sizes, std::size_t n_params,
                                 unsigned max_threads, char* error, std::size_t error_len) {
   // Nothing may unwind into Rust: thread creation and allocation can throw.
   try {
-    return vips_simt::launch(name, grid, block, shared_bytes, params, n_params, max_threads,
+    return vips_simt::launch(name, grid, block, shared_bytes, params, param_sizes, n_params, max_threads,
                              error, error_len);
   } catch (const std::exception& e) {
     write_error(error, error_len, std::string(name) + ": the emulator failed: " + e.what());
@@ -295,7 +318,7 @@ extern "C" int vips_simt_launch(const char* name, const unsigned* grid, const un
 }
 
 int vips_simt::launch(const char* name, const unsigned* grid, const unsigned* block,
-                      unsigned shared_bytes, void** params, std::size_t n_params,
+                      unsigned shared_bytes, void** params, const std::size_t* param_sizes, std::size_t n_params,
                       unsigned max_threads, char* error, std::size_t error_len) {
   using namespace vips_simt;
   const auto found = registry().find(name);
@@ -310,6 +333,15 @@ int vips_simt::launch(const char* name, const unsigned* grid, const unsigned* bl
                     std::to_string(n_params));
     return 1;
   }
+  for (std::size_t i = 0; i < n_params; ++i) {
+    if (param_sizes[i] != entry->sizes[i]) {
+      write_error(error, error_len,
+                  std::string(name) + ": parameter " + std::to_string(i) + " is " +
+                      std::to_string(entry->sizes[i]) + " bytes in the kernel source, the launch passes " +
+                      std::to_string(param_sizes[i]));
+      return 1;
+    }
+  }
   const unsigned long long threads =
       static_cast<unsigned long long>(block[0]) * block[1] * block[2];
   if (threads == 0 || threads > kMaxThreads) {
@@ -322,7 +354,11 @@ int vips_simt::launch(const char* name, const unsigned* grid, const unsigned* bl
   std::atomic<unsigned long long> next{0};
   std::mutex failure_lock;
   std::string failure;
-  auto work = [&]() {
+  auto record = [&](const std::string& e) {
+    std::lock_guard<std::mutex> guard(failure_lock);
+    if (failure.empty()) failure = e;
+  };
+  auto run_blocks = [&]() {
     std::unique_ptr<Worker> w = take_worker();
     worker = w.get();
     w->threads = static_cast<unsigned>(threads);
@@ -342,18 +378,30 @@ int vips_simt::launch(const char* name, const unsigned* grid, const unsigned* bl
                                 static_cast<unsigned>((b / grid[0]) % grid[1]),
                                 static_cast<unsigned>(b / (static_cast<unsigned long long>(grid[0]) * grid[1]))};
       std::string e = run_block(*w, name);
-      if (!e.empty()) {
-        std::lock_guard<std::mutex> guard(failure_lock);
-        if (failure.empty()) failure = e;
-      }
+      if (!e.empty()) record(e);
     }
     worker = nullptr;
     give_worker(std::move(w));
   };
+  // Runs blocks until none is left or one failed. Nothing escapes it: an
+  // exception on a helper thread would terminate the host process.
+  auto work = [&]() noexcept {
+    try {
+      run_blocks();
+    } catch (const std::exception& e) {
+      record(std::string(name) + ": the emulator failed: " + e.what());
+    } catch (...) {
+      record(std::string(name) + ": the emulator failed");
+    }
+  };
   const unsigned os_threads =
       static_cast<unsigned>(std::min<unsigned long long>(std::max(1u, max_threads), blocks));
   std::vector<std::thread> helpers;
-  for (unsigned i = 1; i < os_threads; ++i) helpers.emplace_back(work);
+  try {
+    for (unsigned i = 1; i < os_threads; ++i) helpers.emplace_back(work);
+  } catch (...) {
+    // No more threads: the ones started and this one share the blocks.
+  }
   work();
   for (auto& h : helpers) h.join();
   if (!failure.empty()) {

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <map>
 #include <string>
+#include <vector>
 
 struct vips_simt_dim3 {
   unsigned int x, y, z;
@@ -43,6 +44,8 @@ struct Entry {
   void (*invoke)(void* kernel, void** params);
   void* kernel;
   std::size_t arity;
+  // Each parameter's size in bytes, as the kernel declares it.
+  std::vector<std::size_t> sizes;
 };
 
 std::map<std::string, Entry>& registry();
@@ -61,7 +64,8 @@ void invoke(void* kernel, void** params) {
 struct Registration {
   template <class... A>
   Registration(const char* name, void (*kernel)(A...)) {
-    registry()[name] = Entry{&invoke<A...>, reinterpret_cast<void*>(kernel), sizeof...(A)};
+    registry()[name] = Entry{&invoke<A...>, reinterpret_cast<void*>(kernel), sizeof...(A),
+                             {sizeof(std::remove_reference_t<A>)...}};
   }
 };
 

@@ -19,6 +19,7 @@ extern "C" {
         block: *const u32,
         shared_bytes: u32,
         params: *const *mut c_void,
+        param_sizes: *const usize,
         n_params: usize,
         max_threads: u32,
         error: *mut c_char,
@@ -148,9 +149,17 @@ impl Backend for Simt {
         block: [u32; 3],
         shared_bytes: u32,
         params: &[*mut c_void],
+        param_sizes: &[usize],
     ) -> Result<(), ProviderError> {
         let name = CString::new(kernel)
             .map_err(|_| ProviderError::invalid(format!("kernel name {kernel:?} has a NUL")))?;
+        if params.len() != param_sizes.len() {
+            return Err(ProviderError::internal(format!(
+                "{kernel}: {} parameters but {} sizes",
+                params.len(),
+                param_sizes.len()
+            )));
+        }
         let mut error = [0 as c_char; 512];
         // SAFETY: the arrays live across the call; the emulator checks the
         // name and the parameter count and catches every C++ exception; the
@@ -162,6 +171,7 @@ impl Backend for Simt {
                 block.as_ptr(),
                 shared_bytes,
                 params.as_ptr(),
+                param_sizes.as_ptr(),
                 params.len(),
                 self.threads,
                 error.as_mut_ptr(),

@@ -39,7 +39,9 @@ fn launch(d: &Simt, kernel: &str, grid: u32, block: u32, ptrs: &[DevicePtr]) -> 
         .collect();
     // SAFETY: every selftest kernel takes only pointers, each to a buffer
     // sized for grid × block elements of its type (allocated by the callers).
-    unsafe { d.launch(kernel, [grid, 1, 1], [block, 1, 1], 0, &params) }.map_err(|e| e.message)
+    let sizes = vec![std::mem::size_of::<DevicePtr>(); params.len()];
+    unsafe { d.launch(kernel, [grid, 1, 1], [block, 1, 1], 0, &params, &sizes) }
+        .map_err(|e| e.message)
 }
 
 #[test]
@@ -124,7 +126,7 @@ fn a_barrier_some_threads_never_reach_is_an_error_naming_the_kernel() {
 }
 
 #[test]
-fn launches_the_source_does_not_define_or_with_the_wrong_arity_are_refused() {
+fn launches_the_source_does_not_define_or_with_the_wrong_parameters_are_refused() {
     let d = device();
     let out = zeroed(&d, 64);
     let err = launch(&d, "vips_no_such_kernel", 1, 32, &[out]).unwrap_err();
@@ -133,4 +135,24 @@ fn launches_the_source_does_not_define_or_with_the_wrong_arity_are_refused() {
     assert!(err.contains("takes 1 parameters, got 2"), "{err}");
     let err = launch(&d, "vips_selftest_neighbour", 1, 2048, &[out]).unwrap_err();
     assert!(err.contains("threads per block"), "{err}");
+    // An int where the kernel takes a pointer: on a GPU, a wild address.
+    let mut narrow = 0i32;
+    let params = [std::ptr::from_mut(&mut narrow).cast::<c_void>()];
+    // SAFETY: refused before any kernel runs (the size check is the point).
+    let err = unsafe {
+        d.launch(
+            "vips_selftest_neighbour",
+            [1; 3],
+            [32, 1, 1],
+            0,
+            &params,
+            &[4],
+        )
+    }
+    .unwrap_err()
+    .message;
+    assert!(
+        err.contains("parameter 0 is 8 bytes in the kernel source, the launch passes 4"),
+        "{err}"
+    );
 }
