@@ -19,7 +19,8 @@ use vsdk_gpu::{DeviceInfo, DevicePtr};
 use vsdk_provider_kit::{ffi, ProviderError};
 
 /// Every driver function this provider calls (through cudarc or the cuBLAS
-/// path), checked present before the first call. All exist since CUDA 11.4.
+/// path), checked present before the first call. All exist since CUDA 11.4; the
+/// code NVRTC 12 makes needs a CUDA 12 driver anyway.
 const DRIVER_SYMBOLS: &[&str] = &[
     "cuInit",
     "cuDriverGetVersion",
@@ -478,8 +479,8 @@ pub(crate) fn probe_driver() -> Result<String, String> {
             let missing = missing_symbols(&lib, DRIVER_SYMBOLS);
             if !missing.is_empty() {
                 return Err(format!(
-                    "the NVIDIA driver {name} is too old for this provider (CUDA 11.4 or newer \
-                     needed): it lacks {}",
+                    "the NVIDIA driver {name} is too old for this provider (a CUDA 12 driver \
+                     is needed): it lacks {}",
                     missing.join(", ")
                 ));
             }

@@ -11,7 +11,7 @@ use crate::hip_api::{
 };
 use std::collections::HashMap;
 use std::ffi::{c_void, CStr};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 use vsdk_gpu::{Backend, DeviceInfo, DevicePtr};
 use vsdk_provider_kit::ProviderError;
 
@@ -43,11 +43,10 @@ pub fn compile_kernels(rtc: &Hiprtc, arch: &str) -> Result<Vec<u8>, String> {
 /// A code object compiled for one architecture, or hiprtc's error.
 type CodeObject = Result<Arc<Vec<u8>>, String>;
 
-/// What the devices of one `open_all` share: the runtime, hiprtc (loaded on
-/// the first launch), and the code objects compiled so far, by architecture.
+/// What the devices of one `open_all` share: the runtime (process-wide,
+/// never unloaded) and the code objects compiled so far, by architecture.
 struct Shared {
-    api: HipApi,
-    rtc: OnceLock<Result<Hiprtc, String>>,
+    api: &'static HipApi,
     code: Mutex<HashMap<String, CodeObject>>,
 }
 
@@ -57,10 +56,7 @@ impl Shared {
         if let Some(r) = cache.get(arch) {
             return r.clone();
         }
-        let r = match self.rtc.get_or_init(Hiprtc::load) {
-            Ok(rtc) => compile_kernels(rtc, arch).map(Arc::new),
-            Err(e) => Err(e.clone()),
-        };
+        let r = crate::hip_api::hiprtc().and_then(|rtc| compile_kernels(rtc, arch).map(Arc::new));
         cache.insert(arch.to_string(), r.clone());
         r
     }
@@ -129,7 +125,7 @@ fn uuid_text(u: &[u8; 16]) -> Option<String> {
 
 impl Hip {
     fn open(shared: &Arc<Shared>, ordinal: i32) -> Result<Hip, String> {
-        let api = &shared.api;
+        let api = shared.api;
         let ctx = |(_, m): (HipError, String)| format!("HIP device {ordinal}: {m}");
         api.set_device(ordinal).map_err(ctx)?;
         let device = api.device_handle(ordinal).map_err(ctx)?;
@@ -181,7 +177,7 @@ impl Hip {
     }
 
     fn api(&self) -> &HipApi {
-        &self.shared.api
+        self.shared.api
     }
 
     /// Makes this device current on the calling thread.
@@ -260,7 +256,7 @@ impl Backend for Hip {
     const DEVICE_TYPE: i32 = vsdk_provider_kit::ffi::VSDK_DEVICE_ROCM;
 
     fn open_all() -> Result<Vec<Self>, String> {
-        let api = HipApi::load()?;
+        let api = crate::hip_api::runtime()?;
         let init = api.init();
         let count = match api.device_count() {
             Ok(n) if n > 0 => n,
@@ -290,10 +286,21 @@ impl Backend for Hip {
         }
         let shared = Arc::new(Shared {
             api,
-            rtc: OnceLock::new(),
             code: Mutex::new(HashMap::new()),
         });
-        (0..count).map(|i| Hip::open(&shared, i)).collect()
+        // A device that fails to open is left out, as the CUDA provider does;
+        // only when none opens is that the reason for zero devices.
+        let (devices, failures): (Vec<_>, Vec<_>) = (0..count)
+            .map(|i| Hip::open(&shared, i).map_err(|e| format!("device {i}: {e}")))
+            .partition(Result::is_ok);
+        if devices.is_empty() {
+            let failures: Vec<String> = failures.into_iter().filter_map(Result::err).collect();
+            return Err(format!(
+                "no HIP device could be opened: {}",
+                failures.join("; ")
+            ));
+        }
+        Ok(devices.into_iter().filter_map(Result::ok).collect())
     }
 
     fn info(&self) -> DeviceInfo {

@@ -18,6 +18,7 @@
 
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::path::PathBuf;
+use std::sync::OnceLock;
 
 /// `hipError_t`.
 pub type HipError = c_int;
@@ -741,4 +742,25 @@ fn buf_text(buf: &[c_char]) -> String {
         .take_while(|&b| b != 0)
         .collect();
     String::from_utf8_lossy(&bytes).trim().to_string()
+}
+
+/// The HIP runtime, loaded once per process and never unloaded: closing
+/// libamdhip64 after `hipInit` crashes in ROCm's teardown, and the runtime
+/// cannot be initialised again after a reload (every provider instance and
+/// every `open_all` shares this one).
+pub fn runtime() -> Result<&'static HipApi, String> {
+    static RUNTIME: OnceLock<Result<HipApi, String>> = OnceLock::new();
+    RUNTIME
+        .get_or_init(HipApi::load)
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// hiprtc, loaded on first use, once per process, never unloaded (see [`runtime`]).
+pub fn hiprtc() -> Result<&'static Hiprtc, String> {
+    static HIPRTC: OnceLock<Result<Hiprtc, String>> = OnceLock::new();
+    HIPRTC
+        .get_or_init(Hiprtc::load)
+        .as_ref()
+        .map_err(Clone::clone)
 }

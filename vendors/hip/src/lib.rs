@@ -13,6 +13,6 @@ pub mod device;
 pub mod hip_api;
 
 pub use device::{compile_kernels, Hip, ARCH_ENV, HIPRTC_OPTIONS};
-pub use hip_api::{CompileOutput, HipApi, Hiprtc};
+pub use hip_api::{hiprtc, runtime, CompileOutput, HipApi, Hiprtc};
 
 vsdk_gpu::export_provider!(Hip);

@@ -22,8 +22,9 @@ const INSTALL: &str = "run `eval \"$(tools/gpu-toolchains)\"` (it installs Debia
 /// hiprtc calls one at a time: tests of one binary run on several threads.
 static HIPRTC: Mutex<()> = Mutex::new(());
 
-fn hiprtc() -> Hiprtc {
-    Hiprtc::load().unwrap_or_else(|e| panic!("hiprtc is not available: {e}\n{INSTALL}"))
+fn hiprtc() -> &'static Hiprtc {
+    vsdk_provider_hip::hiprtc()
+        .unwrap_or_else(|e| panic!("hiprtc is not available: {e}\n{INSTALL}"))
 }
 
 fn find_program(name: &str) -> Option<PathBuf> {

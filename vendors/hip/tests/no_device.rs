@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use vips_sdk::Provider;
 use vsdk_gpu::Backend;
-use vsdk_provider_hip::{Hip, HipApi};
+use vsdk_provider_hip::Hip;
 
 /// Whether the kernel exposes an AMD GPU to compute: `/dev/kfd` and a KFD
 /// topology node with SIMDs (CPU nodes have none). Read independently of HIP.
@@ -47,7 +47,7 @@ fn open_all_matches_the_hardware() {
     match Hip::open_all() {
         Err(reason) => {
             assert!(!gpu, "an AMD GPU is present but open_all failed: {reason}");
-            if HipApi::load().is_ok() {
+            if vsdk_provider_hip::runtime().is_ok() {
                 // The runtime is installed (tools/gpu-toolchains does that):
                 // the reason is the missing device, as HIP reports it.
                 assert!(

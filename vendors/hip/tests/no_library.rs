@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use vips_sdk::Provider;
 use vsdk_gpu::Backend;
-use vsdk_provider_hip::{Hip, Hiprtc};
+use vsdk_provider_hip::Hip;
 
 #[test]
 fn a_missing_runtime_is_zero_devices_and_a_reason() {
@@ -23,7 +23,7 @@ fn a_missing_runtime_is_zero_devices_and_a_reason() {
             && reason.contains(&missing.display().to_string()),
         "unexpected reason: {reason}"
     );
-    let rtc = Hiprtc::load()
+    let rtc = vsdk_provider_hip::hiprtc()
         .err()
         .expect("hiprtc loaded from a missing file");
     assert!(rtc.starts_with("hiprtc not found"), "{rtc}");
