@@ -4,7 +4,7 @@
 //! - `kernels/vips_kernels.cu`: every operator, written once for CUDA and HIP;
 //! - [`Backend`]: what a device API supplies (memory, copies, launch by name);
 //! - `ops`: each catalog operator as launches of those kernels;
-//! - `abi`: the provider's C function table over any backend
+//! - `abi`: [`GpuProvider`], the provider ABI over any backend
 //!   ([`export_provider!`]).
 
 pub mod abi;
@@ -12,9 +12,11 @@ mod backend;
 mod memory;
 mod ops;
 
+pub use abi::GpuProvider;
 pub use backend::{Backend, DeviceInfo, DevicePtr, Gemm, GemmType};
 pub use ops::kernel_names;
-pub use vsdk_provider_kit::{ffi, negotiate};
+/// The kit, for [`export_provider!`].
+pub use vsdk_provider_kit as kit;
 
 /// Every kernel, written once in the common subset of CUDA and HIP
 /// (`kernels/vips_device.h` papers over the differences). Compiled at run

@@ -235,3 +235,43 @@ impl KernelCall {
         Ok(())
     }
 }
+
+impl KernelCall {
+    /// Every tensor of the call, named "input" or "output" for messages.
+    pub fn tensors(&self) -> impl Iterator<Item = (&'static str, &TensorArg)> {
+        let inputs = self.inputs.iter().map(|t| ("input", t));
+        inputs.chain(self.outputs.iter().map(|t| ("output", t)))
+    }
+}
+
+impl TensorArg {
+    /// Checks that the tensor lives on `device` and is aligned for its dtype;
+    /// returns the bytes it reaches from its first element (0 when empty),
+    /// for the provider to check against its buffers.
+    pub fn check_placement(
+        &self,
+        device: vsdk_ffi::vsdk_device_t,
+        kernel: &str,
+        what: &str,
+    ) -> Result<usize, ProviderError> {
+        if self.device.device_type != device.device_type
+            || self.device.device_id != device.device_id
+        {
+            return Err(ProviderError::invalid(format!(
+                "{kernel}: {what} lives on device ({}, {}), not this provider's device ({}, {})",
+                self.device.device_type,
+                self.device.device_id,
+                device.device_type,
+                device.device_id
+            )));
+        }
+        if !(self.ptr as usize).is_multiple_of(self.dtype.size_bytes()) {
+            return Err(ProviderError::invalid(format!(
+                "{kernel}: {what} data is not aligned for {}",
+                self.dtype
+            )));
+        }
+        self.extent_bytes()
+            .ok_or_else(|| ProviderError::invalid(format!("{kernel}: {what} extent overflows")))
+    }
+}
