@@ -115,24 +115,29 @@ fn committed_golden_files_are_what_generate_computes() {
     }
 }
 
+/// `suite` on `provider` at every float tier in `mode`; in isolated mode with
+/// the differential round too (a correct provider passes on fresh inputs).
+fn run_every_tier(
+    suite: &Suite,
+    provider: &Device,
+    reference: &Device,
+    mode: Mode,
+) -> runner::RunReport {
+    let options = RunOptions {
+        mode,
+        differential: mode == Mode::Isolated,
+        ..opts(&ALL_TIERS)
+    };
+    runner::run(suite, provider, reference, &options).unwrap()
+}
+
 #[test]
 fn the_cpu_provider_passes_every_suite_at_every_float_tier_in_both_modes() {
     let cpu = cpu();
     for name in ["dinov2-vits14", "dinov2-vits14-stress"] {
         let s = suite(name);
         for mode in [Mode::Isolated, Mode::Chained] {
-            let r = runner::run(
-                &s,
-                &cpu,
-                &cpu,
-                &RunOptions {
-                    mode,
-                    // A correct provider passes on fresh inputs too.
-                    differential: mode == Mode::Isolated,
-                    ..opts(&ALL_TIERS)
-                },
-            )
-            .unwrap();
+            let r = run_every_tier(&s, &cpu, &cpu, mode);
             assert_passes(&r, &format!("{name} {mode:?}"));
             if mode == Mode::Isolated {
                 assert!(r.tiers.iter().all(|t| t.differential.len() == 17));
@@ -167,17 +172,7 @@ fn the_gpu_kernels_under_simt_emulation_pass_the_quick_suite_at_every_tier_in_bo
     let (cpu, simt) = (cpu(), built("simt"));
     let s = suite("dinov2-vits14-quick");
     for mode in [Mode::Isolated, Mode::Chained] {
-        let r = runner::run(
-            &s,
-            &simt,
-            &cpu,
-            &RunOptions {
-                mode,
-                differential: mode == Mode::Isolated,
-                ..opts(&ALL_TIERS)
-            },
-        )
-        .unwrap();
+        let r = run_every_tier(&s, &simt, &cpu, mode);
         assert_passes(&r, &format!("simt {mode:?}"));
         for t in &r.tiers {
             assert_eq!(t.stages.len(), 17, "{mode:?} {}", t.tier.name());

@@ -283,7 +283,7 @@ fn hiprtc_compiles_the_kernels_for_cdna_and_rdna() {
     let _one = HIPRTC.lock().unwrap_or_else(|p| p.into_inner());
     for target in TARGETS {
         let started = std::time::Instant::now();
-        let code = compile_kernels(&rtc, target)
+        let code = compile_kernels(rtc, target)
             .unwrap_or_else(|e| panic!("hiprtc ({}) failed for {target}:\n{e}", rtc.path));
         println!(
             "hiprtc {target}: {} bytes in {:.2} s",
@@ -309,7 +309,7 @@ fn hiprtc_compiles_the_kernels_for_cdna_and_rdna() {
 fn a_feature_suffixed_target_id_compiles_for_its_processor() {
     let rtc = hiprtc();
     let _one = HIPRTC.lock().unwrap_or_else(|p| p.into_inner());
-    let code = compile_kernels(&rtc, "gfx90a:sramecc+:xnack-")
+    let code = compile_kernels(rtc, "gfx90a:sramecc+:xnack-")
         .unwrap_or_else(|e| panic!("hiprtc failed for gfx90a:sramecc+:xnack-:\n{e}"));
     assert!(code.starts_with(b"\x7fELF"));
 }
