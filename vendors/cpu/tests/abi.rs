@@ -2,139 +2,14 @@
 //! negotiation, strided and offset inputs (which the Rust loader never sends),
 //! the checks that protect it from a buggy host, and struct_size handling.
 
-use std::ffi::{c_void, CStr};
-use std::ptr::{null, null_mut};
+use std::ffi::CStr;
+use vsdk_abi_host::{random, tensor, Host};
 use vsdk_ffi::*;
 use vsdk_provider_cpu::vsdk_get_provider_api;
 
-struct Host {
-    api: &'static vsdk_provider_api_t,
-    p: *mut vsdk_provider_t,
-}
-
-impl Host {
-    fn new() -> Host {
-        let mut v = 0;
-        // SAFETY: valid out pointer; the table is static.
-        let api = unsafe { vsdk_get_provider_api(VSDK_ABI_VERSION, &mut v).as_ref() }.unwrap();
-        assert_eq!(v, VSDK_ABI_VERSION);
-        let opts = vsdk_create_options_t {
-            struct_size: size_of::<vsdk_create_options_t>(),
-            host_abi_version: 1,
-            reserved: 0,
-        };
-        let mut p = null_mut();
-        // SAFETY: valid arguments per provider.h.
-        assert!(unsafe { api.create.unwrap()(&opts, &mut p) }.is_null());
-        Host { api, p }
-    }
-
-    /// Ok, or (code, message) of the status, which is destroyed.
-    fn status(&self, s: *mut vsdk_status_t) -> Result<(), (i32, String)> {
-        if s.is_null() {
-            return Ok(());
-        }
-        // SAFETY: a live status from this provider, destroyed once.
-        unsafe {
-            let r = (
-                self.api.status_code.unwrap()(s),
-                CStr::from_ptr(self.api.status_message.unwrap()(s))
-                    .to_string_lossy()
-                    .into_owned(),
-            );
-            self.api.status_destroy.unwrap()(s);
-            Err(r)
-        }
-    }
-
-    fn upload(&self, values: &[f32]) -> *mut c_void {
-        let mut ptr = null_mut();
-        let n = (values.len() * 4) as u64;
-        // SAFETY: valid arguments; the host buffer lives for the call.
-        unsafe {
-            self.status(self.api.alloc.unwrap()(self.p, 0, n, 64, &mut ptr))
-                .unwrap();
-            self.status(self.api.copy_to_device.unwrap()(
-                self.p,
-                0,
-                ptr,
-                0,
-                values.as_ptr().cast(),
-                n,
-            ))
-            .unwrap();
-        }
-        ptr
-    }
-
-    fn download(&self, ptr: *mut c_void, n: usize) -> Vec<f32> {
-        let mut out = vec![0f32; n];
-        // SAFETY: ptr is a live buffer of at least n floats.
-        unsafe {
-            self.status(self.api.copy_to_host.unwrap()(
-                self.p,
-                0,
-                out.as_mut_ptr().cast(),
-                ptr,
-                0,
-                (n * 4) as u64,
-            ))
-            .unwrap()
-        };
-        out
-    }
-
-    fn execute(
-        &self,
-        kernel: &CStr,
-        inputs: &[vsdk_tensor_t],
-        outputs: &[vsdk_tensor_t],
-    ) -> Result<(), (i32, String)> {
-        let call = vsdk_kernel_call_t {
-            struct_size: size_of::<vsdk_kernel_call_t>(),
-            kernel: kernel.as_ptr(),
-            version: 1,
-            device_index: 0,
-            attrs: null(),
-            num_attrs: 0,
-            inputs: inputs.as_ptr(),
-            num_inputs: inputs.len() as u64,
-            outputs: outputs.as_ptr(),
-            num_outputs: outputs.len() as u64,
-        };
-        // SAFETY: the call and everything it points to outlive the call.
-        self.status(unsafe { self.api.execute.unwrap()(self.p, &call) })
-    }
-}
-
-impl Drop for Host {
-    fn drop(&mut self) {
-        // SAFETY: the instance is live and destroyed once.
-        unsafe { self.api.destroy.unwrap()(self.p) };
-    }
-}
-
-fn tensor(data: *mut c_void, shape: &[i64], strides: &[i64], byte_offset: u64) -> vsdk_tensor_t {
-    vsdk_tensor_t {
-        data,
-        device: vsdk_device_t {
-            device_type: VSDK_DEVICE_CPU,
-            device_id: 0,
-        },
-        ndim: shape.len() as i32,
-        dtype: vsdk_dtype_t {
-            code: VSDK_DTYPE_FLOAT,
-            bits: 32,
-            lanes: 1,
-        },
-        shape: shape.as_ptr(),
-        strides: strides.as_ptr(),
-        byte_offset,
-    }
-}
-
-fn random(n: usize) -> Vec<f32> {
-    (0..n).map(|_| rand::random::<f32>() * 2.0 - 1.0).collect()
+fn host() -> Host {
+    // SAFETY: the CPU provider's entry point follows provider.h.
+    unsafe { Host::new(vsdk_get_provider_api) }
 }
 
 #[test]
@@ -151,7 +26,7 @@ fn negotiation_refuses_older_hosts_and_names_its_version() {
 
 #[test]
 fn strided_and_offset_inputs_are_honoured() {
-    let h = Host::new();
+    let h = host();
     // w holds a padding row, then a [5, 3] matrix; pass its transpose [3, 5]
     // as the linear weight: strides [1, 3], byte_offset = one row of 3 floats.
     let (x, w) = (random(2 * 5), random(3 + 5 * 3));
@@ -180,7 +55,7 @@ fn strided_and_offset_inputs_are_honoured() {
 
 #[test]
 fn a_tensor_outside_its_buffer_is_refused() {
-    let h = Host::new();
+    let h = host();
     let x = h.upload(&random(4));
     let out = h.upload(&[f32::NAN; 8]);
     let err = h
@@ -200,7 +75,7 @@ fn a_tensor_outside_its_buffer_is_refused() {
 
 #[test]
 fn a_wrong_output_shape_is_refused_with_the_expected_one() {
-    let h = Host::new();
+    let h = host();
     let x = h.upload(&random(6));
     let out = h.upload(&[f32::NAN; 6]);
     let err = h
@@ -226,7 +101,7 @@ fn a_wrong_output_shape_is_refused_with_the_expected_one() {
 
 #[test]
 fn out_structs_are_written_only_as_far_as_the_host_knows_them() {
-    let h = Host::new();
+    let h = host();
     let marker = c"untouched";
     let mut info = vsdk_provider_info_t {
         // A host built when the struct ended after `vendor`.

@@ -1,0 +1,151 @@
+//! A minimal host for tests of providers at the raw C ABI, as a host written
+//! in C would call them: negotiation, create/destroy, float32 buffers,
+//! kernel calls with any strides and offsets (which the Rust loader never
+//! sends), status objects. Panics on anything unexpected: it is test code.
+#![allow(clippy::missing_panics_doc)]
+
+use std::ffi::{c_void, CStr};
+use std::ptr::{null, null_mut};
+use vsdk_ffi::*;
+
+/// A provider's entry point.
+pub type EntryFn = unsafe extern "C" fn(u32, *mut u32) -> *const vsdk_provider_api_t;
+
+pub struct Host {
+    pub api: &'static vsdk_provider_api_t,
+    pub p: *mut vsdk_provider_t,
+}
+
+impl Host {
+    /// Negotiates with `entry` (a provider's `vsdk_get_provider_api`) and creates an instance.
+    ///
+    /// # Safety
+    /// `entry` follows provider.h: it returns NULL or a table valid for the program's life.
+    pub unsafe fn new(entry: EntryFn) -> Host {
+        let mut v = 0;
+        // SAFETY: valid out pointer; the table is static per the contract.
+        let api = unsafe { entry(VSDK_ABI_VERSION, &mut v).as_ref() }.unwrap();
+        assert_eq!(v, VSDK_ABI_VERSION);
+        let opts = vsdk_create_options_t {
+            struct_size: size_of::<vsdk_create_options_t>(),
+            host_abi_version: 1,
+            reserved: 0,
+        };
+        let mut p = null_mut();
+        // SAFETY: valid arguments per provider.h.
+        assert!(unsafe { api.create.unwrap()(&opts, &mut p) }.is_null());
+        Host { api, p }
+    }
+
+    /// Ok, or (code, message) of the status, which is destroyed.
+    pub fn status(&self, s: *mut vsdk_status_t) -> Result<(), (i32, String)> {
+        if s.is_null() {
+            return Ok(());
+        }
+        // SAFETY: a live status from this provider, destroyed once.
+        unsafe {
+            let r = (
+                self.api.status_code.unwrap()(s),
+                CStr::from_ptr(self.api.status_message.unwrap()(s))
+                    .to_string_lossy()
+                    .into_owned(),
+            );
+            self.api.status_destroy.unwrap()(s);
+            Err(r)
+        }
+    }
+
+    pub fn upload(&self, values: &[f32]) -> *mut c_void {
+        let mut ptr = null_mut();
+        let n = (values.len() * 4) as u64;
+        // SAFETY: valid arguments; the host buffer lives for the call.
+        unsafe {
+            self.status(self.api.alloc.unwrap()(self.p, 0, n, 64, &mut ptr))
+                .unwrap();
+            self.status(self.api.copy_to_device.unwrap()(
+                self.p,
+                0,
+                ptr,
+                0,
+                values.as_ptr().cast(),
+                n,
+            ))
+            .unwrap();
+        }
+        ptr
+    }
+
+    pub fn download(&self, ptr: *mut c_void, n: usize) -> Vec<f32> {
+        let mut out = vec![0f32; n];
+        // SAFETY: ptr is a live buffer of at least n floats.
+        unsafe {
+            self.status(self.api.copy_to_host.unwrap()(
+                self.p,
+                0,
+                out.as_mut_ptr().cast(),
+                ptr,
+                0,
+                (n * 4) as u64,
+            ))
+            .unwrap()
+        };
+        out
+    }
+
+    pub fn execute(
+        &self,
+        kernel: &CStr,
+        inputs: &[vsdk_tensor_t],
+        outputs: &[vsdk_tensor_t],
+    ) -> Result<(), (i32, String)> {
+        let call = vsdk_kernel_call_t {
+            struct_size: size_of::<vsdk_kernel_call_t>(),
+            kernel: kernel.as_ptr(),
+            version: 1,
+            device_index: 0,
+            attrs: null(),
+            num_attrs: 0,
+            inputs: inputs.as_ptr(),
+            num_inputs: inputs.len() as u64,
+            outputs: outputs.as_ptr(),
+            num_outputs: outputs.len() as u64,
+        };
+        // SAFETY: the call and everything it points to outlive the call.
+        self.status(unsafe { self.api.execute.unwrap()(self.p, &call) })
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        // SAFETY: the instance is live and destroyed once.
+        unsafe { self.api.destroy.unwrap()(self.p) };
+    }
+}
+
+pub fn tensor(
+    data: *mut c_void,
+    shape: &[i64],
+    strides: &[i64],
+    byte_offset: u64,
+) -> vsdk_tensor_t {
+    vsdk_tensor_t {
+        data,
+        device: vsdk_device_t {
+            device_type: VSDK_DEVICE_CPU,
+            device_id: 0,
+        },
+        ndim: shape.len() as i32,
+        dtype: vsdk_dtype_t {
+            code: VSDK_DTYPE_FLOAT,
+            bits: 32,
+            lanes: 1,
+        },
+        shape: shape.as_ptr(),
+        strides: strides.as_ptr(),
+        byte_offset,
+    }
+}
+
+pub fn random(n: usize) -> Vec<f32> {
+    (0..n).map(|_| rand::random::<f32>() * 2.0 - 1.0).collect()
+}
