@@ -2,7 +2,10 @@
 //! in C would call them: negotiation, create/destroy, float32 buffers,
 //! kernel calls with any strides and offsets (which the Rust loader never
 //! sends), status objects. Panics on anything unexpected: it is test code.
-#![allow(clippy::missing_panics_doc)]
+// The raw pointers these functions take are the provider's own handles
+// (status objects, device buffers) handed straight back to it, as a C host
+// does; checking them is the provider's job, which is what the tests test.
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
 
 use std::ffi::{c_void, CStr};
 use std::ptr::{null, null_mut};
