@@ -203,6 +203,38 @@ pub fn float_cases(r: &mut ChaCha8Rng) -> Vec<Case> {
             |x| sdpa(&x[0], &x[1], &x[2], 0.7),
         ),
         case(
+            // More rows than a GPU launch has blocks (4096): blocks loop over rows.
+            "softmax over many rows",
+            "vsdk.softmax",
+            a(),
+            vec![T::random(r, &[4100, 3], -4.0, 4.0)],
+            |x| softmax(&x[0], 1),
+        ),
+        case(
+            "layer_norm over many rows",
+            "vsdk.layer_norm",
+            a(),
+            vec![
+                // Rows of 8: two nearly equal values would make a row's
+                // variance tiny and its normalisation ill-conditioned.
+                T::random(r, &[4099, 8], -2.0, 2.0),
+                T::random(r, &[8], 0.5, 1.5),
+                T::random(r, &[8], -0.5, 0.5),
+            ],
+            |x| layer_norm(&x[0], &x[1], &x[2], 1, 1e-5),
+        ),
+        case(
+            "sdpa over many query rows",
+            "vsdk.sdpa",
+            a(),
+            vec![
+                T::random(r, &[2, 2050, 4], -1.0, 1.0),
+                T::random(r, &[2, 5, 4], -1.0, 1.0),
+                T::random(r, &[2, 5, 3], -1.0, 1.0),
+            ],
+            |x| sdpa(&x[0], &x[1], &x[2], 0.5),
+        ),
+        case(
             // More keys and value channels than a GPU block has threads.
             "sdpa long rows",
             "vsdk.sdpa",

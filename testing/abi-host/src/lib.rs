@@ -149,6 +149,106 @@ pub fn tensor(
     }
 }
 
+/// `n` floats in [-1, 1) from a fresh seed, printed (or `VSDK_TEST_SEED`) so a
+/// failure reproduces.
 pub fn random(n: usize) -> Vec<f32> {
-    (0..n).map(|_| rand::random::<f32>() * 2.0 - 1.0).collect()
+    use rand::{Rng, SeedableRng};
+    let seed = std::env::var("VSDK_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random::<u64>);
+    eprintln!("random({n}): VSDK_TEST_SEED={seed}");
+    let mut r = rand::rngs::StdRng::seed_from_u64(seed);
+    (0..n).map(|_| r.gen_range(-1.0f32..1.0)).collect()
+}
+
+/// The table's own checks, which every provider built on the kit shares:
+/// NULL pointers, device indices, offsets that overflow, ranges outside a
+/// buffer, kernel indices, each refused with INVALID_ARGUMENT and a message
+/// naming what was wrong; a zero-length copy inside a buffer is fine.
+pub fn check_table_refuses_bad_calls(h: &Host) {
+    let buf = h.upload(&random(4));
+    let mut host = [0f32; 4];
+    let (src, dst) = (
+        host.as_ptr().cast::<c_void>(),
+        host.as_mut_ptr().cast::<c_void>(),
+    );
+    let api = h.api;
+    let refused = |s: *mut vsdk_status_t, what: &str, needle: &str| {
+        let (code, message) = h.status(s).expect_err(what);
+        assert_eq!(code, VSDK_STATUS_INVALID_ARGUMENT, "{what}: {message}");
+        assert!(
+            message.contains(needle),
+            "{what}: {message:?} lacks {needle:?}"
+        );
+    };
+    let mut out = null_mut();
+    // SAFETY (every call below): a live instance; the pointers are valid or
+    // deliberately NULL / out of range, which is what is being tested.
+    unsafe {
+        refused(
+            api.alloc.unwrap()(h.p, 1, 16, 64, &mut out),
+            "alloc on device 1",
+            "device index 1",
+        );
+        refused(
+            api.alloc.unwrap()(h.p, 0, 16, 64, null_mut()),
+            "alloc into NULL",
+            "NULL",
+        );
+        refused(
+            api.copy_to_device.unwrap()(h.p, 0, buf, 0, null(), 4),
+            "NULL src",
+            "src is NULL",
+        );
+        refused(
+            api.copy_to_host.unwrap()(h.p, 0, null_mut(), buf, 0, 4),
+            "NULL dst",
+            "dst is NULL",
+        );
+        refused(
+            api.copy_to_device.unwrap()(h.p, 0, buf, 8, src, 16),
+            "past the buffer",
+            "not inside a buffer",
+        );
+        refused(
+            api.copy_to_host.unwrap()(h.p, 0, dst, buf, u64::MAX - 2, 4),
+            "overflowing offset",
+            "overflow",
+        );
+        refused(
+            api.copy_on_device.unwrap()(h.p, 0, buf, 0, buf, 12, 8),
+            "on device, past the end",
+            "not inside a buffer",
+        );
+        refused(
+            api.copy_to_device.unwrap()(h.p, 3, buf, 0, src, 4),
+            "copy to device 3",
+            "device index 3",
+        );
+        refused(
+            api.synchronize.unwrap()(h.p, 2),
+            "synchronize device 2",
+            "device index 2",
+        );
+        let mut info = vsdk_kernel_info_t {
+            struct_size: size_of::<vsdk_kernel_info_t>(),
+            ..Default::default()
+        };
+        refused(
+            api.kernel_info.unwrap()(h.p, 1 << 40, &mut info),
+            "kernel 2^40",
+            "out of range",
+        );
+        let mut count = 0u32;
+        refused(
+            api.device_count.unwrap()(null_mut(), &mut count),
+            "NULL provider",
+            "provider is NULL",
+        );
+        h.status(api.copy_to_device.unwrap()(h.p, 0, buf, 16, src, 0))
+            .expect("a zero-length copy at the end");
+        h.status(api.synchronize.unwrap()(h.p, 0))
+            .expect("synchronize device 0");
+    }
 }

@@ -23,7 +23,7 @@ vsdk_provider_kit::export_provider!(Cpu);
 impl Provider for Cpu {
     const NAME: &'static CStr = c"cpu";
     const VENDOR: &'static CStr = c"VIPS SDK reference";
-    const VERSION: &'static str = env!("CARGO_PKG_VERSION");
+    const VERSION: &'static CStr = vsdk_provider_kit::package_version!();
 
     fn create() -> Result<Self, ProviderError> {
         Ok(Cpu {
@@ -89,9 +89,9 @@ impl Provider for Cpu {
         let (dst, n) = (offset_address(dst, dst_offset)? as *mut u8, byte_count(n)?);
         self.allocations
             .check(dst, n, "copy_to_device destination")?;
-        // SAFETY: dst checked inside a live buffer; src is host memory valid for n
-        // bytes per the caller's contract; the host's buffer and ours never overlap.
-        unsafe { std::ptr::copy_nonoverlapping(src.cast::<u8>(), dst, n) };
+        // SAFETY: dst checked inside a live buffer; src is valid for n bytes per the
+        // caller's contract. `copy`: a host may pass one of our buffers as src.
+        unsafe { std::ptr::copy(src.cast::<u8>(), dst, n) };
         Ok(())
     }
 
@@ -108,8 +108,9 @@ impl Provider for Cpu {
             byte_count(n)?,
         );
         self.allocations.check(src, n, "copy_to_host source")?;
-        // SAFETY: src checked inside a live buffer; dst is host memory valid for n bytes.
-        unsafe { std::ptr::copy_nonoverlapping(src, dst.cast::<u8>(), n) };
+        // SAFETY: src checked inside a live buffer; dst is valid for n bytes per the
+        // caller's contract. `copy`: a host may pass one of our buffers as dst.
+        unsafe { std::ptr::copy(src, dst.cast::<u8>(), n) };
         Ok(())
     }
 

@@ -118,3 +118,8 @@ fn out_structs_are_written_only_as_far_as_the_host_knows_them() {
     assert_eq!(info.version, marker.as_ptr());
     assert_eq!(info.description, marker.as_ptr());
 }
+
+#[test]
+fn the_table_refuses_bad_calls() {
+    vsdk_abi_host::check_table_refuses_bad_calls(&host());
+}

@@ -81,7 +81,7 @@ impl<B: Backend> Drop for GpuProvider<B> {
 impl<B: Backend> Provider for GpuProvider<B> {
     const NAME: &'static CStr = B::NAME;
     const VENDOR: &'static CStr = B::VENDOR;
-    const VERSION: &'static str = env!("CARGO_PKG_VERSION");
+    const VERSION: &'static CStr = vsdk_provider_kit::package_version!();
 
     fn create() -> Result<Self, ProviderError> {
         let (backends, description) = match B::open_all() {

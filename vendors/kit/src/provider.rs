@@ -21,13 +21,15 @@ pub struct DeviceDescription<'a> {
 }
 
 /// A provider instance (`create` makes one; the host may make several).
-/// Device indices are checked by the implementation; byte ranges are
-/// `(address, offset, length)` as the host passed them.
+/// The table checks device indices (with [`Provider::check_device`]) and
+/// NULL pointers before calling the methods that take them; byte ranges are
+/// `(address, offset)` and a length as the host passed them, for the
+/// provider to check against its buffers.
 pub trait Provider: Sized + Send + Sync + 'static {
     const NAME: &'static CStr;
     const VENDOR: &'static CStr;
-    /// The provider crate's version (`env!("CARGO_PKG_VERSION")`).
-    const VERSION: &'static str;
+    /// The provider's version: `vsdk_provider_kit::package_version!()`.
+    const VERSION: &'static CStr;
 
     fn create() -> Result<Self, ProviderError>;
     /// One line; a provider without devices says why here.
@@ -41,7 +43,8 @@ pub trait Provider: Sized + Send + Sync + 'static {
     fn alloc(&self, index: u32, size: u64, alignment: u64) -> Result<*mut c_void, ProviderError>;
     fn free(&self, index: u32, ptr: *mut c_void);
     /// # Safety
-    /// `src` is valid for `n` bytes (the ABI's contract on the host).
+    /// `src` is non-NULL and valid for `n` bytes (the ABI's contract on the
+    /// host; the table checked NULL).
     unsafe fn copy_to_device(
         &self,
         index: u32,
@@ -50,7 +53,8 @@ pub trait Provider: Sized + Send + Sync + 'static {
         n: u64,
     ) -> Result<(), ProviderError>;
     /// # Safety
-    /// `dst` is valid for `n` bytes of writes (the ABI's contract on the host).
+    /// `dst` is non-NULL and valid for `n` bytes of writes (the ABI's contract
+    /// on the host; the table checked NULL).
     unsafe fn copy_to_host(
         &self,
         index: u32,
@@ -166,19 +170,17 @@ unsafe extern "C" fn get_info<P: Provider>(
     p: *mut vsdk_provider_t,
     out: *mut vsdk_provider_info_t,
 ) -> *mut vsdk_status_t {
-    static VERSIONS: OnceLock<CString> = OnceLock::new();
     guard(|| {
         // SAFETY: host contract.
         let inst = unsafe { instance::<P>(p)? };
         let out = non_null(out, "out")?;
-        let version = VERSIONS.get_or_init(|| CString::new(P::VERSION).unwrap_or_default());
         type I = vsdk_provider_info_t;
         // SAFETY: `out` is a host-owned struct whose struct_size the helper honours;
         // the strings live as long as the instance or the program.
         unsafe {
             write_field(out, offset_of!(I, name), P::NAME.as_ptr());
             write_field(out, offset_of!(I, vendor), P::VENDOR.as_ptr());
-            write_field(out, offset_of!(I, version), version.as_ptr());
+            write_field(out, offset_of!(I, version), P::VERSION.as_ptr());
             write_field(out, offset_of!(I, description), inst.description().as_ptr());
         }
         Ok(())
@@ -293,6 +295,7 @@ unsafe extern "C" fn alloc<P: Provider>(
     guard(|| {
         // SAFETY: host contract.
         let inst = unsafe { instance::<P>(p)? };
+        inst.check_device(index)?;
         let out = non_null(out, "out_ptr")?;
         let ptr = inst.alloc(index, size, alignment)?;
         // SAFETY: non-NULL, writable per the ABI.
@@ -304,7 +307,9 @@ unsafe extern "C" fn alloc<P: Provider>(
 unsafe extern "C" fn free<P: Provider>(p: *mut vsdk_provider_t, index: u32, ptr: *mut c_void) {
     let _ = guard(|| {
         // SAFETY: host contract.
-        unsafe { instance::<P>(p)? }.free(index, ptr);
+        let inst = unsafe { instance::<P>(p)? };
+        inst.check_device(index)?;
+        inst.free(index, ptr);
         Ok(())
     });
 }
@@ -320,6 +325,7 @@ unsafe extern "C" fn copy_to_device<P: Provider>(
     guard(|| {
         // SAFETY: host contract.
         let inst = unsafe { instance::<P>(p)? };
+        inst.check_device(index)?;
         let src = non_null(src.cast_mut(), "src")?;
         // SAFETY: the host's source is valid for n bytes per the ABI.
         unsafe { inst.copy_to_device(index, (dst, dst_offset), src, n) }
@@ -337,6 +343,7 @@ unsafe extern "C" fn copy_to_host<P: Provider>(
     guard(|| {
         // SAFETY: host contract.
         let inst = unsafe { instance::<P>(p)? };
+        inst.check_device(index)?;
         let dst = non_null(dst, "dst")?;
         // SAFETY: the host's destination is valid for n bytes per the ABI.
         unsafe { inst.copy_to_host(index, dst, (src, src_offset), n) }
@@ -355,6 +362,7 @@ unsafe extern "C" fn copy_on_device<P: Provider>(
     guard(|| {
         // SAFETY: host contract.
         let inst = unsafe { instance::<P>(p)? };
+        inst.check_device(index)?;
         inst.copy_on_device(index, (dst, dst_offset), (src, src_offset), n)
     })
 }
@@ -365,7 +373,9 @@ unsafe extern "C" fn synchronize<P: Provider>(
 ) -> *mut vsdk_status_t {
     guard(|| {
         // SAFETY: host contract.
-        unsafe { instance::<P>(p)? }.synchronize(index)
+        let inst = unsafe { instance::<P>(p)? };
+        inst.check_device(index)?;
+        inst.synchronize(index)
     })
 }
 
@@ -378,8 +388,22 @@ unsafe extern "C" fn execute<P: Provider>(
         let inst = unsafe { instance::<P>(p)? };
         // SAFETY: host contract: the call and everything it points to is valid for the call.
         let call = unsafe { KernelCall::from_raw(call)? };
+        inst.check_device(call.device_index)?;
         inst.execute(call)
     })
+}
+
+/// The calling crate's version as a C string constant, for [`Provider::VERSION`].
+#[macro_export]
+macro_rules! package_version {
+    () => {
+        match ::std::ffi::CStr::from_bytes_with_nul(
+            concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes(),
+        ) {
+            Ok(v) => v,
+            Err(_) => panic!("package version contains NUL"),
+        }
+    };
 }
 
 /// `base + offset`, or an error when it overflows.

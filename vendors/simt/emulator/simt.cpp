@@ -18,9 +18,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -126,34 +123,16 @@ struct Fiber {
   unsigned shuffles;
 };
 
-// Fiber stacks, each above a page that faults when touched: a kernel
-// overflowing its 64 KiB stack crashes (a CRASHED stage, in the runner's
-// worker process) instead of corrupting its neighbour's stack.
-class Stacks {
- public:
-  Stacks() {
-    page_ = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-    bytes_ = (page_ + kStackBytes) * kMaxThreads;
-    void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) throw std::bad_alloc();
-    base_ = static_cast<char*>(p);
-    for (unsigned t = 0; t < kMaxThreads; ++t) mprotect(base_ + t * (page_ + kStackBytes), page_, PROT_NONE);
-  }
-  ~Stacks() { munmap(base_, bytes_); }
-  Stacks(const Stacks&) = delete;
-  Stacks& operator=(const Stacks&) = delete;
-  // The lowest address of thread t's stack.
-  char* stack(unsigned t) const { return base_ + t * (page_ + kStackBytes) + page_; }
-
- private:
-  char* base_ = nullptr;
-  std::size_t bytes_ = 0;
-  std::size_t page_ = 0;
-};
+// Fiber stacks in one allocation (one memory mapping: a guard page per
+// stack would be two mappings each, and a process may have only 65,530).
+// The lowest bytes of each stack hold a canary, checked after every block:
+// a kernel overflowing its 64 KiB is an error naming the kernel.
+constexpr std::size_t kCanaryBytes = 256;
+constexpr unsigned char kCanary = 0xa5;
 
 // One OS thread's worth of block execution, reused across launches.
 struct Worker {
-  Stacks stacks;
+  std::unique_ptr<char[]> stacks{new char[kStackBytes * kMaxThreads]};
   Fiber fibers[kMaxThreads];
   Context scheduler;
   std::vector<unsigned char> dynamic_shared;
@@ -211,7 +190,9 @@ std::string block_name(const char* kernel) {
 std::string run_block(Worker& w, const char* kernel) {
   for (unsigned t = 0; t < w.threads; ++t) {
     Fiber& f = w.fibers[t];
-    start_context(f.context, w.stacks.stack(t), kStackBytes, fiber_main);
+    char* stack = w.stacks.get() + t * kStackBytes;
+    std::memset(stack, kCanary, kCanaryBytes);
+    start_context(f.context, stack, kStackBytes, fiber_main);
     f.index.x = t % blockDim.x;
     f.index.y = (t / blockDim.x) % blockDim.y;
     f.index.z = t / (blockDim.x * blockDim.y);
@@ -233,7 +214,16 @@ std::string run_block(Worker& w, const char* kernel) {
       at_block += w.fibers[t].state == State::AtBlockBarrier;
     }
     if (w.misuse != nullptr) return block_name(kernel) + ": " + w.misuse;
-    if (done == w.threads) return "";
+    if (done == w.threads) {
+      for (unsigned t = 0; t < w.threads; ++t) {
+        const char* bottom = w.stacks.get() + t * kStackBytes;
+        for (std::size_t i = 0; i < kCanaryBytes; ++i) {
+          if (static_cast<unsigned char>(bottom[i]) != kCanary)
+            return block_name(kernel) + ": a thread overflowed its 64 KiB fiber stack";
+        }
+      }
+      return "";
+    }
     if (at_block == w.threads) {
       for (unsigned t = 0; t < w.threads; ++t) w.fibers[t].state = State::Runnable;
       continue;

@@ -113,16 +113,14 @@ impl Backend for Simt {
 
     fn copy_to_device(&self, dst: DevicePtr, src: &[u8]) -> Result<(), ProviderError> {
         // SAFETY: the caller checked dst..dst+len inside a live buffer (host
-        // memory here); a host slice never overlaps our buffers.
-        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst as usize as *mut u8, src.len()) };
+        // memory here). `copy`: a host may pass one of our buffers as src.
+        unsafe { std::ptr::copy(src.as_ptr(), dst as usize as *mut u8, src.len()) };
         Ok(())
     }
 
     fn copy_to_host(&self, dst: &mut [u8], src: DevicePtr) -> Result<(), ProviderError> {
         // SAFETY: as copy_to_device, the other way.
-        unsafe {
-            std::ptr::copy_nonoverlapping(src as usize as *const u8, dst.as_mut_ptr(), dst.len())
-        };
+        unsafe { std::ptr::copy(src as usize as *const u8, dst.as_mut_ptr(), dst.len()) };
         Ok(())
     }
 

@@ -20,7 +20,7 @@ fn close(got: f32, want: f32, what: &str) {
 }
 
 #[test]
-fn a_transposed_offset_weight_is_compacted_before_the_gemm() {
+fn a_transposed_offset_weight_reaches_the_gemm() {
     let h = host();
     // w holds a padding row, then a [70, 3] matrix; its transpose [3, 70] at
     // byte offset 12 with strides [1, 3] is the weight.
@@ -104,4 +104,9 @@ fn erf(x: f64) -> f64 {
         sum += term / (2 * n + 1) as f64;
     }
     sum * 2.0 / std::f64::consts::PI.sqrt()
+}
+
+#[test]
+fn the_table_refuses_bad_calls() {
+    vsdk_abi_host::check_table_refuses_bad_calls(&host());
 }
