@@ -291,7 +291,7 @@ impl Backend for Hip {
         // A device that fails to open is left out, as the CUDA provider does;
         // only when none opens is that the reason for zero devices.
         let (devices, failures): (Vec<_>, Vec<_>) = (0..count)
-            .map(|i| Hip::open(&shared, i).map_err(|e| format!("device {i}: {e}")))
+            .map(|i| Hip::open(&shared, i))
             .partition(Result::is_ok);
         if devices.is_empty() {
             let failures: Vec<String> = failures.into_iter().filter_map(Result::err).collect();
