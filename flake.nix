@@ -1,8 +1,10 @@
 {
   description = "VIPS SDK: a C-ABI SDK and conformance runner for accelerator drivers, with signed certification reports";
 
-  # nixpkgs only. flake.lock pins nixos-25.05 (Rust 1.86 or newer: the workspace's MSRV is 1.89 --
-  # check the pinned revision's rustc before relying on it; see docs/nix-research/README.md).
+  # nixpkgs only. TODO before this lands (issue 13): flake.lock pins a nixos-25.05 revision taken
+  # from public lock files (unverified from here), and 25.05's rustc is 1.86 while the workspace's
+  # rust-version is 1.89: pin nixos-25.11 or later (rev + narHash checked on a machine that
+  # reaches github). See docs/nix-research/README.md.
   inputs.nixpkgs.url = "github:NixOS/nixpkgs/nixos-25.05";
 
   outputs = { self, nixpkgs }:
