@@ -73,6 +73,7 @@ in {
   pkg-config = pkg "pkg-config-wrapper-0.29.2" { };
   cmake = pkg "cmake-3.31" { };
   openssl = pkg "openssl-3.4" { outputs = [ "out" "bin" "dev" ]; };
+  vips = pkg "vips-8.17" { outputs = [ "out" "dev" "bin" ]; };
   llvmPackages = { libclang = llvmLibclang; clang = pkg "clang-wrapper-18" { }; };
   writeShellApplication = { name, text, runtimeInputs ? [ ], ... }:
     pkg name { inherit text runtimeInputs; meta = { mainProgram = name; }; };
