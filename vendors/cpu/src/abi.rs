@@ -9,9 +9,7 @@ use crate::memory::Allocations;
 use std::ffi::{c_void, CStr};
 use vsdk_catalog::{DType, Node, Op};
 use vsdk_provider_kit::ffi::*;
-use vsdk_provider_kit::{
-    byte_count, offset_address, DeviceDescription, KernelCall, Provider, ProviderError, TensorArg,
-};
+use vsdk_provider_kit::{DeviceDescription, KernelCall, Provider, ProviderError, TensorArg};
 
 pub struct Cpu {
     allocations: Allocations,
@@ -69,8 +67,7 @@ impl Provider for Cpu {
         op.dtypes().contains(&dtype)
     }
 
-    fn alloc(&self, index: u32, size: u64, alignment: u64) -> Result<*mut c_void, ProviderError> {
-        self.check_device(index)?;
+    fn alloc(&self, _index: u32, size: u64, alignment: u64) -> Result<*mut c_void, ProviderError> {
         Ok(self.allocations.alloc(size, alignment)?.cast())
     }
 
@@ -80,13 +77,12 @@ impl Provider for Cpu {
 
     unsafe fn copy_to_device(
         &self,
-        index: u32,
-        (dst, dst_offset): (*mut c_void, u64),
+        _index: u32,
+        dst: usize,
         src: *const c_void,
-        n: u64,
+        n: usize,
     ) -> Result<(), ProviderError> {
-        self.check_device(index)?;
-        let (dst, n) = (offset_address(dst, dst_offset)? as *mut u8, byte_count(n)?);
+        let dst = dst as *mut u8;
         self.allocations
             .check(dst, n, "copy_to_device destination")?;
         // SAFETY: dst checked inside a live buffer; src is valid for n bytes per the
@@ -97,16 +93,12 @@ impl Provider for Cpu {
 
     unsafe fn copy_to_host(
         &self,
-        index: u32,
+        _index: u32,
         dst: *mut c_void,
-        (src, src_offset): (*const c_void, u64),
-        n: u64,
+        src: usize,
+        n: usize,
     ) -> Result<(), ProviderError> {
-        self.check_device(index)?;
-        let (src, n) = (
-            offset_address(src, src_offset)? as *const u8,
-            byte_count(n)?,
-        );
+        let src = src as *const u8;
         self.allocations.check(src, n, "copy_to_host source")?;
         // SAFETY: src checked inside a live buffer; dst is valid for n bytes per the
         // caller's contract. `copy`: a host may pass one of our buffers as dst.
@@ -116,15 +108,12 @@ impl Provider for Cpu {
 
     fn copy_on_device(
         &self,
-        index: u32,
-        (dst, dst_offset): (*mut c_void, u64),
-        (src, src_offset): (*const c_void, u64),
-        n: u64,
+        _index: u32,
+        dst: usize,
+        src: usize,
+        n: usize,
     ) -> Result<(), ProviderError> {
-        self.check_device(index)?;
-        let src = offset_address(src, src_offset)? as *const u8;
-        let dst = offset_address(dst, dst_offset)? as *mut u8;
-        let n = byte_count(n)?;
+        let (src, dst) = (src as *const u8, dst as *mut u8);
         self.allocations.check(src, n, "copy_on_device source")?;
         self.allocations
             .check(dst, n, "copy_on_device destination")?;
@@ -133,13 +122,12 @@ impl Provider for Cpu {
         Ok(())
     }
 
-    fn synchronize(&self, index: u32) -> Result<(), ProviderError> {
+    fn synchronize(&self, _index: u32) -> Result<(), ProviderError> {
         // Kernels run synchronously: nothing is ever pending.
-        self.check_device(index)
+        Ok(())
     }
 
     fn execute(&self, call: KernelCall) -> Result<(), ProviderError> {
-        self.check_device(call.device_index)?;
         let op = Op::lookup(&call.kernel, call.version)?;
         let specs: Vec<_> = call.inputs.iter().map(TensorArg::spec).collect();
         let (node, expected) = Node::infer(op, &call.attrs, &specs)?;

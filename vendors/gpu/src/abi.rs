@@ -9,9 +9,7 @@ use crate::ops;
 use std::ffi::{c_void, CStr, CString};
 use vsdk_catalog::{DType, Node, Op};
 use vsdk_provider_kit::ffi::vsdk_device_t;
-use vsdk_provider_kit::{
-    byte_count, offset_address, DeviceDescription, KernelCall, Provider, ProviderError, TensorArg,
-};
+use vsdk_provider_kit::{DeviceDescription, KernelCall, Provider, ProviderError, TensorArg};
 
 /// Defines `vsdk_get_provider_api`, the provider's entry point, for a
 /// [`Backend`] type: one line in the provider crate's `lib.rs`.
@@ -167,15 +165,12 @@ impl<B: Backend> Provider for GpuProvider<B> {
     unsafe fn copy_to_device(
         &self,
         index: u32,
-        (dst, dst_offset): (*mut c_void, u64),
+        dst: usize,
         src: *const c_void,
-        n: u64,
+        n: usize,
     ) -> Result<(), ProviderError> {
         let d = self.device(index)?;
-        let (dst, n) = (
-            offset_address(dst, dst_offset)? as DevicePtr,
-            byte_count(n)?,
-        );
+        let dst = dst as DevicePtr;
         d.allocations.check(dst, n, "copy_to_device destination")?;
         if n == 0 {
             return Ok(());
@@ -189,14 +184,11 @@ impl<B: Backend> Provider for GpuProvider<B> {
         &self,
         index: u32,
         dst: *mut c_void,
-        (src, src_offset): (*const c_void, u64),
-        n: u64,
+        src: usize,
+        n: usize,
     ) -> Result<(), ProviderError> {
         let d = self.device(index)?;
-        let (src, n) = (
-            offset_address(src, src_offset)? as DevicePtr,
-            byte_count(n)?,
-        );
+        let src = src as DevicePtr;
         d.allocations.check(src, n, "copy_to_host source")?;
         if n == 0 {
             return Ok(());
@@ -209,14 +201,12 @@ impl<B: Backend> Provider for GpuProvider<B> {
     fn copy_on_device(
         &self,
         index: u32,
-        (dst, dst_offset): (*mut c_void, u64),
-        (src, src_offset): (*const c_void, u64),
-        n: u64,
+        dst: usize,
+        src: usize,
+        n: usize,
     ) -> Result<(), ProviderError> {
         let d = self.device(index)?;
-        let src = offset_address(src, src_offset)? as DevicePtr;
-        let dst = offset_address(dst, dst_offset)? as DevicePtr;
-        let n = byte_count(n)?;
+        let (src, dst) = (src as DevicePtr, dst as DevicePtr);
         d.allocations.check(src, n, "copy_on_device source")?;
         d.allocations.check(dst, n, "copy_on_device destination")?;
         if n == 0 {

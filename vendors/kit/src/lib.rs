@@ -11,6 +11,6 @@ mod status;
 
 pub use boundary::{guard, negotiate, non_null, write_field};
 pub use call::{attrs_of, KernelCall, TensorArg};
-pub use provider::{byte_count, offset_address, table, DeviceDescription, Provider};
+pub use provider::{table, DeviceDescription, Provider};
 pub use status::{status_code, status_destroy, status_message, ProviderError};
 pub use vsdk_ffi as ffi;

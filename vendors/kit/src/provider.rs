@@ -42,16 +42,22 @@ pub trait Provider: Sized + Send + Sync + 'static {
     fn supports(&self, index: u32, op: Op, dtype: DType) -> bool;
     fn alloc(&self, index: u32, size: u64, alignment: u64) -> Result<*mut c_void, ProviderError>;
     fn free(&self, index: u32, ptr: *mut c_void);
+    /// Copies `n` bytes to the device address `dst` (a buffer's address plus
+    /// the host's offset, summed without overflow by the table), which the
+    /// provider checks against its buffers.
+    ///
     /// # Safety
     /// `src` is non-NULL and valid for `n` bytes (the ABI's contract on the
     /// host; the table checked NULL).
     unsafe fn copy_to_device(
         &self,
         index: u32,
-        dst: (*mut c_void, u64),
+        dst: usize,
         src: *const c_void,
-        n: u64,
+        n: usize,
     ) -> Result<(), ProviderError>;
+    /// As [`Provider::copy_to_device`], from the device address `src`.
+    ///
     /// # Safety
     /// `dst` is non-NULL and valid for `n` bytes of writes (the ABI's contract
     /// on the host; the table checked NULL).
@@ -59,15 +65,16 @@ pub trait Provider: Sized + Send + Sync + 'static {
         &self,
         index: u32,
         dst: *mut c_void,
-        src: (*const c_void, u64),
-        n: u64,
+        src: usize,
+        n: usize,
     ) -> Result<(), ProviderError>;
+    /// Between two device addresses; the ranges may overlap.
     fn copy_on_device(
         &self,
         index: u32,
-        dst: (*mut c_void, u64),
-        src: (*const c_void, u64),
-        n: u64,
+        dst: usize,
+        src: usize,
+        n: usize,
     ) -> Result<(), ProviderError>;
     fn synchronize(&self, index: u32) -> Result<(), ProviderError>;
     /// A call copied out of C memory and checked for shape (not yet against
@@ -327,8 +334,9 @@ unsafe extern "C" fn copy_to_device<P: Provider>(
         let inst = unsafe { instance::<P>(p)? };
         inst.check_device(index)?;
         let src = non_null(src.cast_mut(), "src")?;
+        let (dst, n) = (offset_address(dst, dst_offset)?, byte_count(n)?);
         // SAFETY: the host's source is valid for n bytes per the ABI.
-        unsafe { inst.copy_to_device(index, (dst, dst_offset), src, n) }
+        unsafe { inst.copy_to_device(index, dst, src, n) }
     })
 }
 
@@ -345,8 +353,9 @@ unsafe extern "C" fn copy_to_host<P: Provider>(
         let inst = unsafe { instance::<P>(p)? };
         inst.check_device(index)?;
         let dst = non_null(dst, "dst")?;
+        let (src, n) = (offset_address(src, src_offset)?, byte_count(n)?);
         // SAFETY: the host's destination is valid for n bytes per the ABI.
-        unsafe { inst.copy_to_host(index, dst, (src, src_offset), n) }
+        unsafe { inst.copy_to_host(index, dst, src, n) }
     })
 }
 
@@ -363,7 +372,9 @@ unsafe extern "C" fn copy_on_device<P: Provider>(
         // SAFETY: host contract.
         let inst = unsafe { instance::<P>(p)? };
         inst.check_device(index)?;
-        inst.copy_on_device(index, (dst, dst_offset), (src, src_offset), n)
+        let dst = offset_address(dst, dst_offset)?;
+        let src = offset_address(src, src_offset)?;
+        inst.copy_on_device(index, dst, src, byte_count(n)?)
     })
 }
 
@@ -407,7 +418,7 @@ macro_rules! package_version {
 }
 
 /// `base + offset`, or an error when it overflows.
-pub fn offset_address(base: *const c_void, offset: u64) -> Result<usize, ProviderError> {
+fn offset_address(base: *const c_void, offset: u64) -> Result<usize, ProviderError> {
     usize::try_from(offset)
         .ok()
         .and_then(|o| (base as usize).checked_add(o))
@@ -415,6 +426,6 @@ pub fn offset_address(base: *const c_void, offset: u64) -> Result<usize, Provide
 }
 
 /// A byte count as `usize`.
-pub fn byte_count(n: u64) -> Result<usize, ProviderError> {
+fn byte_count(n: u64) -> Result<usize, ProviderError> {
     usize::try_from(n).map_err(|_| ProviderError::invalid("size overflows"))
 }
