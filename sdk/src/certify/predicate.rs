@@ -181,7 +181,7 @@ pub struct NodeRecord {
     pub node: usize,
     pub op: String,
     pub output: String,
-    #[serde(with = "float")]
+    #[serde(with = "crate::json_float")]
     pub max_e: f64,
 }
 
@@ -194,26 +194,26 @@ pub struct OutputRecord {
     pub passed: bool,
     pub elements: u64,
     pub over_bound: u64,
-    #[serde(with = "float")]
+    #[serde(with = "crate::json_float")]
     pub max_e: f64,
-    #[serde(with = "float")]
+    #[serde(with = "crate::json_float")]
     pub margin: f64,
-    #[serde(with = "float")]
+    #[serde(with = "crate::json_float")]
     pub p50_e: f64,
-    #[serde(with = "float")]
+    #[serde(with = "crate::json_float")]
     pub p90_e: f64,
-    #[serde(with = "float")]
+    #[serde(with = "crate::json_float")]
     pub p99_e: f64,
-    #[serde(with = "float")]
+    #[serde(with = "crate::json_float")]
     pub rms_e: f64,
-    #[serde(with = "float")]
+    #[serde(with = "crate::json_float")]
     pub max_abs_error: f64,
     /// Against the golden value (drift; not the verdict).
-    #[serde(with = "float")]
+    #[serde(with = "crate::json_float")]
     pub golden_max_abs_error: f64,
-    #[serde(with = "float")]
+    #[serde(with = "crate::json_float")]
     pub golden_rel_l2_error: f64,
-    #[serde(with = "float")]
+    #[serde(with = "crate::json_float")]
     pub golden_cosine_similarity: f64,
     /// Canonical SHA-256 of the output.
     pub sha256: String,
@@ -241,52 +241,18 @@ pub struct Determinism {
 pub struct EndToEndRecord {
     pub tensor: String,
     pub passed: bool,
-    #[serde(with = "float")]
+    #[serde(with = "crate::json_float")]
     pub rel_l2_error: f64,
-    #[serde(with = "float")]
+    #[serde(with = "crate::json_float")]
     pub cosine_similarity: f64,
-    #[serde(with = "float")]
+    #[serde(with = "crate::json_float")]
     pub max_rel_l2: f64,
-    #[serde(with = "float")]
+    #[serde(with = "crate::json_float")]
     pub min_cosine: f64,
 }
 
 /// JSON has no NaN or infinity: they are written as the strings `"NaN"`,
 /// `"inf"` and `"-inf"` and read back, so a report keeps what it measured.
-mod float {
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-    #[derive(Serialize, Deserialize)]
-    #[serde(untagged)]
-    enum Repr {
-        Number(f64),
-        Text(String),
-    }
-
-    pub fn serialize<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
-        match *v {
-            v if v.is_finite() => Repr::Number(v),
-            v if v.is_nan() => Repr::Text("NaN".into()),
-            v if v > 0.0 => Repr::Text("inf".into()),
-            _ => Repr::Text("-inf".into()),
-        }
-        .serialize(s)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
-        match Repr::deserialize(d)? {
-            Repr::Number(v) => Ok(v),
-            Repr::Text(t) => match t.as_str() {
-                "NaN" => Ok(f64::NAN),
-                "inf" => Ok(f64::INFINITY),
-                "-inf" => Ok(f64::NEG_INFINITY),
-                _ => Err(serde::de::Error::custom(format!(
-                    "`{t}`: expected a number, \"NaN\", \"inf\" or \"-inf\""
-                ))),
-            },
-        }
-    }
-}
 
 impl StageRecord {
     fn of(r: &StageResult) -> StageRecord {

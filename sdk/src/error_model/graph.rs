@@ -6,8 +6,9 @@ use super::ops::{self, Call, Reference};
 use super::{judge, Judgement, Precision, Rules, TierParams};
 use crate::compare::{NanPolicy, Tier};
 use crate::document::Stage;
+use crate::error_map::ErrorMap;
 use crate::{DType, Device, Error, HostTensor, TensorSpec};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
 /// A stage's outputs as the reference computes them from the stage's inputs,
@@ -131,12 +132,15 @@ pub fn stage_reference(
 
 /// One node of a decomposed run, judged by its own error: its output against
 /// the reference computed from the very inputs the provider's node received.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct NodeCheck {
     pub node: usize,
     pub op: String,
     pub output: String,
     pub judgement: Judgement,
+    /// A failing operator: where in its output the error lives.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_map: Option<ErrorMap>,
 }
 
 /// Checks every node of a decomposed run. `values` holds the stage's inputs
@@ -188,17 +192,16 @@ pub fn check_nodes(
             allowed_over_fraction,
             bias: ev.dot.then_some((params.bias_z, params.bias_ratio)),
         };
-        let judgement = judge(
-            actual,
-            &ev.value.to_f64_vec(),
-            &ev.local(params.lambda),
-            rules,
-        );
+        let (expected, bound) = (ev.value.to_f64_vec(), ev.local(params.lambda));
+        let judgement = judge(actual, &expected, &bound, rules);
+        let error_map = (!judgement.passed)
+            .then(|| ErrorMap::of(&actual.to_f64_vec(), &expected, &bound, &actual.spec.shape));
         checks.push(NodeCheck {
             node: i,
             op: format!("{}@{}", node.op.name(), node.op.version()),
             output: node.output.clone(),
             judgement,
+            error_map,
         });
     }
     Ok(checks)

@@ -116,35 +116,46 @@ impl TierParams {
 }
 
 /// The element whose normalised error is largest.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorstElement {
     pub index: Vec<usize>,
+    #[serde(with = "crate::json_float")]
     pub actual: f64,
+    #[serde(with = "crate::json_float")]
     pub reference: f64,
     /// The allowed error there.
+    #[serde(with = "crate::json_float")]
     pub bound: f64,
 }
 
 /// What the error model says about one tensor: its margin (how close to
 /// failing) and the verdict.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Judgement {
     pub elements: u64,
     /// Elements outside their bound (`|e| > 1`), NaN and Inf mismatches included.
     pub over_bound: u64,
     /// The largest `|e|`: below 1 passes; the margin is `1 − max_e`.
+    #[serde(with = "crate::json_float")]
     pub max_e: f64,
     /// Percentiles of `|e|`.
+    #[serde(with = "crate::json_float")]
     pub p50_e: f64,
+    #[serde(with = "crate::json_float")]
     pub p90_e: f64,
+    #[serde(with = "crate::json_float")]
     pub p99_e: f64,
     /// `√(mean e²)`.
+    #[serde(with = "crate::json_float")]
     pub rms_e: f64,
     /// Dot-product operators: `Σe / √(Σe²)` (None where not tested).
+    #[serde(with = "crate::json_float::option")]
     pub bias_z: Option<f64>,
     /// Dot-product operators: `mean e / rms e` (None where not tested).
+    #[serde(with = "crate::json_float::option")]
     pub bias_ratio: Option<f64>,
     /// Largest `|actual − reference|` over finite pairs.
+    #[serde(with = "crate::json_float")]
     pub max_abs_error: f64,
     pub worst: Option<WorstElement>,
     pub passed: bool,

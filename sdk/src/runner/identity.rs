@@ -4,10 +4,10 @@
 
 use crate::execution::Backend;
 use crate::{library_file_name, DeviceInfo, ProviderInfo};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::Path;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Identity {
     /// The provider library's real path (symlinks resolved).
     pub library: String,

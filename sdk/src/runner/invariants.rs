@@ -2,9 +2,9 @@
 
 use crate::document::Invariant;
 use crate::HostTensor;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct InvariantResult {
     pub invariant: String,
     pub held: bool,

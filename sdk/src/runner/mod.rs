@@ -19,6 +19,7 @@ pub use results::Baseline;
 
 use crate::compare::{self, Criteria, Tier};
 use crate::document::Stage;
+use crate::error_map::ErrorMap;
 use crate::error_model::{EndToEnd, Judgement, NodeCheck};
 use crate::execution::{Backend, Finding, SplitMix};
 use crate::suite::{Suite, SuiteError};
@@ -172,7 +173,7 @@ impl Status {
 
 /// The main round runs the suite's inputs; the differential round fresh
 /// ones from the run-time seed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Round {
     Main,
@@ -201,12 +202,16 @@ pub(crate) enum Source<'a> {
 /// How far an output is from the golden value (not a verdict: in chained mode
 /// the drift accumulates over stages; at fp16/bf16 it includes the rounding
 /// of the inputs).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Drift {
+    #[serde(with = "crate::json_float")]
     pub max_abs_error: f64,
+    #[serde(with = "crate::json_float")]
     pub max_rel_error: f64,
     /// Over finite pairs.
+    #[serde(with = "crate::json_float")]
     pub rel_l2_error: f64,
+    #[serde(with = "crate::json_float")]
     pub cosine_similarity: f64,
     /// Elements where a NaN or ±Inf differs from the golden value.
     pub nonfinite_mismatches: u64,
@@ -253,7 +258,7 @@ impl Drift {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct OutputResult {
     pub tensor: String,
     /// The verdict: the output against the float64 reference computed from
@@ -263,9 +268,12 @@ pub struct OutputResult {
     pub drift: Drift,
     /// Canonical SHA-256 of the actual output.
     pub sha256: String,
+    /// Failing and nearly failing outputs: where in the tensor the error lives.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_map: Option<ErrorMap>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StageResult {
     pub stage: String,
     pub tier: Tier,
@@ -293,7 +301,7 @@ pub struct StageResult {
 }
 
 /// Chained mode: one of the component's final outputs against its golden value.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EndToEndResult {
     pub tensor: String,
     pub drift: Drift,
@@ -301,7 +309,7 @@ pub struct EndToEndResult {
     pub passed: bool,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TierReport {
     pub tier: Tier,
     pub mode: Mode,
@@ -316,7 +324,7 @@ pub struct TierReport {
     pub differential: Vec<StageResult>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunReport {
     pub component: String,
     pub component_version: String,
@@ -349,7 +357,7 @@ pub struct RunReport {
 }
 
 /// The options of a run that a report records.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Settings {
     /// `--stage`: only stages matching this glob ran.
     pub stage_glob: Option<String>,

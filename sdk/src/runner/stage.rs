@@ -6,6 +6,7 @@ use super::execute::{fused_program, graph_program, plan, run_program};
 use super::{invariants, Drift, Execution, OutputResult, Round, Source, StageResult, Status};
 use crate::compare::Tier;
 use crate::document::Stage;
+use crate::error_map::{self, ErrorMap};
 use crate::error_model::{self, NodeCheck, Precision, Rules, TierParams};
 use crate::execution::Finding;
 use crate::isolation::Failure;
@@ -204,8 +205,11 @@ impl StageContext<'_> {
             if self.golden_inputs && tier.float_dtype().is_none_or(|d| d == DType::F32) {
                 check_golden(name, ref_value, &golden)?;
             }
-            let judgement = error_model::judge(actual, &ref_value.to_f64_vec(), bound, rules);
+            let expected = ref_value.to_f64_vec();
+            let judgement = error_model::judge(actual, &expected, bound, rules);
             passed &= judgement.passed;
+            let error_map = (!judgement.passed || judgement.max_e >= error_map::NEAR_FAILING)
+                .then(|| ErrorMap::of(&actual.to_f64_vec(), &expected, bound, &actual.spec.shape));
             let (drift, hash) =
                 Drift::with_hash(actual, &golden).map_err(|e| format!("`{name}`: {e}"))?;
             result.outputs.push(OutputResult {
@@ -213,6 +217,7 @@ impl StageContext<'_> {
                 judgement,
                 drift,
                 sha256: hex::encode(hash),
+                error_map,
             });
         }
         for inv in stage.verify.iter().filter(|_| self.round == Round::Main) {

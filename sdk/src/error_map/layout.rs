@@ -1,0 +1,213 @@
+//! A tensor's natural layout, inferred from its shape (docs/report.md,
+//! "Layouts"), and the 2-D views each layout is drawn as.
+
+use serde::{Deserialize, Serialize};
+
+/// How a tensor's axes are read. Leading axes of size 1 (a batch of one)
+/// are ignored; a batch larger than one is a [`Layout::Matrix`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Layout {
+    /// `[tokens, channels]` where `tokens = prefix + grid_h·grid_w`: patch
+    /// tokens on their grid, the prefix (class and register tokens) apart.
+    Tokens {
+        prefix: usize,
+        grid_h: usize,
+        grid_w: usize,
+        channels: usize,
+    },
+    /// `[heads, tokens, dim]`, tokens as in `Tokens` (attention).
+    Heads {
+        heads: usize,
+        prefix: usize,
+        grid_h: usize,
+        grid_w: usize,
+        dim: usize,
+    },
+    /// `[C, H, W]` or `[H, W, C]` with 1 to 4 colour channels.
+    Image {
+        channels: usize,
+        height: usize,
+        width: usize,
+        channels_last: bool,
+    },
+    /// Anything else: the last axis as columns, the others flattened into rows.
+    Matrix { rows: usize, cols: usize },
+}
+
+/// At most this many prefix (class, register) tokens before the patch grid.
+const MAX_PREFIX: usize = 8;
+/// An image side is at least this many pixels.
+const MIN_IMAGE_SIDE: usize = 8;
+
+/// `tokens = prefix + g²` with the fewest prefix tokens and `g ≥ 2`.
+fn token_grid(tokens: usize) -> Option<(usize, usize)> {
+    (0..=MAX_PREFIX.min(tokens)).find_map(|prefix| {
+        let n = tokens - prefix;
+        let g = (n as f64).sqrt().round() as usize;
+        (g >= 2 && g * g == n).then_some((prefix, g))
+    })
+}
+
+/// Grey, RGB, RGBA.
+fn is_colour(c: usize) -> bool {
+    matches!(c, 1 | 3 | 4)
+}
+
+impl Layout {
+    pub fn of(shape: &[usize]) -> Layout {
+        let rank = shape.len();
+        // The last `k` axes, when every axis before them is a batch of one.
+        let last = |k: usize| {
+            (rank >= k && shape[..rank - k].iter().all(|&d| d == 1)).then(|| &shape[rank - k..])
+        };
+        let side = |h: usize, w: usize| h >= MIN_IMAGE_SIDE && w >= MIN_IMAGE_SIDE;
+        let image = |channels, height, width, channels_last| Layout::Image {
+            channels,
+            height,
+            width,
+            channels_last,
+        };
+        let inferred = match (rank, last(3)) {
+            // One channel only with a batch axis ([1, 1, H, W]): [1, T, C]
+            // is a token sequence.
+            (r, Some(&[c, h, w])) if side(h, w) && (c == 3 || c == 4 || (c == 1 && r >= 4)) => {
+                Some(image(c, h, w, false))
+            }
+            (_, Some(&[h, w, c])) if side(h, w) && is_colour(c) => Some(image(c, h, w, true)),
+            (r, Some(&[heads, tokens, dim])) if r >= 4 => {
+                token_grid(tokens).map(|(prefix, g)| Layout::Heads {
+                    heads,
+                    prefix,
+                    grid_h: g,
+                    grid_w: g,
+                    dim,
+                })
+            }
+            _ => None,
+        };
+        let tokens = || match (rank, last(2)) {
+            (r, Some(&[tokens, channels])) if r >= 3 => {
+                token_grid(tokens).map(|(prefix, g)| Layout::Tokens {
+                    prefix,
+                    grid_h: g,
+                    grid_w: g,
+                    channels,
+                })
+            }
+            _ => None,
+        };
+        inferred.or_else(tokens).unwrap_or_else(|| {
+            let cols = shape.last().copied().unwrap_or(1).max(1);
+            Layout::Matrix {
+                rows: shape.iter().product::<usize>() / cols,
+                cols,
+            }
+        })
+    }
+
+    /// Words for the report: "257 tokens (1 + a 16×16 patch grid) × 384 channels".
+    pub fn describe(&self) -> String {
+        match *self {
+            Layout::Tokens {
+                prefix,
+                grid_h,
+                grid_w,
+                channels,
+            } => format!(
+                "{} tokens ({}a {grid_h}×{grid_w} patch grid) × {channels} channels",
+                prefix + grid_h * grid_w,
+                if prefix > 0 {
+                    format!("{prefix} + ")
+                } else {
+                    String::new()
+                }
+            ),
+            Layout::Heads {
+                heads,
+                prefix,
+                grid_h,
+                grid_w,
+                dim,
+            } => format!(
+                "{heads} heads × {} tokens ({prefix} + a {grid_h}×{grid_w} patch grid) × {dim}",
+                prefix + grid_h * grid_w
+            ),
+            Layout::Image {
+                channels,
+                height,
+                width,
+                channels_last,
+            } => format!(
+                "an image, {height}×{width} with {channels} channel{} ({})",
+                if channels == 1 { "" } else { "s" },
+                if channels_last { "HWC" } else { "CHW" }
+            ),
+            Layout::Matrix { rows, cols } => format!("{rows} rows × {cols} columns"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dinov2_shapes_get_their_natural_layouts() {
+        let tokens = |prefix, g, channels| Layout::Tokens {
+            prefix,
+            grid_h: g,
+            grid_w: g,
+            channels,
+        };
+        assert_eq!(Layout::of(&[1, 257, 384]), tokens(1, 16, 384));
+        assert_eq!(Layout::of(&[1, 256, 384]), tokens(0, 16, 384));
+        assert_eq!(Layout::of(&[1, 1370, 384]), tokens(1, 37, 384));
+        assert_eq!(Layout::of(&[1, 261, 384]), tokens(5, 16, 384));
+        assert_eq!(
+            Layout::of(&[1, 6, 257, 64]),
+            Layout::Heads {
+                heads: 6,
+                prefix: 1,
+                grid_h: 16,
+                grid_w: 16,
+                dim: 64
+            }
+        );
+        assert_eq!(
+            Layout::of(&[1, 3, 224, 224]),
+            Layout::Image {
+                channels: 3,
+                height: 224,
+                width: 224,
+                channels_last: false
+            }
+        );
+        assert_eq!(
+            Layout::of(&[75, 100, 3]),
+            Layout::Image {
+                channels: 3,
+                height: 75,
+                width: 100,
+                channels_last: true
+            }
+        );
+        assert_eq!(
+            Layout::of(&[1, 1, 32, 48]),
+            Layout::Image {
+                channels: 1,
+                height: 32,
+                width: 48,
+                channels_last: false
+            }
+        );
+        assert_eq!(Layout::of(&[1, 384]), Layout::Matrix { rows: 1, cols: 384 });
+        // A plain matrix whose rows happen to be a square stays a matrix.
+        assert_eq!(Layout::of(&[16, 32]), Layout::Matrix { rows: 16, cols: 32 });
+        assert_eq!(
+            Layout::of(&[2, 257, 384]).describe(),
+            "514 rows × 384 columns"
+        );
+        assert_eq!(Layout::of(&[]), Layout::Matrix { rows: 1, cols: 1 });
+    }
+}

@@ -1,0 +1,394 @@
+//! Where in a tensor the error lives (docs/report.md): an output's
+//! normalised errors `|e| = |actual − reference| / bound` folded onto the
+//! tensor's natural layout (tokens on their patch grid with the class token
+//! apart, channels, heads, image pixels), a histogram and the worst elements.
+//! A flipped axis, an off-by-one crop, one bad head or a wrong channel order
+//! each leave a different picture. Every view is pooled to at most
+//! [`MAX_SIDE`] cells a side, so a map's size does not grow with the tensor.
+
+mod layout;
+
+pub use layout::Layout;
+
+use crate::error_model::WorstElement;
+use serde::{Deserialize, Serialize};
+
+/// Outputs whose largest `|e|` reaches this get a map (failing ones always).
+pub const NEAR_FAILING: f64 = 0.5;
+/// Cells a side of any view, at most.
+pub const MAX_SIDE: usize = 128;
+/// The worst elements kept.
+const WORST: usize = 16;
+/// `|e|` is stored up to this (and a non-finite `|e|` as this): JSON has no infinity.
+pub const E_CAP: f32 = 1.0e9;
+/// Histogram bins: `|e|` from 10^HIST_LO to 10^HIST_HI, HIST_PER_DECADE a decade.
+pub const HIST_LO: i32 = -8;
+pub const HIST_HI: i32 = 4;
+pub const HIST_PER_DECADE: i32 = 4;
+
+/// What a panel's cells hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PanelKind {
+    /// The largest `|e|` of the elements a cell covers.
+    Error,
+    /// The reference's values (the mean over a cell).
+    Expected,
+    /// The provider's values, same cells as the `Expected` panel before it.
+    Actual,
+}
+
+/// One 2-D view of a tensor: `rows × cols` cells, row-major; with an
+/// image's colour channels, `rows × cols × channels`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Panel {
+    pub title: String,
+    pub kind: PanelKind,
+    /// What the rows and columns are ("patch row", "channel", ...).
+    pub row_axis: String,
+    pub col_axis: String,
+    pub rows: usize,
+    pub cols: usize,
+    /// 1, or an image's colour channels (interleaved per cell).
+    pub channels: usize,
+    /// Tensor rows (columns) per cell: more than 1 where the view was pooled.
+    pub row_step: usize,
+    pub col_step: usize,
+    pub values: Vec<f32>,
+}
+
+/// Counts of `|e|` on a log scale.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Histogram {
+    /// Exactly 0.
+    pub zero: u64,
+    /// Above 0 and below 10^HIST_LO.
+    pub below: u64,
+    /// `(HIST_HI − HIST_LO) · HIST_PER_DECADE` bins from 10^HIST_LO up.
+    pub bins: Vec<u64>,
+    /// At or above 10^HIST_HI, finite.
+    pub above: u64,
+    /// NaN or ±Inf where the reference has another value.
+    pub non_finite: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorMap {
+    pub shape: Vec<usize>,
+    pub layout: Layout,
+    pub panels: Vec<Panel>,
+    pub histogram: Histogram,
+    /// The largest `|e|` first.
+    pub worst: Vec<WorstElement>,
+}
+
+/// `|e|` of one element, as [`crate::error_model::judge`] computes it
+/// (mismatched non-finite values are infinite), capped at [`E_CAP`].
+fn normalised(actual: f64, reference: f64, bound: f64) -> f32 {
+    let e = if actual.is_finite() && reference.is_finite() {
+        let d = (actual - reference).abs();
+        if d == 0.0 || bound == f64::INFINITY {
+            0.0
+        } else if bound > 0.0 {
+            d / bound
+        } else {
+            f64::INFINITY
+        }
+    } else if actual.to_bits() == reference.to_bits() || (actual.is_nan() && reference.is_nan()) {
+        0.0
+    } else {
+        f64::INFINITY
+    };
+    e.min(f64::from(E_CAP)) as f32
+}
+
+/// How a cell combines the elements it covers.
+#[derive(Clone, Copy)]
+enum Pool {
+    Max,
+    Mean,
+}
+
+/// A `rows × cols` view of `value(r, c, channel)` pooled to at most
+/// [`MAX_SIDE`] cells a side.
+#[allow(clippy::too_many_arguments)]
+fn pooled(
+    title: String,
+    kind: PanelKind,
+    (row_axis, col_axis): (&str, &str),
+    (rows, cols, channels): (usize, usize, usize),
+    pool: Pool,
+    value: impl Fn(usize, usize, usize) -> f32,
+) -> Panel {
+    let row_step = rows.div_ceil(MAX_SIDE).max(1);
+    let col_step = cols.div_ceil(MAX_SIDE).max(1);
+    let (out_rows, out_cols) = (rows.div_ceil(row_step), cols.div_ceil(col_step));
+    let mut values = Vec::with_capacity(out_rows * out_cols * channels);
+    for pr in 0..out_rows {
+        for pc in 0..out_cols {
+            for ch in 0..channels {
+                let (mut acc, mut n) = (0.0f64, 0u32);
+                for r in pr * row_step..((pr + 1) * row_step).min(rows) {
+                    for c in pc * col_step..((pc + 1) * col_step).min(cols) {
+                        let v = f64::from(value(r, c, ch));
+                        acc = match pool {
+                            Pool::Max => acc.max(v),
+                            Pool::Mean => acc + v,
+                        };
+                        n += 1;
+                    }
+                }
+                values.push(match pool {
+                    Pool::Max => acc as f32,
+                    Pool::Mean => (acc / f64::from(n.max(1))) as f32,
+                });
+            }
+        }
+    }
+    Panel {
+        title,
+        kind,
+        row_axis: row_axis.into(),
+        col_axis: col_axis.into(),
+        rows: out_rows,
+        cols: out_cols,
+        channels,
+        row_step,
+        col_step,
+        values,
+    }
+}
+
+/// The largest value of each row of a `rows × cols` row-major array.
+fn row_max(e: &[f32], cols: usize) -> Vec<f32> {
+    e.chunks(cols.max(1))
+        .map(|r| r.iter().copied().fold(0.0, f32::max))
+        .collect()
+}
+
+/// The largest value of each column.
+fn col_max(e: &[f32], cols: usize) -> Vec<f32> {
+    let mut m = vec![0.0f32; cols];
+    for row in e.chunks(cols.max(1)) {
+        for (m, &v) in m.iter_mut().zip(row) {
+            *m = m.max(v);
+        }
+    }
+    m
+}
+
+fn histogram(e: &[f32], nonfinite: u64) -> Histogram {
+    let n_bins = ((HIST_HI - HIST_LO) * HIST_PER_DECADE) as usize;
+    let mut h = Histogram {
+        zero: 0,
+        below: 0,
+        bins: vec![0; n_bins],
+        above: 0,
+        non_finite: nonfinite,
+    };
+    let (lo, hi) = (10f64.powi(HIST_LO), 10f64.powi(HIST_HI));
+    for &v in e {
+        let v = f64::from(v);
+        if v == 0.0 {
+            h.zero += 1;
+        } else if v < lo {
+            h.below += 1;
+        } else if v >= f64::from(E_CAP) {
+            // Counted as non-finite (capped) or far above.
+        } else if v >= hi {
+            h.above += 1;
+        } else {
+            let bin = ((v.log10() - f64::from(HIST_LO)) * f64::from(HIST_PER_DECADE)) as usize;
+            h.bins[bin.min(n_bins - 1)] += 1;
+        }
+    }
+    h.above += (e.iter().filter(|&&v| v >= E_CAP).count() as u64).saturating_sub(nonfinite);
+    h
+}
+
+impl ErrorMap {
+    /// The map of `actual` against `reference` within `bound` (all three
+    /// row-major over `shape`).
+    pub fn of(actual: &[f64], reference: &[f64], bound: &[f64], shape: &[usize]) -> ErrorMap {
+        let e: Vec<f32> = actual
+            .iter()
+            .zip(reference)
+            .zip(bound)
+            .map(|((&a, &r), &b)| normalised(a, r, b))
+            .collect();
+        let nonfinite = actual
+            .iter()
+            .zip(reference)
+            .filter(|(a, r)| {
+                !(a.is_finite() && r.is_finite())
+                    && a.to_bits() != r.to_bits()
+                    && !(a.is_nan() && r.is_nan())
+            })
+            .count() as u64;
+        let layout = Layout::of(shape);
+        let panels = panels(layout, &e, actual, reference);
+        let mut order: Vec<usize> = (0..e.len()).collect();
+        let k = WORST.min(e.len());
+        if k > 0 && k < e.len() {
+            order.select_nth_unstable_by(k - 1, |&i, &j| e[j].total_cmp(&e[i]));
+        }
+        order.truncate(k);
+        order.sort_by(|&i, &j| e[j].total_cmp(&e[i]).then(i.cmp(&j)));
+        let worst = order
+            .into_iter()
+            .map(|i| WorstElement {
+                index: crate::compare::unravel(i, shape),
+                actual: actual[i],
+                reference: reference[i],
+                bound: bound[i],
+            })
+            .collect();
+        ErrorMap {
+            shape: shape.to_vec(),
+            layout,
+            histogram: histogram(&e, nonfinite),
+            panels,
+            worst,
+        }
+    }
+}
+
+/// The views of each layout (docs/report.md, "Layouts").
+fn panels(layout: Layout, e: &[f32], actual: &[f64], reference: &[f64]) -> Vec<Panel> {
+    let (err, exp, act) = (PanelKind::Error, PanelKind::Expected, PanelKind::Actual);
+    match layout {
+        Layout::Tokens {
+            prefix,
+            grid_h,
+            grid_w,
+            channels,
+        } => {
+            let per_token = row_max(e, channels);
+            let per_channel = col_max(e, channels);
+            let mut out = vec![pooled(
+                format!("largest |e| per patch token (over {channels} channels)"),
+                err,
+                ("patch row", "patch column"),
+                (grid_h, grid_w, 1),
+                Pool::Max,
+                |r, c, _| per_token[prefix + r * grid_w + c],
+            )];
+            if prefix > 0 {
+                out.push(pooled(
+                    format!(
+                        "largest |e| of the {prefix} token(s) before the grid (class token first)"
+                    ),
+                    err,
+                    ("", "token"),
+                    (1, prefix, 1),
+                    Pool::Max,
+                    |_, c, _| per_token[c],
+                ));
+            }
+            out.push(pooled(
+                "largest |e| per channel (over all tokens)".into(),
+                err,
+                ("", "channel"),
+                (1, channels, 1),
+                Pool::Max,
+                |_, c, _| per_channel[c],
+            ));
+            out.push(pooled(
+                "|e| of every token and channel".into(),
+                err,
+                ("token", "channel"),
+                (prefix + grid_h * grid_w, channels, 1),
+                Pool::Max,
+                |r, c, _| e[r * channels + c],
+            ));
+            // The worst channel's values on the grid: a moved or flipped
+            // pattern shows as the same picture in another place.
+            let worst = (0..channels)
+                .max_by(|&a, &b| per_channel[a].total_cmp(&per_channel[b]).then(b.cmp(&a)))
+                .unwrap_or(0);
+            for (kind, values, what) in [(exp, reference, "expected"), (act, actual, "actual")] {
+                out.push(pooled(
+                    format!("channel {worst} (the worst) per patch token, {what}"),
+                    kind,
+                    ("patch row", "patch column"),
+                    (grid_h, grid_w, 1),
+                    Pool::Mean,
+                    |r, c, _| values[(prefix + r * grid_w + c) * channels + worst] as f32,
+                ));
+            }
+            out
+        }
+        Layout::Heads {
+            heads,
+            prefix,
+            grid_h,
+            grid_w,
+            dim,
+        } => {
+            let tokens = prefix + grid_h * grid_w;
+            let per_token = row_max(e, dim);
+            // The heads side by side, each on its patch grid.
+            let mut out = vec![pooled(
+                format!("largest |e| per patch token (over {dim}), the {heads} heads side by side"),
+                err,
+                ("patch row", "head × patch column"),
+                (grid_h, heads * grid_w, 1),
+                Pool::Max,
+                |r, c, _| per_token[(c / grid_w) * tokens + prefix + r * grid_w + c % grid_w],
+            )];
+            out.push(pooled(
+                format!("largest |e| per head and token (the first {prefix} before the grid)"),
+                err,
+                ("head", "token"),
+                (heads, tokens, 1),
+                Pool::Max,
+                |r, c, _| per_token[r * tokens + c],
+            ));
+            out
+        }
+        Layout::Image {
+            channels,
+            height,
+            width,
+            channels_last,
+        } => {
+            let at = |r: usize, c: usize, ch: usize| {
+                if channels_last {
+                    (r * width + c) * channels + ch
+                } else {
+                    (ch * height + r) * width + c
+                }
+            };
+            let mut out = vec![pooled(
+                format!("largest |e| per pixel (over {channels} channels)"),
+                err,
+                ("row", "column"),
+                (height, width, 1),
+                Pool::Max,
+                |r, c, _| (0..channels).map(|ch| e[at(r, c, ch)]).fold(0.0, f32::max),
+            )];
+            for (kind, values, what) in [(exp, reference, "expected"), (act, actual, "actual")] {
+                out.push(pooled(
+                    format!("the image, {what}"),
+                    kind,
+                    ("row", "column"),
+                    (height, width, channels),
+                    Pool::Mean,
+                    |r, c, ch| values[at(r, c, ch)] as f32,
+                ));
+            }
+            out
+        }
+        Layout::Matrix { rows, cols } => vec![pooled(
+            "|e| of every element (last axis across)".into(),
+            err,
+            ("row", "column"),
+            (rows, cols, 1),
+            Pool::Max,
+            |r, c, _| e[r * cols + c],
+        )],
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,143 @@
+use super::*;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+fn fresh() -> (ChaCha8Rng, u64) {
+    let seed = rand::random::<u64>();
+    (ChaCha8Rng::seed_from_u64(seed), seed)
+}
+
+fn normal(rng: &mut ChaCha8Rng, n: usize) -> Vec<f64> {
+    (0..n).map(|_| rng.gen_range(-1.0..1.0)).collect()
+}
+
+fn panel<'a>(map: &'a ErrorMap, title_start: &str) -> &'a Panel {
+    map.panels
+        .iter()
+        .find(|p| p.title.starts_with(title_start))
+        .unwrap_or_else(|| panic!("no panel `{title_start}…`"))
+}
+
+/// A patch grid flipped upside down leaves an error map that is its own
+/// mirror image, and the worst channel's actual values are the expected ones
+/// upside down; the class token, left in place, has no error.
+#[test]
+fn a_flipped_patch_grid_shows_as_a_mirrored_map() {
+    let (mut rng, seed) = fresh();
+    let (g, c) = (16, 24);
+    let reference = normal(&mut rng, (1 + g * g) * c);
+    let mut actual = reference.clone();
+    for r in 0..g {
+        for col in 0..g {
+            let (to, from) = (1 + r * g + col, 1 + (g - 1 - r) * g + col);
+            actual[to * c..(to + 1) * c].copy_from_slice(&reference[from * c..(from + 1) * c]);
+        }
+    }
+    let bound = vec![1e-3; reference.len()];
+    let map = ErrorMap::of(&actual, &reference, &bound, &[1, 1 + g * g, c]);
+    assert_eq!(
+        map.layout,
+        Layout::Tokens {
+            prefix: 1,
+            grid_h: g,
+            grid_w: g,
+            channels: c
+        }
+    );
+    let grid = panel(&map, "largest |e| per patch token");
+    assert_eq!((grid.rows, grid.cols), (g, g), "seed {seed}");
+    for r in 0..g {
+        for col in 0..g {
+            let (v, mirrored) = (grid.values[r * g + col], grid.values[(g - 1 - r) * g + col]);
+            assert_eq!(v, mirrored, "seed {seed}: ({r}, {col})");
+            assert!(
+                v > 1.0,
+                "seed {seed}: every row moved, ({r}, {col}) has |e| {v}"
+            );
+        }
+    }
+    assert_eq!(panel(&map, "largest |e| of the 1 token").values, [0.0]);
+    let expected = panel(&map, "channel");
+    let actual_panel = &map.panels[map.panels.len() - 1];
+    assert_eq!(actual_panel.kind, PanelKind::Actual);
+    for r in 0..g {
+        assert_eq!(
+            actual_panel.values[r * g..(r + 1) * g],
+            expected.values[(g - 1 - r) * g..(g - r) * g],
+            "seed {seed}: row {r}"
+        );
+    }
+    let total: u64 = map.histogram.bins.iter().sum::<u64>()
+        + map.histogram.zero
+        + map.histogram.below
+        + map.histogram.above;
+    assert_eq!(total, reference.len() as u64, "seed {seed}");
+    assert_eq!(
+        map.histogram.zero as usize, c,
+        "seed {seed}: the class token"
+    );
+}
+
+/// One head computed wrong lights up that head's row and nothing else.
+#[test]
+fn one_bad_head_lights_one_row() {
+    let (mut rng, seed) = fresh();
+    let (heads, tokens, dim) = (6, 1 + 64, 8);
+    let bad = rng.gen_range(0..heads);
+    let reference = normal(&mut rng, heads * tokens * dim);
+    let mut actual = reference.clone();
+    for v in &mut actual[bad * tokens * dim..(bad + 1) * tokens * dim] {
+        *v *= 1.01;
+    }
+    let bound = vec![1e-4; reference.len()];
+    let map = ErrorMap::of(&actual, &reference, &bound, &[1, heads, tokens, dim]);
+    let rows = panel(&map, "largest |e| per head and token");
+    assert_eq!((rows.rows, rows.cols), (heads, tokens), "seed {seed}");
+    for h in 0..heads {
+        let row = &rows.values[h * tokens..(h + 1) * tokens];
+        let hot = row.iter().filter(|&&v| v > 0.0).count();
+        if h == bad {
+            assert!(hot > tokens / 2, "seed {seed}: head {h}");
+        } else {
+            assert_eq!(hot, 0, "seed {seed}: head {h}");
+        }
+    }
+    let side_by_side = panel(&map, "largest |e| per patch token");
+    assert_eq!(
+        (side_by_side.rows, side_by_side.cols),
+        (8, heads * 8),
+        "seed {seed}"
+    );
+}
+
+/// A large image is pooled to at most MAX_SIDE cells a side, and one bad
+/// pixel survives the pooling; the worst elements come first; non-finite
+/// mismatches are counted apart.
+#[test]
+fn large_tensors_are_pooled_without_losing_a_spike() {
+    let (mut rng, seed) = fresh();
+    let (h, w) = (300 + rng.gen_range(0..50), 500 + rng.gen_range(0..50));
+    let reference = normal(&mut rng, 3 * h * w);
+    let mut actual = reference.clone();
+    let spike = (rng.gen_range(0..h), rng.gen_range(0..w));
+    let at = (2 * h + spike.0) * w + spike.1;
+    actual[at] += 0.5;
+    actual[0] = f64::NAN;
+    let bound = vec![1e-2; reference.len()];
+    let map = ErrorMap::of(&actual, &reference, &bound, &[1, 3, h, w]);
+    let pixels = panel(&map, "largest |e| per pixel");
+    assert!(
+        pixels.rows <= MAX_SIDE && pixels.cols <= MAX_SIDE,
+        "seed {seed}"
+    );
+    let cell = (spike.0 / pixels.row_step) * pixels.cols + spike.1 / pixels.col_step;
+    assert!((pixels.values[cell] - 50.0).abs() < 1e-3, "seed {seed}");
+    let image = panel(&map, "the image, expected");
+    assert_eq!(image.channels, 3);
+    assert_eq!(image.values.len(), image.rows * image.cols * 3);
+    assert_eq!(map.worst[0].index, [0, 0, 0, 0], "seed {seed}: NaN first");
+    assert_eq!(map.worst[1].index, [0, 2, spike.0, spike.1], "seed {seed}");
+    assert_eq!(map.histogram.non_finite, 1);
+    assert_eq!(map.histogram.zero as usize, reference.len() - 2);
+    assert!(map.worst.len() == WORST);
+}
