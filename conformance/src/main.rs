@@ -4,6 +4,8 @@
 //! 2 a usage or input error (bad file, provider that does not load, ...).
 
 mod commands;
+mod html;
+mod progress;
 mod reports;
 mod results;
 mod suites;
@@ -69,6 +71,8 @@ enum Command {
     Verify(commands::verify::Args),
     /// Merge the reports of `run --shard k/n` runs into one report.
     Merge(commands::merge::Args),
+    /// Write the HTML page of a results file or a certification report.
+    Report(commands::report::Args),
     /// Internal: the worker process `run` loads the provider in.
     #[command(hide = true)]
     Worker,
@@ -89,6 +93,7 @@ fn main() -> ExitCode {
         Command::Keygen(args) => commands::keygen::run(args),
         Command::Verify(args) => commands::verify::run(args),
         Command::Merge(args) => commands::merge::run(args),
+        Command::Report(args) => commands::report::run(args),
         Command::Worker => std::process::exit(vips_sdk::isolation::serve()),
     };
     match result {

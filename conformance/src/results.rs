@@ -5,9 +5,11 @@
 //! file is created before the run starts, so an unwritable path fails at
 //! once instead of losing the run.
 
+use crate::html::view::View;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use vips_sdk::document::Document;
 use vips_sdk::runner::{results, Mode, RunReport, StageResult};
 
 /// A baseline file: a regular file under the size limit.
@@ -30,6 +32,8 @@ pub fn read_baseline(path: &Path) -> Result<String, String> {
 
 pub struct ResultFiles {
     json: Option<(PathBuf, File)>,
+    /// `--html`: the page (docs/report.md), written at the end.
+    html: Option<PathBuf>,
     csv: Option<(PathBuf, csv::Writer<File>)>,
     junit: Option<(PathBuf, File)>,
 }
@@ -45,10 +49,15 @@ fn create(path: &Path) -> Result<File, String> {
 }
 
 impl ResultFiles {
-    pub fn create(output: Option<&Path>) -> Result<ResultFiles, String> {
+    pub fn create(output: Option<&Path>, html: Option<&Path>) -> Result<ResultFiles, String> {
+        if let Some(path) = html {
+            create(path)?;
+        }
+        let html = html.map(Path::to_path_buf);
         let Some(output) = output else {
             return Ok(ResultFiles {
                 json: None,
+                html,
                 csv: None,
                 junit: None,
             });
@@ -61,6 +70,7 @@ impl ResultFiles {
             .map_err(|e| format!("{}: cannot write: {e}", csv_path.display()))?;
         Ok(ResultFiles {
             json: Some((output.to_path_buf(), json)),
+            html,
             csv: Some((csv_path, csv)),
             junit: Some((junit_path.clone(), create(&junit_path)?)),
         })
@@ -80,8 +90,13 @@ impl ResultFiles {
         }
     }
 
-    /// Writes the JSON report and the JUnit file.
-    pub fn finish(&mut self, report: &RunReport) -> Result<(), String> {
+    /// Writes the JSON report, the JUnit file and the page.
+    pub fn finish(&mut self, report: &RunReport, document: &Document) -> Result<(), String> {
+        if let Some(path) = &self.html {
+            let mut view = View::of_results(report);
+            view.with_document(Ok(document), &report.document_sha256);
+            crate::commands::report::write(path, &view, Some(document))?;
+        }
         if let Some((path, csv)) = &mut self.csv {
             csv.flush()
                 .map_err(|e| format!("{}: cannot write: {e}", path.display()))?;

@@ -61,5 +61,5 @@ pub fn run(args: Args) -> super::Outcome {
             files.stage(opts.mode, s);
         }
     }
-    args.common.finish(&report, &mut files)
+    args.common.finish(&report, &suite, &mut files)
 }

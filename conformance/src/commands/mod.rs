@@ -10,6 +10,7 @@ pub mod list;
 pub mod merge;
 pub mod pack;
 pub mod providers;
+pub mod report;
 pub mod run;
 pub mod verify;
 

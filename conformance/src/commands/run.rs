@@ -1,5 +1,6 @@
 //! `run`: a suite on a provider, stage by stage.
 
+use crate::progress::Bars;
 use crate::reports::ReportFiles;
 use crate::results::ResultFiles;
 use crate::{suites, table};
@@ -10,7 +11,7 @@ use std::time::Duration;
 use vips_sdk::certify::Statement;
 use vips_sdk::execution::Backend;
 use vips_sdk::isolation::{Failure, Worker, WorkerCommand};
-use vips_sdk::runner::{self, Baseline, Mode, RunOptions, RunReport};
+use vips_sdk::runner::{self, Baseline, Event, Mode, RunOptions, RunReport};
 use vips_sdk::suite::Suite;
 use vips_sdk::Provider;
 
@@ -99,9 +100,16 @@ pub struct Common {
     /// Print JSON instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// No progress bars (they are drawn only when stderr is a terminal, and
+    /// never with --json).
+    #[arg(long, short)]
+    pub quiet: bool,
     /// Also write the results as JSON to this file.
     #[arg(long)]
     output: Option<PathBuf>,
+    /// Also write the HTML report (docs/report.md) to this file.
+    #[arg(long, value_name = "OUT.html")]
+    html: Option<PathBuf>,
 }
 
 fn parse_shard(s: &str) -> Result<(usize, usize), String> {
@@ -156,13 +164,18 @@ impl Common {
 
     /// The results files, created now (see `ResultFiles`).
     pub fn result_files(&self) -> Result<ResultFiles, String> {
-        ResultFiles::create(self.output.as_deref())
+        ResultFiles::create(self.output.as_deref(), self.html.as_deref())
     }
 
     /// Writes the report where asked, prints it, and gives the exit code:
     /// 0 only for a passing verdict.
-    pub fn finish(&self, report: &RunReport, files: &mut ResultFiles) -> super::Outcome {
-        let written = files.finish(report);
+    pub fn finish(
+        &self,
+        report: &RunReport,
+        suite: &Suite,
+        files: &mut ResultFiles,
+    ) -> super::Outcome {
+        let written = files.finish(report, &suite.document);
         if self.json {
             super::print_json(report)?;
         } else {
@@ -235,11 +248,21 @@ pub fn run(args: Args) -> super::Outcome {
         Backend::Isolated(Box::new(worker))
     };
     let mode = opts.mode;
-    let report = runner::run_on(&suite, backend, &reference, &opts, &mut |r| {
-        files.stage(mode, r)
-    })
-    .map_err(|e| e.to_string())?;
-    let code = args.common.finish(&report, &mut files)?;
+    let rounds = if opts.differential { 2 } else { 1 };
+    let bars = Bars::new(
+        &opts.tiers,
+        runner::select(&suite, &opts).len() as u64 * rounds,
+        args.common.quiet || args.common.json,
+    );
+    let report = runner::run_on(&suite, backend, &reference, &opts, &mut |e| {
+        bars.event(&e);
+        if let Event::Finished(r) = e {
+            files.stage(mode, r)
+        }
+    });
+    bars.clear();
+    let report = report.map_err(|e| e.to_string())?;
+    let code = args.common.finish(&report, &suite, &mut files)?;
     if let Some(report_files) = report_files {
         let statements = Statement::of_run(&suite, &report);
         report_files.write(&statements, signer.as_ref(), args.common.json)?;

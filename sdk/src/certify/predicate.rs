@@ -251,9 +251,6 @@ pub struct EndToEndRecord {
     pub min_cosine: f64,
 }
 
-/// JSON has no NaN or infinity: they are written as the strings `"NaN"`,
-/// `"inf"` and `"-inf"` and read back, so a report keeps what it measured.
-
 impl StageRecord {
     fn of(r: &StageResult) -> StageRecord {
         let node = |n: &crate::error_model::NodeCheck| NodeRecord {

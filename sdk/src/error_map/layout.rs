@@ -16,6 +16,13 @@ pub enum Layout {
         grid_w: usize,
         channels: usize,
     },
+    /// `[channels, height, width]` with more than 4 channels (a convolution's
+    /// output): a grid of pixels, each with its channels.
+    FeatureMap {
+        channels: usize,
+        height: usize,
+        width: usize,
+    },
     /// `[heads, tokens, dim]`, tokens as in `Tokens` (attention).
     Heads {
         heads: usize,
@@ -75,6 +82,15 @@ impl Layout {
                 Some(image(c, h, w, false))
             }
             (_, Some(&[h, w, c])) if side(h, w) && is_colour(c) => Some(image(c, h, w, true)),
+            // Many channels on a square grid: a feature map, not attention
+            // heads (which have few heads and tokens ≠ dim).
+            (r, Some(&[c, h, w])) if r >= 4 && c > 4 && h >= 2 && w >= 2 && (c > 64 || h == w) => {
+                Some(Layout::FeatureMap {
+                    channels: c,
+                    height: h,
+                    width: w,
+                })
+            }
             (r, Some(&[heads, tokens, dim])) if r >= 4 => {
                 token_grid(tokens).map(|(prefix, g)| Layout::Heads {
                     heads,
@@ -123,6 +139,11 @@ impl Layout {
                     String::new()
                 }
             ),
+            Layout::FeatureMap {
+                channels,
+                height,
+                width,
+            } => format!("a feature map: {channels} channels on a {height}×{width} grid"),
             Layout::Heads {
                 heads,
                 prefix,
@@ -171,6 +192,24 @@ mod tests {
                 prefix: 1,
                 grid_h: 16,
                 grid_w: 16,
+                dim: 64
+            }
+        );
+        assert_eq!(
+            Layout::of(&[1, 384, 16, 16]),
+            Layout::FeatureMap {
+                channels: 384,
+                height: 16,
+                width: 16
+            }
+        );
+        assert_eq!(
+            Layout::of(&[1, 6, 17, 64]),
+            Layout::Heads {
+                heads: 6,
+                prefix: 1,
+                grid_h: 4,
+                grid_w: 4,
                 dim: 64
             }
         );

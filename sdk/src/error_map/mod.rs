@@ -166,17 +166,6 @@ fn row_max(e: &[f32], cols: usize) -> Vec<f32> {
         .collect()
 }
 
-/// The largest value of each column.
-fn col_max(e: &[f32], cols: usize) -> Vec<f32> {
-    let mut m = vec![0.0f32; cols];
-    for row in e.chunks(cols.max(1)) {
-        for (m, &v) in m.iter_mut().zip(row) {
-            *m = m.max(v);
-        }
-    }
-    m
-}
-
 fn histogram(e: &[f32], nonfinite: u64) -> Histogram {
     let n_bins = ((HIST_HI - HIST_LO) * HIST_PER_DECADE) as usize;
     let mut h = Histogram {
@@ -262,62 +251,34 @@ fn panels(layout: Layout, e: &[f32], actual: &[f64], reference: &[f64]) -> Vec<P
             grid_h,
             grid_w,
             channels,
-        } => {
-            let per_token = row_max(e, channels);
-            let per_channel = col_max(e, channels);
-            let mut out = vec![pooled(
-                format!("largest |e| per patch token (over {channels} channels)"),
-                err,
-                ("patch row", "patch column"),
-                (grid_h, grid_w, 1),
-                Pool::Max,
-                |r, c, _| per_token[prefix + r * grid_w + c],
-            )];
-            if prefix > 0 {
-                out.push(pooled(
-                    format!(
-                        "largest |e| of the {prefix} token(s) before the grid (class token first)"
-                    ),
-                    err,
-                    ("", "token"),
-                    (1, prefix, 1),
-                    Pool::Max,
-                    |_, c, _| per_token[c],
-                ));
-            }
-            out.push(pooled(
-                "largest |e| per channel (over all tokens)".into(),
-                err,
-                ("", "channel"),
-                (1, channels, 1),
-                Pool::Max,
-                |_, c, _| per_channel[c],
-            ));
-            out.push(pooled(
-                "|e| of every token and channel".into(),
-                err,
-                ("token", "channel"),
-                (prefix + grid_h * grid_w, channels, 1),
-                Pool::Max,
-                |r, c, _| e[r * channels + c],
-            ));
-            // The worst channel's values on the grid: a moved or flipped
-            // pattern shows as the same picture in another place.
-            let worst = (0..channels)
-                .max_by(|&a, &b| per_channel[a].total_cmp(&per_channel[b]).then(b.cmp(&a)))
-                .unwrap_or(0);
-            for (kind, values, what) in [(exp, reference, "expected"), (act, actual, "actual")] {
-                out.push(pooled(
-                    format!("channel {worst} (the worst) per patch token, {what}"),
-                    kind,
-                    ("patch row", "patch column"),
-                    (grid_h, grid_w, 1),
-                    Pool::Mean,
-                    |r, c, _| values[(prefix + r * grid_w + c) * channels + worst] as f32,
-                ));
-            }
-            out
-        }
+        } => grid_panels(
+            Grid {
+                prefix,
+                height: grid_h,
+                width: grid_w,
+                channels,
+                channels_first: false,
+            },
+            e,
+            actual,
+            reference,
+        ),
+        Layout::FeatureMap {
+            channels,
+            height,
+            width,
+        } => grid_panels(
+            Grid {
+                prefix: 0,
+                height,
+                width,
+                channels,
+                channels_first: true,
+            },
+            e,
+            actual,
+            reference,
+        ),
         Layout::Heads {
             heads,
             prefix,
@@ -388,6 +349,135 @@ fn panels(layout: Layout, e: &[f32], actual: &[f64], reference: &[f64]) -> Vec<P
             |r, c, _| e[r * cols + c],
         )],
     }
+}
+
+/// Positions on a grid (patch tokens after `prefix` others, or a feature
+/// map's pixels), each with `channels` values.
+struct Grid {
+    prefix: usize,
+    height: usize,
+    width: usize,
+    channels: usize,
+    /// `[channels, positions]` rather than `[positions, channels]`.
+    channels_first: bool,
+}
+
+impl Grid {
+    fn positions(&self) -> usize {
+        self.prefix + self.height * self.width
+    }
+
+    fn at(&self, position: usize, channel: usize) -> usize {
+        if self.channels_first {
+            channel * self.positions() + position
+        } else {
+            position * self.channels + channel
+        }
+    }
+
+    /// The largest of `v` at each position (over channels) and at each
+    /// channel (over positions).
+    fn maxima(&self, v: &[f32]) -> (Vec<f32>, Vec<f32>) {
+        let mut per_position = vec![0.0f32; self.positions()];
+        let mut per_channel = vec![0.0f32; self.channels];
+        for (p, pm) in per_position.iter_mut().enumerate() {
+            for (c, cm) in per_channel.iter_mut().enumerate() {
+                let x = v[self.at(p, c)];
+                *pm = pm.max(x);
+                *cm = cm.max(x);
+            }
+        }
+        (per_position, per_channel)
+    }
+
+    /// The root mean square over channels at each position.
+    fn rms(&self, v: &[f64]) -> Vec<f32> {
+        (0..self.positions())
+            .map(|p| {
+                let s: f64 = (0..self.channels).map(|c| v[self.at(p, c)].powi(2)).sum();
+                (s / self.channels.max(1) as f64).sqrt() as f32
+            })
+            .collect()
+    }
+}
+
+/// Tokens and feature maps: the error per position on the grid (the prefix
+/// tokens apart), per channel, every element; and the values' size per
+/// position, expected beside actual (a moved or flipped pattern shows as the
+/// same picture in another place).
+fn grid_panels(g: Grid, e: &[f32], actual: &[f64], reference: &[f64]) -> Vec<Panel> {
+    let (err, exp, act) = (PanelKind::Error, PanelKind::Expected, PanelKind::Actual);
+    let (prefix, width, channels) = (g.prefix, g.width, g.channels);
+    let (per_position, per_channel) = g.maxima(e);
+    let (row, col) = if g.channels_first {
+        ("row", "column")
+    } else {
+        ("patch row", "patch column")
+    };
+    let what = if g.channels_first {
+        "pixel"
+    } else {
+        "patch token"
+    };
+    let mut out = vec![pooled(
+        format!("largest |e| per {what} (over {channels} channels)"),
+        err,
+        (row, col),
+        (g.height, width, 1),
+        Pool::Max,
+        |r, c, _| per_position[prefix + r * width + c],
+    )];
+    if prefix > 0 {
+        out.push(pooled(
+            format!("largest |e| of the {prefix} token(s) before the grid (class token first)"),
+            err,
+            ("", "token"),
+            (1, prefix, 1),
+            Pool::Max,
+            |_, c, _| per_position[c],
+        ));
+    }
+    out.push(pooled(
+        format!("largest |e| per channel (over every {what})"),
+        err,
+        ("", "channel"),
+        (1, channels, 1),
+        Pool::Max,
+        |_, c, _| per_channel[c],
+    ));
+    out.push(pooled(
+        format!("|e| of every {what} and channel"),
+        err,
+        (
+            if g.channels_first { "channel" } else { "token" },
+            if g.channels_first { what } else { "channel" },
+        ),
+        if g.channels_first {
+            (channels, g.positions(), 1)
+        } else {
+            (g.positions(), channels, 1)
+        },
+        Pool::Max,
+        |r, c, _| {
+            e[r * if g.channels_first {
+                g.positions()
+            } else {
+                channels
+            } + c]
+        },
+    ));
+    for (kind, values, which) in [(exp, reference, "expected"), (act, actual, "actual")] {
+        let rms = g.rms(values);
+        out.push(pooled(
+            format!("root mean square over channels per {what}, {which}"),
+            kind,
+            (row, col),
+            (g.height, width, 1),
+            Pool::Mean,
+            |r, c, _| rms[prefix + r * width + c],
+        ));
+    }
+    out
 }
 
 #[cfg(test)]

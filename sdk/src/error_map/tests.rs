@@ -57,7 +57,7 @@ fn a_flipped_patch_grid_shows_as_a_mirrored_map() {
         }
     }
     assert_eq!(panel(&map, "largest |e| of the 1 token").values, [0.0]);
-    let expected = panel(&map, "channel");
+    let expected = panel(&map, "root mean square");
     let actual_panel = &map.panels[map.panels.len() - 1];
     assert_eq!(actual_panel.kind, PanelKind::Actual);
     for r in 0..g {
@@ -76,6 +76,52 @@ fn a_flipped_patch_grid_shows_as_a_mirrored_map() {
         map.histogram.zero as usize, c,
         "seed {seed}: the class token"
     );
+}
+
+/// A convolution's output with its rows reversed: read as a feature map,
+/// the same mirrored picture.
+#[test]
+fn a_flipped_feature_map_shows_as_a_mirrored_map() {
+    let (mut rng, seed) = fresh();
+    let (c, h, w) = (96, 12, 12);
+    let reference = normal(&mut rng, c * h * w);
+    let mut actual = reference.clone();
+    for ch in 0..c {
+        for r in 0..h {
+            let (to, from) = ((ch * h + r) * w, (ch * h + h - 1 - r) * w);
+            actual[to..to + w].copy_from_slice(&reference[from..from + w]);
+        }
+    }
+    let map = ErrorMap::of(&actual, &reference, &vec![1e-3; c * h * w], &[1, c, h, w]);
+    assert_eq!(
+        map.layout,
+        Layout::FeatureMap {
+            channels: c,
+            height: h,
+            width: w
+        }
+    );
+    let grid = panel(&map, "largest |e| per pixel");
+    let (expected, actual_rms) = (
+        panel(&map, "root mean square"),
+        &map.panels[map.panels.len() - 1],
+    );
+    for r in 0..h {
+        let mirrored = (h - 1 - r) * w..(h - r) * w;
+        assert_eq!(
+            grid.values[r * w..(r + 1) * w],
+            grid.values[mirrored.clone()],
+            "seed {seed}"
+        );
+        assert_eq!(
+            actual_rms.values[r * w..(r + 1) * w],
+            expected.values[mirrored],
+            "seed {seed}"
+        );
+    }
+    let every = panel(&map, "|e| of every pixel");
+    // 144 pixels across, pooled two to a cell.
+    assert_eq!((every.rows, every.cols, every.col_step), (c, h * w / 2, 2));
 }
 
 /// One head computed wrong lights up that head's row and nothing else.

@@ -432,15 +432,29 @@ pub fn run(
     )
 }
 
-/// Runs the suite on `backend` (in process or in a worker), calling
-/// `observer` with each stage's result as it is known; releases the
-/// provider at the end.
+/// What a run tells its observer as it goes (progress on a terminal, the
+/// CSV row written as each stage finishes).
+#[derive(Debug, Clone, Copy)]
+pub enum Event<'a> {
+    /// A stage starts (its retries included).
+    Started {
+        tier: Tier,
+        round: Round,
+        stage: &'a str,
+    },
+    /// A stage's result is known (a stage left MISSING has no `Started`).
+    Finished(&'a StageResult),
+}
+
+/// Runs the suite on `backend` (in process or in a worker), telling
+/// `observer` as each stage starts and finishes; releases the provider at
+/// the end.
 pub fn run_on(
     suite: &Suite,
     backend: Backend,
     reference: &Device,
     opts: &RunOptions,
-    observer: &mut dyn FnMut(&StageResult),
+    observer: &mut dyn FnMut(Event),
 ) -> Result<RunReport, SuiteError> {
     let started = now_rfc3339();
     // Hashed before the run: every restarted worker loads the file again.
@@ -557,7 +571,7 @@ struct Progress<'a> {
     opts: &'a RunOptions,
     failures: usize,
     stopped: Option<String>,
-    observer: &'a mut dyn FnMut(&StageResult),
+    observer: &'a mut dyn FnMut(Event),
 }
 
 impl Progress<'_> {
@@ -578,8 +592,16 @@ impl Progress<'_> {
                 });
             }
         }
-        (self.observer)(&result);
+        (self.observer)(Event::Finished(&result));
         result
+    }
+
+    fn started(&mut self, tier: Tier, round: Round, stage: &Stage) {
+        (self.observer)(Event::Started {
+            tier,
+            round,
+            stage: &stage.name,
+        });
     }
 
     /// A stage never run because the run stopped early.
@@ -610,7 +632,7 @@ fn run_tiers(
     source: Source,
     reference: &Device,
     opts: &RunOptions,
-    observer: &mut dyn FnMut(&StageResult),
+    observer: &mut dyn FnMut(Event),
 ) -> Result<(Vec<TierReport>, Option<String>), SuiteError> {
     let stages = select(suite, opts);
     let mut progress = Progress {
@@ -684,6 +706,7 @@ fn run_tiers(
                     .unwrap_or_else(|| default_timeout(suite, stage)),
                 require_deterministic: opts.require_deterministic,
             };
+            progress.started(tier, Round::Main, stage);
             let (mut result, outputs) = with_retries(opts.flake_retries, |attempt| {
                 ctx(Round::Main, attempt).run(&inputs)
             })?;
@@ -755,6 +778,7 @@ fn run_tiers(
                         .unwrap_or_else(|| default_timeout(suite, stage)),
                     require_deterministic: opts.require_deterministic,
                 };
+                progress.started(tier, Round::Differential, stage);
                 let result = differential::round(&ctx, main_outputs.get(&stage.name), |name| {
                     Ok(to_tier(&*suite.tensor(name)?, tier))
                 })?;

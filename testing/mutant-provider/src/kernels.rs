@@ -272,3 +272,23 @@ fn resolved(call: &KernelCall, op: Op) -> Result<Node, ProviderError> {
         .map(|(n, _)| n)
         .map_err(|e| ProviderError::invalid(e.to_string()))
 }
+
+/// Reverses the rows (axis −2) of the output the target just computed:
+/// `vsdk.conv2d`'s output then holds the patch grid upside down.
+pub fn flip_rows(call: &KernelCall) -> Result<(), ProviderError> {
+    let out = &call.outputs[0];
+    let rank = out.shape.len();
+    if rank < 2 {
+        return Ok(());
+    }
+    let (h, w) = (out.shape[rank - 2], out.shape[rank - 1]);
+    let v = read(out)?;
+    let mut flipped = v.clone();
+    for (plane, dst) in v.chunks(h * w).zip(flipped.chunks_mut(h * w)) {
+        for r in 0..h {
+            dst[r * w..(r + 1) * w].copy_from_slice(&plane[(h - 1 - r) * w..(h - r) * w]);
+        }
+    }
+    write(out, &flipped, false);
+    Ok(())
+}

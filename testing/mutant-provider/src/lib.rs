@@ -10,6 +10,7 @@
 //! | `resize_antialias` | `vsdk.resize_bicubic` antialiases |
 //! | `crop_off_by_one` | a `vsdk.crop` of uint8 data starts one row lower |
 //! | `resize_no_antialias` | `vsdk.resize_pil_bicubic` keeps the filter at 4 taps when downsampling (computed here; needs a host-memory target such as the CPU provider) |
+//! | `patch_grid_flip` | `vsdk.conv2d`'s output rows reversed after the target computed it: the patch grid upside down (host-memory targets) |
 //!
 //! Kernels computed here in float32 (`kernels`; host-memory targets only):
 //!
@@ -416,7 +417,14 @@ unsafe extern "C" fn execute(
         };
         let forwarded: *const vsdk_kernel_call_t = if changed { &mutated } else { call };
         // SAFETY: the target's slot with a call whose every pointer outlives it.
-        forward(t, unsafe { t.api.execute.expect("required")(p, forwarded) })
+        forward(t, unsafe { t.api.execute.expect("required")(p, forwarded) })?;
+        if t.mutation == "patch_grid_flip" && kernel == c"vsdk.conv2d" {
+            // SAFETY: the host's call, valid for this call; the target wrote
+            // its output in host memory.
+            let checked = unsafe { vsdk_provider_kit::KernelCall::from_raw(call) }?;
+            kernels::flip_rows(&checked)?;
+        }
+        Ok(())
     })
 }
 

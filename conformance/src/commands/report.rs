@@ -1,0 +1,111 @@
+//! `report`: the HTML page of a run's results file (`run --output`) or of a
+//! certification report (`run --report`), docs/report.md.
+
+use crate::html::{self, view::Signature, view::View};
+use crate::suites;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use vips_sdk::certify::{self, keys, SubjectFiles};
+use vips_sdk::document::Document;
+use vips_sdk::runner::RunReport;
+
+/// A results file with error maps is a few MB; far more is not one.
+pub const MAX_INPUT_BYTES: u64 = 1 << 30;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// A results file (`run --output results.json`) or a certification
+    /// report (`run --report report.json`).
+    input: PathBuf,
+    /// Write the page here.
+    #[arg(long, value_name = "OUT.html")]
+    html: PathBuf,
+    /// The suite the run used (for the stages' notes and graphs); default:
+    /// the suite named after the component.
+    #[arg(long)]
+    suite: Option<String>,
+    /// A certification report's trusted public key (SPKI PEM, from
+    /// `keygen`); repeatable. Without one the signature is shown unchecked.
+    #[arg(long = "pubkey", value_name = "PUB.pem")]
+    pubkeys: Vec<PathBuf>,
+}
+
+/// The document of `suite` (or of the suite named `component`).
+pub fn document(suite: Option<&str>, component: &str) -> Result<Document, String> {
+    let path = suites::resolve(suite.unwrap_or(component))?;
+    let doc = if path.is_dir() {
+        vips_sdk::suite::suite_files(&path).0
+    } else {
+        path
+    };
+    Document::open(&doc).map_err(|e| e.to_string())
+}
+
+/// Writes `view`'s page to `path`.
+pub fn write(path: &Path, view: &View, doc: Option<&Document>) -> Result<(), String> {
+    let page = html::render(view, doc.map(|d| d.stages.as_slice()))?;
+    std::fs::write(path, page).map_err(|e| format!("{}: cannot write: {e}", path.display()))
+}
+
+pub fn run(args: Args) -> super::Outcome {
+    let bytes = vips_sdk::limits::read_regular_file(&args.input, MAX_INPUT_BYTES)
+        .map_err(|e| format!("{}: {e}", args.input.display()))?;
+    let bad = |e: String| format!("{}: {e}", args.input.display());
+    let value: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| bad(format!("not JSON: {e}")))?;
+    let (mut view, component, sha256) = if value.get("payloadType").is_some() {
+        let envelope = certify::parse_envelope(&bytes).map_err(bad)?;
+        let statement = certify::read_statement(&envelope).map_err(|e| bad(e.to_string()))?;
+        let signature = if envelope.signatures.is_empty() {
+            Signature::Unsigned
+        } else if args.pubkeys.is_empty() {
+            Signature::NotChecked(
+                envelope
+                    .signatures
+                    .iter()
+                    .map(|s| s.keyid.clone().unwrap_or_else(|| "an unnamed key".into()))
+                    .collect(),
+            )
+        } else {
+            let keys = args
+                .pubkeys
+                .iter()
+                .map(|p| keys::read_public(p).map_err(|e| format!("{}: {e}", p.display())))
+                .collect::<Result<Vec<_>, _>>()?;
+            match certify::verify(&envelope, &keys, &SubjectFiles::default()) {
+                Ok(_) => Signature::Verified(
+                    envelope
+                        .signatures
+                        .iter()
+                        .filter_map(|s| s.keyid.clone())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                ),
+                Err(e) => Signature::Invalid(e.to_string()),
+            }
+        };
+        let p = &statement.predicate;
+        (
+            View::of_report(p, signature),
+            p.component.id.clone(),
+            p.component.document_sha256.clone(),
+        )
+    } else {
+        let results: RunReport = serde_json::from_value(value).map_err(|e| {
+            bad(format!(
+                "neither a certification report nor a results file (`run --output`): {e}"
+            ))
+        })?;
+        (
+            View::of_results(&results),
+            results.component.clone(),
+            results.document_sha256.clone(),
+        )
+    };
+    let doc = document(args.suite.as_deref(), &component);
+    let same = view.with_document(doc.as_ref().map_err(Clone::clone), &sha256);
+    let doc = doc.ok().filter(|_| same);
+    write(&args.html, &view, doc.as_ref())?;
+    eprintln!("wrote {}", args.html.display());
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,541 @@
+//! The HTML report (docs/report.md): one self-contained page, no scripts
+//! and nothing fetched (charts are inline SVG, heatmaps inline PNG, fonts
+//! the reader's own), readable offline and attachable to a bug report.
+
+mod charts;
+mod heatmap;
+pub mod view;
+
+use std::fmt::Write;
+use view::{NodeView, OutputView, Signature, StageView, TierView, View};
+use vips_sdk::document::Stage;
+use vips_sdk::error_map::{ErrorMap, Panel, PanelKind, E_CAP};
+use vips_sdk::runner::Status;
+
+/// Text for HTML.
+fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A name for an `id` attribute.
+fn slug(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect()
+}
+
+/// `|e|` in words: "3.2e-3", "≥ 1e9" for capped or non-finite values.
+fn e_text(e: f64) -> String {
+    if !e.is_finite() || e >= f64::from(E_CAP) {
+        "≥ 1e9 (non-finite)".into()
+    } else if e == 0.0 {
+        "0".into()
+    } else {
+        format!("{e:.2e}")
+    }
+}
+
+fn status_class(s: Status) -> &'static str {
+    match s {
+        Status::Pass => "pass",
+        Status::ExpectedFail | Status::NotSupported => "warn",
+        _ => "fail",
+    }
+}
+
+const STYLE: &str = r#"
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d1d1f;background:#f6f7f9}
+main{max-width:1180px;margin:0 auto;padding:0 20px 40px}
+header{padding:22px 20px;color:#fff}
+header.pass{background:#2e7d32} header.fail{background:#c62828}
+header h1{margin:0 0 6px;font-size:22px;font-weight:600}
+.verdict{font-size:30px;font-weight:700;letter-spacing:.5px}
+header ul{margin:8px 0 0;padding-left:20px}
+section,article{background:#fff;border:1px solid #dde1e6;border-radius:8px;padding:14px 18px;margin:18px 0}
+h2{font-size:19px;margin:4px 0 12px} h3{font-size:17px;margin:4px 0 10px} h4{font-size:15px;margin:14px 0 6px}
+table{border-collapse:collapse;font-size:13px} td,th{padding:3px 10px 3px 0;text-align:left;vertical-align:top}
+th{color:#555;font-weight:600} table.stages td{border-top:1px solid #eee}
+.pill{display:inline-block;padding:1px 8px;border-radius:10px;font-size:12px;font-weight:600;color:#fff}
+.pill.pass{background:#2e7d32} .pill.fail{background:#c62828} .pill.warn{background:#ef6c00}
+code{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12.5px}
+.remark{color:#555;font-size:13px}
+.notes{background:#fff8e1;border-left:4px solid #f9a825;padding:8px 14px;margin:10px 0}
+.notes h4{margin:2px 0 6px} .notes li{margin:3px 0}
+ol.graph{font-size:13px;padding-left:26px} ol.graph li{margin:2px 0;padding:1px 4px}
+ol.graph li.diverged{background:#ffebee;border-left:4px solid #c62828;font-weight:600}
+ol.graph li.over{color:#c62828}
+.panels{display:flex;flex-wrap:wrap;gap:18px;align-items:flex-start}
+figure{margin:0} figcaption{font-size:12px;color:#444;max-width:300px;margin-top:4px}
+figure img{image-rendering:pixelated;image-rendering:crisp-edges;border:1px solid #ccc;display:block}
+.legend{font-size:11px;color:#444;width:300px} .legend img{width:300px;height:12px}
+.legend div{display:flex;justify-content:space-between}
+svg{max-width:100%;height:auto}
+"#;
+
+/// The page for `view`; `stages` are the document's (for notes and graphs).
+pub fn render(view: &View, stages: Option<&[Stage]>) -> Result<String, String> {
+    let mut h = String::new();
+    let title = view.title.clone().unwrap_or_else(|| view.component.clone());
+    let _ = write!(
+        h,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <title>{} — {}</title><style>{STYLE}</style></head><body>\n",
+        esc(&view.verdict),
+        esc(&title)
+    );
+    let class = if view.passed { "pass" } else { "fail" };
+    let _ = write!(
+        h,
+        "<header id=\"verdict\" class=\"{class}\"><h1>VIPS conformance: {}</h1>\
+         <div class=\"verdict\">{}</div>",
+        esc(&title),
+        esc(&view.verdict)
+    );
+    if !view.reasons.is_empty() {
+        h.push_str("<ul>");
+        for r in &view.reasons {
+            let _ = write!(h, "<li>{}</li>", esc(r));
+        }
+        h.push_str("</ul>");
+    }
+    h.push_str("</header><main>\n");
+    facts(&mut h, view);
+    for tier in &view.tiers {
+        summary(&mut h, tier)?;
+    }
+    let detailed: Vec<(&TierView, &StageView)> = view
+        .tiers
+        .iter()
+        .flat_map(|t| t.stages.iter().map(move |s| (t, s)))
+        .filter(|(_, s)| s.status.is_failure() || s.has_maps())
+        .collect();
+    if !detailed.is_empty() {
+        h.push_str("<section id=\"details\"><h2>Where the error lives</h2>\
+            <p class=\"remark\">Failing and nearly failing stages (largest |e| at least half the bound). \
+            Each output's normalised error |e| = |actual − reference| / bound, on the tensor's own layout \
+            (docs/report.md): black is exact, brighter is larger, on a log scale of the output's own \
+            (its largest |e| down four decades) with the bound marked.</p></section>\n");
+        for (tier, stage) in detailed {
+            let doc = stages.and_then(|s| s.iter().find(|d| d.name == stage.name));
+            detail(&mut h, tier, stage, doc)?;
+        }
+    }
+    let _ = write!(
+        h,
+        "<p class=\"remark\">Made by vips-conformance {} (docs/report.md).</p></main></body></html>\n",
+        env!("CARGO_PKG_VERSION")
+    );
+    Ok(h)
+}
+
+fn facts(h: &mut String, view: &View) {
+    h.push_str("<section id=\"facts\"><h2>The run</h2><table>");
+    for (k, v) in &view.facts {
+        let _ = write!(h, "<tr><th>{}</th><td>{}</td></tr>", esc(k), esc(v));
+    }
+    let signature = match &view.signature {
+        Signature::Results => {
+            "not a report: a run's results are not signed (run --report writes a signed one)"
+                .to_string()
+        }
+        Signature::Unsigned => "UNSIGNED".into(),
+        Signature::NotChecked(ids) => format!(
+            "signed by {}, not checked (give the public key with --pubkey)",
+            ids.join(", ")
+        ),
+        Signature::Verified(id) => format!("signed by {id}, and the signature verifies"),
+        Signature::Invalid(why) => format!("DOES NOT VERIFY: {why}"),
+    };
+    let _ = write!(
+        h,
+        "<tr><th>signature</th><td id=\"signature\">{}</td></tr></table>",
+        esc(&signature)
+    );
+    for r in &view.remarks {
+        let _ = write!(h, "<p class=\"remark\">{}</p>", esc(r));
+    }
+    h.push_str("</section>\n");
+}
+
+fn summary(h: &mut String, t: &TierView) -> Result<(), String> {
+    let tier = t.tier.name();
+    let _ = write!(
+        h,
+        "<section class=\"tier\" id=\"tier-{tier}\"><h2>Tier {tier}, {} mode</h2>",
+        t.mode.name()
+    );
+    let bars: Vec<(String, Option<f64>)> = t
+        .stages
+        .iter()
+        .map(|s| (s.name.clone(), s.max_e()))
+        .collect();
+    h.push_str(&charts::margins(&bars)?);
+    h.push_str(
+        "<table class=\"stages\"><tr><th>stage</th><th>status</th><th>execution</th>\
+         <th>seconds</th><th>largest |e|</th><th>margin</th><th>drift (rel L2)</th><th>why</th></tr>",
+    );
+    for s in &t.stages {
+        let max_e = s.max_e();
+        let drift = s
+            .outputs
+            .iter()
+            .filter_map(|o| o.drift_rel_l2)
+            .reduce(f64::max);
+        let name = if s.status.is_failure() || s.has_maps() {
+            format!(
+                "<a href=\"#stage-{tier}-{}\">{}</a>",
+                slug(&s.name),
+                esc(&s.name)
+            )
+        } else {
+            esc(&s.name)
+        };
+        let _ = write!(
+            h,
+            "<tr><td>{name}</td><td><span class=\"pill {}\">{}</span></td><td>{}</td>\
+             <td>{:.2}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            status_class(s.status),
+            s.status.label(),
+            s.execution.map_or("-", |e| match e {
+                vips_sdk::runner::Execution::Fused => "fused",
+                vips_sdk::runner::Execution::Decomposed => "decomposed",
+                vips_sdk::runner::Execution::Captured => "captured",
+            }),
+            s.seconds,
+            max_e.map_or("-".into(), e_text),
+            max_e.map_or("-".into(), |e| if e <= 1.0 {
+                format!("{:.0}%", (1.0 - e) * 100.0)
+            } else {
+                "over".into()
+            }),
+            drift.map_or("-".into(), |d| format!("{d:.2e}")),
+            esc(s.reason.as_deref().unwrap_or("")),
+        );
+    }
+    h.push_str("</table>");
+    if t.mode == vips_sdk::runner::Mode::Chained {
+        let points: Vec<(String, f64)> = t
+            .stages
+            .iter()
+            .filter_map(|s| {
+                s.outputs
+                    .iter()
+                    .filter_map(|o| o.drift_rel_l2)
+                    .reduce(f64::max)
+                    .map(|d| (s.name.clone(), d))
+            })
+            .collect();
+        if !points.is_empty() {
+            let _ = write!(h, "<div class=\"drift\" id=\"drift-{tier}\">");
+            h.push_str(&charts::drift(tier, &points)?);
+            h.push_str("</div>");
+        }
+        if let Some(first) = &t.first_divergent {
+            let _ = write!(
+                h,
+                "<p>First stage whose own error is out of bounds: <b>{}</b></p>",
+                esc(first)
+            );
+        }
+    }
+    if !t.end_to_end.is_empty() {
+        h.push_str("<h4>End to end, against the golden values</h4><table><tr><th>tensor</th><th>rel L2</th><th>cosine</th><th>required</th><th></th></tr>");
+        for (tensor, rel, cos, limit, passed) in &t.end_to_end {
+            let _ = write!(
+                h,
+                "<tr><td>{}</td><td>{rel:.3e}</td><td>{cos:.7}</td><td>{}</td><td><span class=\"pill {}\">{}</span></td></tr>",
+                esc(tensor),
+                esc(limit),
+                if *passed { "pass" } else { "fail" },
+                if *passed { "PASS" } else { "FAIL" }
+            );
+        }
+        h.push_str("</table>");
+    }
+    if !t.differential.is_empty() {
+        h.push_str("<h4>Differential round (fresh inputs): stages that did not pass</h4><ul>");
+        for (stage, status, why) in &t.differential {
+            let _ = write!(
+                h,
+                "<li><b>{}</b> {}: {}</li>",
+                esc(stage),
+                status.label(),
+                esc(why)
+            );
+        }
+        h.push_str("</ul>");
+    }
+    h.push_str("</section>\n");
+    Ok(())
+}
+
+/// An output's `|e|` scale: the strip, its ends, and where the bound is.
+fn legend(h: &mut String, scale: heatmap::Scale) -> Result<(), String> {
+    let bound = if scale.hi < 0.0 {
+        "the bound (|e| = 1) is above the scale".to_string()
+    } else if scale.lo > 0.0 {
+        "the bound (|e| = 1) is below the scale: every coloured cell is past it".to_string()
+    } else {
+        format!(
+            "▲ the bound (|e| = 1) at {:.0}% of the scale",
+            scale.position(1.0) * 100.0
+        )
+    };
+    let _ = write!(
+        h,
+        "<figure class=\"legend\"><img alt=\"colour scale of |e|\" src=\"{}\">\
+         <div><span>1e{:.1}</span><span>1e{:.1}</span></div><div>{}</div></figure>",
+        heatmap::legend()?,
+        scale.lo,
+        scale.hi,
+        esc(&bound)
+    );
+    Ok(())
+}
+
+fn detail(h: &mut String, t: &TierView, s: &StageView, doc: Option<&Stage>) -> Result<(), String> {
+    let tier = t.tier.name();
+    let class = if s.status.is_failure() {
+        "failing-stage"
+    } else {
+        "near-stage"
+    };
+    let _ = write!(
+        h,
+        "<article class=\"stage-detail {class}\" id=\"stage-{tier}-{}\">\
+         <h3>{} at {tier}: <span class=\"pill {}\">{}</span></h3>",
+        slug(&s.name),
+        esc(&s.name),
+        status_class(s.status),
+        s.status.label()
+    );
+    if let Some(r) = &s.reason {
+        let _ = write!(h, "<p><b>Why:</b> {}</p>", esc(r));
+    }
+    for f in &s.findings {
+        let _ = write!(h, "<p class=\"remark\">finding: {}</p>", esc(f));
+    }
+    if let Some(d) = doc {
+        let _ = write!(
+            h,
+            "<p class=\"remark\"><b>Computes:</b> {} <br><b>Reference:</b> {}</p>",
+            esc(&d.algorithm),
+            esc(&d.implementation)
+        );
+        if !d.notes.is_empty() {
+            h.push_str("<div class=\"notes\"><h4>Notes from the document: what others already paid for</h4><ul>");
+            for n in &d.notes {
+                let _ = write!(h, "<li>{}</li>", esc(n));
+            }
+            h.push_str("</ul></div>");
+        }
+    }
+    graph(h, s, doc);
+    for o in &s.outputs {
+        if let Some(map) = &o.map {
+            output(
+                h,
+                &format!("output <code>{}</code>", esc(&o.tensor)),
+                o_stats(o),
+                map,
+            )?;
+        }
+    }
+    if let Some(d) = s.drill_down.as_ref().filter(|d| d.map.is_some()) {
+        let map = d.map.as_ref().expect("filtered");
+        output(
+            h,
+            &format!(
+                "first divergent operator: node {} <code>{}</code>, its output <code>{}</code>",
+                d.node,
+                esc(&d.op),
+                esc(&d.output)
+            ),
+            format!(
+                "largest |e| {} (fed the provider's own inputs)",
+                e_text(d.max_e)
+            ),
+            map,
+        )?;
+    }
+    h.push_str("</article>\n");
+    Ok(())
+}
+
+fn o_stats(o: &OutputView) -> String {
+    format!(
+        "largest |e| {}; {} of {} elements past their bound",
+        e_text(o.max_e),
+        o.over_bound,
+        o.elements
+    )
+}
+
+/// The stage's operator graph, every node with its own error where known,
+/// the first divergent one marked.
+fn graph(h: &mut String, s: &StageView, doc: Option<&Stage>) {
+    let known = |i: usize| -> Option<&NodeView> {
+        s.nodes
+            .iter()
+            .chain(s.drill_down.iter())
+            .find(|n| n.node == i)
+    };
+    let first = s.drill_down.as_ref().map(|d| d.node);
+    h.push_str("<div class=\"drill-down\"><h4>Drill-down: the operator graph</h4>");
+    match doc {
+        Some(d) => {
+            h.push_str("<ol class=\"graph\" start=\"0\">");
+            for (i, node) in d.graph.iter().enumerate() {
+                let n = known(i);
+                let class = if first == Some(i) {
+                    "diverged"
+                } else if n.is_some_and(|n| !n.passed) {
+                    "over"
+                } else {
+                    ""
+                };
+                let _ = write!(
+                    h,
+                    "<li class=\"{class}\"><code>{}@{}</code>({}) → <code>{}</code>",
+                    node.op.name(),
+                    node.op.version(),
+                    esc(&node.inputs.join(", ")),
+                    esc(&node.output)
+                );
+                if let Some(n) = n {
+                    let _ = write!(h, " · largest |e| {}", e_text(n.max_e));
+                }
+                if first == Some(i) {
+                    h.push_str(" ← the first operator out of its own bound");
+                }
+                h.push_str("</li>");
+            }
+            h.push_str("</ol>");
+        }
+        None => match &s.drill_down {
+            Some(d) => {
+                let _ = write!(
+                    h,
+                    "<p>First operator out of its own bound: node {} <code>{}</code> → <code>{}</code>, largest |e| {}</p>",
+                    d.node,
+                    esc(&d.op),
+                    esc(&d.output),
+                    e_text(d.max_e)
+                );
+            }
+            None => h.push_str("<p class=\"remark\">No operator was singled out.</p>"),
+        },
+    }
+    if let Some(n) = &s.drill_down_note {
+        let _ = write!(h, "<p class=\"remark\">{}</p>", esc(n));
+    }
+    h.push_str("</div>");
+}
+
+/// Display size of a panel: cells scaled up to about 256 pixels across.
+fn size(p: &Panel) -> (usize, usize) {
+    if p.rows == 1 {
+        let scale = (384 / p.cols.max(1)).clamp(1, 32);
+        return (p.cols * scale, 24);
+    }
+    let scale = (256 / p.cols.max(p.rows).max(1)).clamp(1, 32);
+    (p.cols * scale, p.rows * scale)
+}
+
+fn figure(h: &mut String, p: &Panel, src: &str, caption: &str) {
+    let (w, ht) = size(p);
+    let pooled = if p.row_step > 1 || p.col_step > 1 {
+        format!("; each cell covers {}×{} elements", p.row_step, p.col_step)
+    } else {
+        String::new()
+    };
+    let axes = match (p.row_axis.as_str(), p.col_axis.as_str()) {
+        ("", c) => format!("→ {c}"),
+        (r, c) => format!("↓ {r}, → {c}"),
+    };
+    let kind = match p.kind {
+        PanelKind::Error => "heatmap",
+        PanelKind::Expected | PanelKind::Actual => "values",
+    };
+    let _ = write!(
+        h,
+        "<figure class=\"{kind}\"><img alt=\"{}\" src=\"{src}\" style=\"width:{w}px;height:{ht}px\">\
+         <figcaption>{} <br>{}{pooled}</figcaption></figure>",
+        esc(&p.title),
+        esc(caption),
+        esc(&axes)
+    );
+}
+
+fn output(h: &mut String, title: &str, stats: String, map: &ErrorMap) -> Result<(), String> {
+    let _ = write!(
+        h,
+        "<div class=\"output\"><h4>{title}</h4><p class=\"remark\">{} — shape {:?}, read as {}</p><div class=\"panels\">",
+        esc(&stats),
+        map.shape,
+        esc(&map.layout.describe())
+    );
+    let scale = heatmap::Scale::of(map.panels.iter().filter(|p| p.kind == PanelKind::Error));
+    legend(h, scale)?;
+    let mut panels = map.panels.iter().peekable();
+    while let Some(p) = panels.next() {
+        match p.kind {
+            PanelKind::Error => figure(h, p, &heatmap::errors(p, scale)?, &p.title),
+            PanelKind::Expected => {
+                let actual = panels.next_if(|a| a.kind == PanelKind::Actual);
+                let range = heatmap::range(std::iter::once(p).chain(actual));
+                figure(h, p, &heatmap::values(p, range)?, &p.title);
+                if let Some(a) = actual {
+                    figure(h, a, &heatmap::values(a, range)?, &a.title);
+                    let (src, top) = heatmap::difference(p, a)?;
+                    figure(
+                        h,
+                        p,
+                        &src,
+                        &format!("|actual − expected| (white: {top:.3e})"),
+                    );
+                }
+            }
+            PanelKind::Actual => figure(h, p, &heatmap::values(p, heatmap::range([p]))?, &p.title),
+        }
+    }
+    h.push_str("</div><div class=\"panels\"><figure class=\"histogram\">");
+    h.push_str(&charts::histogram(&map.histogram)?);
+    let hist = &map.histogram;
+    let _ = write!(
+        h,
+        "<figcaption>How many elements at each |e|; besides: {} exact, {} below 1e-8, {} above 1e4, {} non-finite.</figcaption></figure>",
+        hist.zero, hist.below, hist.above, hist.non_finite
+    );
+    h.push_str("<figure class=\"worst\"><table><tr><th>index</th><th>actual</th><th>reference</th><th>bound</th><th>|e|</th></tr>");
+    for w in &map.worst {
+        let e = if w.bound > 0.0 {
+            (w.actual - w.reference).abs() / w.bound
+        } else {
+            f64::INFINITY
+        };
+        let _ = write!(
+            h,
+            "<tr><td>{:?}</td><td>{:.6e}</td><td>{:.6e}</td><td>{:.2e}</td><td>{}</td></tr>",
+            w.index,
+            w.actual,
+            w.reference,
+            w.bound,
+            e_text(e)
+        );
+    }
+    h.push_str("</table><figcaption>The worst elements.</figcaption></figure></div></div>");
+    Ok(())
+}

@@ -1,0 +1,366 @@
+//! What the page shows, taken from either source: the results of a run
+//! (every metric, error maps) or a certification report (the verdict and
+//! margins a report records, signed).
+
+use vips_sdk::certify::{Predicate, Verdict};
+use vips_sdk::compare::Tier;
+use vips_sdk::document::Document;
+use vips_sdk::error_map::ErrorMap;
+use vips_sdk::runner::{Execution, Mode, RunReport, Status};
+
+/// The signature of the report the page was made from.
+pub enum Signature {
+    /// The page shows a run's results, which are not signed.
+    Results,
+    Unsigned,
+    /// Signed by these key ids; no public key was given to check them.
+    NotChecked(Vec<String>),
+    Verified(String),
+    /// Signed, and the signature or the statement does not verify.
+    Invalid(String),
+}
+
+pub struct View {
+    pub component: String,
+    pub title: Option<String>,
+    /// PASS / FAIL, or CERTIFIED / NOT CERTIFIED.
+    pub verdict: String,
+    pub passed: bool,
+    pub reasons: Vec<String>,
+    pub facts: Vec<(&'static str, String)>,
+    pub signature: Signature,
+    pub tiers: Vec<TierView>,
+    /// Said under the header (a report without error maps, notes not found).
+    pub remarks: Vec<String>,
+}
+
+pub struct TierView {
+    pub tier: Tier,
+    pub mode: Mode,
+    pub stages: Vec<StageView>,
+    pub first_divergent: Option<String>,
+    /// Chained mode: (tensor, ‖a − g‖/‖g‖, cosine, limit in words, passed).
+    pub end_to_end: Vec<(String, f64, f64, String, bool)>,
+    /// The differential round's stages that did not pass: (stage, status, reason).
+    pub differential: Vec<(String, Status, String)>,
+}
+
+pub struct StageView {
+    pub name: String,
+    pub status: Status,
+    pub execution: Option<Execution>,
+    pub seconds: f64,
+    pub reason: Option<String>,
+    pub findings: Vec<String>,
+    pub outputs: Vec<OutputView>,
+    /// Decomposed runs: every operator by its own error.
+    pub nodes: Vec<NodeView>,
+    pub drill_down: Option<NodeView>,
+    pub drill_down_note: Option<String>,
+}
+
+pub struct OutputView {
+    pub tensor: String,
+    pub max_e: f64,
+    pub over_bound: u64,
+    pub elements: u64,
+    /// Against the golden value (results only).
+    pub drift_rel_l2: Option<f64>,
+    pub map: Option<ErrorMap>,
+}
+
+#[derive(Clone)]
+pub struct NodeView {
+    pub node: usize,
+    pub op: String,
+    pub output: String,
+    pub max_e: f64,
+    pub passed: bool,
+    pub map: Option<ErrorMap>,
+}
+
+impl StageView {
+    /// The largest `|e|` of the stage's outputs (None: nothing was judged).
+    pub fn max_e(&self) -> Option<f64> {
+        self.outputs.iter().map(|o| o.max_e).reduce(f64::max)
+    }
+
+    pub fn has_maps(&self) -> bool {
+        self.outputs.iter().any(|o| o.map.is_some())
+            || self.drill_down.as_ref().is_some_and(|d| d.map.is_some())
+    }
+}
+
+fn short(hash: &str) -> String {
+    hash.chars().take(16).collect()
+}
+
+impl View {
+    pub fn of_results(r: &RunReport) -> View {
+        let mut facts = vec![
+            (
+                "component",
+                format!("{} {}", r.component, r.component_version),
+            ),
+            (
+                "tiers",
+                r.tiers
+                    .iter()
+                    .map(|t| t.tier.name())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ),
+            (
+                "mode",
+                r.tiers.first().map_or("-", |t| t.mode.name()).to_string(),
+            ),
+            (
+                "provider",
+                format!(
+                    "{} {} ({})",
+                    r.provider, r.provider_version, r.provider_library
+                ),
+            ),
+            ("device", r.device.clone()),
+        ];
+        if let Some(id) = &r.identity {
+            facts.push(("library sha256", short(&id.library_sha256)));
+            facts.push((
+                "SDK",
+                format!("{} (runner {})", id.sdk_version, short(&id.runner_sha256)),
+            ));
+            facts.push(("isolated", id.isolated.to_string()));
+        }
+        facts.extend([
+            ("seed", r.seed.to_string()),
+            ("started", r.started.clone()),
+            ("finished", r.finished.clone()),
+            ("document sha256", short(&r.document_sha256)),
+            ("golden sha256", short(&r.golden_sha256)),
+        ]);
+        let mut reasons: Vec<String> = r.teardown.iter().chain(&r.stopped_early).cloned().collect();
+        let tiers = r
+            .tiers
+            .iter()
+            .map(|t| {
+                let failing = t.stages.iter().filter(|s| s.status.is_failure()).count();
+                if failing > 0 {
+                    reasons.push(format!(
+                        "{}: {failing} stage(s) did not pass",
+                        t.tier.name()
+                    ));
+                }
+                TierView {
+                    tier: t.tier,
+                    mode: t.mode,
+                    first_divergent: t.first_divergent_stage.clone(),
+                    end_to_end: t
+                        .end_to_end
+                        .iter()
+                        .map(|e| {
+                            (
+                                e.tensor.clone(),
+                                e.drift.rel_l2_error,
+                                e.drift.cosine_similarity,
+                                format!(
+                                    "rel L2 ≤ {:e}, cosine ≥ {}",
+                                    e.criterion.rel_l2, e.criterion.cosine
+                                ),
+                                e.passed,
+                            )
+                        })
+                        .collect(),
+                    differential: t
+                        .differential
+                        .iter()
+                        .filter(|s| s.status.is_failure())
+                        .map(|s| {
+                            (
+                                s.stage.clone(),
+                                s.status,
+                                s.reason.clone().unwrap_or_default(),
+                            )
+                        })
+                        .collect(),
+                    stages: t
+                        .stages
+                        .iter()
+                        .map(|s| {
+                            let node = |n: &vips_sdk::error_model::NodeCheck| NodeView {
+                                node: n.node,
+                                op: n.op.clone(),
+                                output: n.output.clone(),
+                                max_e: n.judgement.max_e,
+                                passed: n.judgement.passed,
+                                map: n.error_map.clone(),
+                            };
+                            StageView {
+                                name: s.stage.clone(),
+                                status: s.status,
+                                execution: s.execution,
+                                seconds: s.seconds,
+                                reason: s.reason.clone(),
+                                findings: s.findings.iter().map(|f| f.to_string()).collect(),
+                                outputs: s
+                                    .outputs
+                                    .iter()
+                                    .map(|o| OutputView {
+                                        tensor: o.tensor.clone(),
+                                        max_e: o.judgement.max_e,
+                                        over_bound: o.judgement.over_bound,
+                                        elements: o.judgement.elements,
+                                        drift_rel_l2: Some(o.drift.rel_l2_error),
+                                        map: o.error_map.clone(),
+                                    })
+                                    .collect(),
+                                nodes: s.nodes.iter().map(node).collect(),
+                                drill_down: s.drill_down.as_ref().map(node),
+                                drill_down_note: s.drill_down_note.clone(),
+                            }
+                        })
+                        .collect(),
+                }
+            })
+            .collect();
+        View {
+            component: r.component.clone(),
+            title: None,
+            verdict: if r.passed { "PASS" } else { "FAIL" }.into(),
+            passed: r.passed,
+            reasons,
+            facts,
+            signature: Signature::Results,
+            tiers,
+            remarks: Vec::new(),
+        }
+    }
+
+    pub fn of_report(p: &Predicate, signature: Signature) -> View {
+        let facts = vec![
+            (
+                "component",
+                format!("{} {}", p.component.id, p.component.version),
+            ),
+            ("tier", p.tier.name().to_string()),
+            ("mode", p.mode.name().to_string()),
+            (
+                "provider",
+                format!(
+                    "{} {} by {} ({})",
+                    p.provider.name, p.provider.version, p.provider.vendor, p.provider.library
+                ),
+            ),
+            ("library sha256", short(&p.provider.library_sha256)),
+            (
+                "device",
+                format!("{} (driver {})", p.device.name, p.device.driver_version),
+            ),
+            (
+                "SDK",
+                format!("{} (runner {})", p.sdk.version, short(&p.sdk.runner_sha256)),
+            ),
+            ("isolated", p.run.isolated.to_string()),
+            ("seed", p.run.seed.to_string()),
+            ("started", p.run.started.clone()),
+            ("finished", p.run.finished.clone()),
+            ("document sha256", short(&p.component.document_sha256)),
+            ("golden sha256", short(&p.component.golden_sha256)),
+        ];
+        let node = |n: &vips_sdk::certify::predicate::NodeRecord| NodeView {
+            node: n.node,
+            op: n.op.clone(),
+            output: n.output.clone(),
+            max_e: n.max_e,
+            passed: n.max_e <= 1.0,
+            map: None,
+        };
+        let stages = p
+            .stages
+            .iter()
+            .map(|s| StageView {
+                name: s.stage.clone(),
+                status: s.status,
+                execution: s.execution,
+                seconds: s.seconds,
+                reason: s.reason.clone(),
+                findings: s.findings.clone(),
+                outputs: s
+                    .outputs
+                    .iter()
+                    .map(|o| OutputView {
+                        tensor: o.tensor.clone(),
+                        max_e: o.max_e,
+                        over_bound: o.over_bound,
+                        elements: o.elements,
+                        drift_rel_l2: None,
+                        map: None,
+                    })
+                    .collect(),
+                nodes: Vec::new(),
+                drill_down: s.drill_down.as_ref().map(node),
+                drill_down_note: None,
+            })
+            .collect();
+        let tier = TierView {
+            tier: p.tier,
+            mode: p.mode,
+            stages,
+            first_divergent: None,
+            end_to_end: p
+                .end_to_end
+                .iter()
+                .map(|e| {
+                    (
+                        e.tensor.clone(),
+                        e.rel_l2_error,
+                        e.cosine_similarity,
+                        format!("rel L2 ≤ {:e}, cosine ≥ {}", e.max_rel_l2, e.min_cosine),
+                        e.passed,
+                    )
+                })
+                .collect(),
+            differential: Vec::new(),
+        };
+        View {
+            component: p.component.id.clone(),
+            title: None,
+            verdict: p.verdict.label().to_string(),
+            passed: p.verdict == Verdict::Certified,
+            reasons: p.reasons.clone(),
+            facts,
+            signature,
+            tiers: vec![tier],
+            remarks: vec![
+                "Made from a certification report, which records each stage's verdict and margin but not where in the tensors the error lives: render the run's results file (`run --output results.json`) for heatmaps.".into(),
+            ],
+        }
+    }
+
+    /// Takes the document's title when it is the document the run used
+    /// (its notes and graphs then belong on the page: true); otherwise
+    /// adds a remark saying why not.
+    pub fn with_document(&mut self, doc: Result<&Document, String>, sha256: &str) -> bool {
+        match doc {
+            Ok(d) if hex::encode(d.sha256) == sha256 => {
+                self.title = Some(d.component.title.clone());
+                true
+            }
+            Ok(d) => {
+                self.remarks.push(format!(
+                    "The document found for `{}` ({}) is not the one the run used (sha256 {} there, {} here): stage notes and graphs are left out.",
+                    self.component,
+                    d.path.display(),
+                    short(sha256),
+                    short(&hex::encode(d.sha256))
+                ));
+                false
+            }
+            Err(e) => {
+                self.remarks.push(format!(
+                    "Stage notes and graphs are left out: the suite's document was not found ({e}); give it with --suite."
+                ));
+                false
+            }
+        }
+    }
+}
