@@ -31,7 +31,7 @@ fn esc(s: &str) -> String {
 /// A name for an `id` attribute.
 fn slug(s: &str) -> String {
     s.chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '-' })
         .collect()
 }
 
@@ -132,9 +132,9 @@ pub fn render(view: &View, stages: Option<&[Stage]>) -> Result<String, String> {
             detail(&mut h, tier, stage, doc)?;
         }
     }
-    let _ = write!(
+    let _ = writeln!(
         h,
-        "<p class=\"remark\">Made by vips-conformance {} (docs/report.md).</p></main></body></html>\n",
+        "<p class=\"remark\">Made by vips-conformance {} (docs/report.md).</p></main></body></html>",
         env!("CARGO_PKG_VERSION")
     );
     Ok(h)

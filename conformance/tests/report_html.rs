@@ -1,0 +1,448 @@
+//! The HTML report (docs/report.md) and the progress bars, through the
+//! command line: pages of passing and failing runs (a wrong-variant provider)
+//! carry the failing stage's heatmaps and notes and fetch nothing; a results
+//! file renders to the very page the run wrote; a report's signature status;
+//! a flipped patch grid leaves a mirrored map; bad inputs are clear errors;
+//! the pages load in headless Chromium (tools/report-browser-check) without
+//! console errors or network requests; bars show on a terminal only.
+//!
+//! Chromium and `script` (util-linux) are required (CI installs them): without
+//! them these tests fail and say so, rather than skip.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+mod common;
+use common::{repo, require, Out};
+
+fn test_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test program path");
+    exe.parent().expect("in a directory").to_path_buf()
+}
+
+fn lib(name: &str) -> PathBuf {
+    test_dir().join(vips_sdk::library_file_name(name))
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("UTF-8 temp path")
+}
+
+/// `vips-conformance args`, the mutant provider planting `mutation` when given.
+fn cli(args: &[&str], mutation: Option<&str>) -> Out {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_vips-conformance"));
+    cmd.args(args)
+        .env("VSDK_PROVIDER_PATH", test_dir())
+        .env_remove("VIPS_SIGN_KEY")
+        .current_dir(repo());
+    if let Some(m) = mutation {
+        cmd.arg("--provider")
+            .arg(test_dir().join("libvsdk_mutant_provider.so"))
+            .env("VSDK_MUTANT_TARGET", lib("cpu"))
+            .env("VSDK_MUTATION", m);
+    }
+    Out::of(cmd.output().expect("run vips-conformance"))
+}
+
+/// Runs `suite` (with `extra` arguments) writing results and page into
+/// `dir`; returns (exit code, results, page).
+fn run_page(
+    dir: &Path,
+    name: &str,
+    suite: &str,
+    extra: &[&str],
+    mutation: Option<&str>,
+) -> (i32, Value, String) {
+    let (results, page) = (
+        dir.join(format!("{name}.json")),
+        dir.join(format!("{name}.html")),
+    );
+    let mut args = vec!["run", suite, "--output", s(&results), "--html", s(&page)];
+    args.extend(extra);
+    let r = cli(&args, mutation);
+    let json = serde_json::from_str(&std::fs::read_to_string(&results).unwrap())
+        .unwrap_or_else(|e| panic!("{name}: {e}: {}", r.text()));
+    (r.code, json, std::fs::read_to_string(&page).unwrap())
+}
+
+/// The stage's notes, as the document has them.
+fn notes(suite: &str, stage: &str) -> Vec<String> {
+    let doc = repo()
+        .join("conformance/suites")
+        .join(suite)
+        .join("suite.yaml");
+    let doc = vips_sdk::document::Document::open(&doc).unwrap();
+    let stage = doc.stages.iter().find(|s| s.name == stage).unwrap();
+    assert!(!stage.notes.is_empty(), "{} has notes to show", stage.name);
+    stage.notes.clone()
+}
+
+/// Text as HTML writes it.
+fn escaped(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;")
+}
+
+/// Nothing in the page is fetched: no scripts, styles, frames or images
+/// from anywhere but the page itself.
+fn assert_self_contained(page: &str) {
+    for bad in [
+        "<script",
+        "<link",
+        "<iframe",
+        "src=\"http",
+        "src=\"//",
+        "href=\"http",
+        "url(",
+        "@import",
+    ] {
+        assert!(!page.contains(bad), "the page holds `{bad}`");
+    }
+    for src in page.split("src=\"").skip(1) {
+        assert!(
+            src.starts_with("data:image/png;base64,"),
+            "src=\"{}",
+            &src[..40.min(src.len())]
+        );
+    }
+}
+
+/// A wrong variant (a crop one row off) fails `preprocess`: the page shows
+/// its heatmaps, the expected and actual images, the operator graph with
+/// the crop marked and the stage's notes, and loads nothing; the results
+/// file renders to the same page.
+#[test]
+fn a_failing_run_shows_where_and_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, results, page) = run_page(
+        dir.path(),
+        "crop",
+        "dinov2-vits14-quick",
+        &["--no-differential"],
+        Some("crop_off_by_one"),
+    );
+    assert_eq!(code, 1);
+    assert_self_contained(&page);
+    let failing: Vec<&str> = page
+        .split("<article class=\"stage-detail failing-stage\" id=\"")
+        .skip(1)
+        .map(|a| &a[..a.find('"').unwrap()])
+        .collect();
+    assert_eq!(failing, ["stage-fp32-preprocess"]);
+    let article = &page[page.find("id=\"stage-fp32-preprocess\"").unwrap()..];
+    let article = &article[..article.find("</article>").unwrap()];
+    for note in notes("dinov2-vits14-quick", "preprocess") {
+        assert!(
+            article.contains(&format!("<li>{}</li>", escaped(&note))),
+            "note {note}"
+        );
+    }
+    assert!(article.contains("<div class=\"notes\">"));
+    assert!(article.contains("class=\"diverged\"><code>vsdk.crop@1</code>"));
+    assert!(article.contains("<figure class=\"heatmap\">"));
+    assert!(article.contains("the image, expected") && article.contains("the image, actual"));
+    assert!(article.contains("|actual − expected|"));
+    assert!(page.contains("<header id=\"verdict\" class=\"fail\">"));
+    let map = &results["tiers"][0]["stages"][0]["outputs"][0]["error_map"];
+    assert_eq!(map["layout"]["kind"], "image", "{map:?}");
+
+    let again = dir.path().join("again.html");
+    let r = cli(
+        &[
+            "report",
+            s(&dir.path().join("crop.json")),
+            "--html",
+            s(&again),
+        ],
+        None,
+    );
+    assert_eq!(r.code, 0, "{}", r.text());
+    assert_eq!(
+        std::fs::read_to_string(&again).unwrap(),
+        page,
+        "the results file renders to the page the run wrote"
+    );
+}
+
+/// A provider that flips the patch grid upside down (in `vsdk.conv2d`, so
+/// only `patch_embed` fails): the map of its output is (to the bounds'
+/// variation) its own mirror image, and the actual values are the expected
+/// ones upside down.
+#[test]
+fn a_flipped_patch_grid_leaves_a_mirrored_map() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, results, page) = run_page(
+        dir.path(),
+        "flip",
+        "dinov2-vits14",
+        &["--stage", "patch_embed", "--no-differential"],
+        Some("patch_grid_flip"),
+    );
+    assert_eq!(code, 1);
+    let stage = &results["tiers"][0]["stages"][0];
+    assert_eq!(stage["status"], "fail");
+    assert_eq!(stage["drill_down"]["op"], "vsdk.conv2d@1");
+    assert_eq!(
+        stage["drill_down"]["error_map"]["layout"]["kind"],
+        "feature_map"
+    );
+    let map = &stage["outputs"][0]["error_map"];
+    assert_eq!(map["layout"]["kind"], "tokens");
+    let panel = |title: &str| -> Vec<f64> {
+        let p = map["panels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["title"].as_str().unwrap().starts_with(title))
+            .unwrap_or_else(|| panic!("no panel {title}"));
+        assert_eq!(
+            (p["rows"].as_u64(), p["cols"].as_u64()),
+            (Some(16), Some(16))
+        );
+        p["values"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect()
+    };
+    let grid = panel("largest |e| per patch token");
+    let expected = panel("root mean square over channels per patch token, expected");
+    let actual = panel("root mean square over channels per patch token, actual");
+    let row = |v: &[f64], r: usize| v[r * 16..(r + 1) * 16].to_vec();
+    for r in 0..16 {
+        // |actual − reference| is exactly mirrored; the bounds (which
+        // follow the values) differ a little between the two rows.
+        for (x, y) in row(&grid, r).iter().zip(row(&grid, 15 - r)) {
+            assert!(
+                x / y < 1.5 && y / x < 1.5,
+                "row {r} mirrors row {}: {x} vs {y}",
+                15 - r
+            );
+        }
+        for (a, e) in row(&actual, r).iter().zip(row(&expected, 15 - r)) {
+            assert!(
+                (a - e).abs() <= 1e-4 * e.abs().max(1e-3),
+                "row {r}: {a} vs {e}"
+            );
+        }
+    }
+    // Not symmetric by accident: the expected picture itself is not.
+    assert!((0..16).any(|r| row(&expected, r) != row(&expected, 15 - r)));
+    assert!(page.contains("id=\"stage-fp32-patch_embed\""));
+}
+
+/// A signed certification report renders with its signature's status: it
+/// verifies with the signer's key, does not with another, and is shown
+/// unchecked without one.
+#[test]
+fn a_report_page_says_whether_its_signature_verifies() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = |name: &str| {
+        let key = dir.path().join(format!("{name}.pem"));
+        let r = cli(&["keygen", s(&key)], None);
+        assert_eq!(r.code, 0, "{}", r.text());
+        (key.clone(), dir.path().join(format!("{name}.pub.pem")))
+    };
+    let ((signer, signer_pub), (_, other_pub)) = (key("signer"), key("other"));
+    let report = dir.path().join("report.json");
+    let r = cli(
+        &[
+            "run",
+            "dinov2-vits14-quick",
+            "--stage",
+            "pre*",
+            "--report",
+            s(&report),
+            "--sign-key",
+            s(&signer),
+        ],
+        None,
+    );
+    assert_eq!(r.code, 0, "{}", r.text());
+    let page_with = |keys: &[&Path]| {
+        let html = dir.path().join("page.html");
+        let mut args = vec!["report", s(&report), "--html", s(&html)];
+        for k in keys {
+            args.extend(["--pubkey", s(k)]);
+        }
+        let r = cli(&args, None);
+        assert_eq!(r.code, 0, "{}", r.text());
+        let page = std::fs::read_to_string(&html).unwrap();
+        assert_self_contained(&page);
+        let at = page.find("<td id=\"signature\">").unwrap();
+        page[at..at + page[at..].find("</td>").unwrap()].to_string()
+    };
+    assert!(page_with(&[&signer_pub]).contains("the signature verifies"));
+    assert!(page_with(&[&other_pub]).contains("DOES NOT VERIFY"));
+    assert!(page_with(&[]).contains("not checked"));
+    // A filtered run certifies nothing, and the page says so.
+    let html = dir.path().join("page.html");
+    let page = std::fs::read_to_string(html).unwrap();
+    assert!(page.contains("NOT CERTIFIED"));
+    assert!(page.contains("id=\"tier-fp32\""));
+}
+
+#[test]
+fn bad_inputs_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.html");
+    let garbage = dir.path().join("garbage.json");
+    std::fs::write(&garbage, b"\x00\x01 not json").unwrap();
+    let other = dir.path().join("other.json");
+    std::fs::write(&other, br#"{"tiers": 3}"#).unwrap();
+    for (input, says) in [
+        (garbage.as_path(), "not JSON"),
+        (
+            other.as_path(),
+            "neither a certification report nor a results file",
+        ),
+        (dir.path(), "not a regular file"),
+        (
+            Path::new("/nonexistent/results.json"),
+            "/nonexistent/results.json",
+        ),
+    ] {
+        let r = cli(&["report", s(input), "--html", s(&out)], None);
+        assert_eq!(r.code, 2, "{input:?}: {}", r.text());
+        assert!(r.stderr.contains(says), "{input:?}: {}", r.stderr);
+        assert!(r.stderr.contains(s(input)), "{input:?} named: {}", r.stderr);
+    }
+    // An unwritable page fails before the run.
+    let r = cli(
+        &["run", "demo-mlp", "--html", "/nonexistent/dir/page.html"],
+        None,
+    );
+    assert_eq!(r.code, 2, "{}", r.text());
+    assert!(r
+        .stderr
+        .contains("/nonexistent/dir/page.html: cannot write"));
+}
+
+fn checker(args: &[&str]) -> Out {
+    Out::of(
+        Command::new(repo().join("tools/report-browser-check"))
+            .args(args)
+            .output()
+            .expect("run tools/report-browser-check"),
+    )
+}
+
+/// Both pages in headless Chromium: no console error, no network request,
+/// the failing stage's heatmap and notes visible; screenshots kept in
+/// target/report-screenshots. The checker's own self-test shows it fails
+/// pages that break these rules.
+#[test]
+fn the_pages_load_in_headless_chromium_without_errors_or_requests() {
+    require(
+        "chromium",
+        &["--version"],
+        "Debian's chromium (apt-get install --no-install-recommends chromium)",
+    );
+    let r = checker(&["--self-test"]);
+    assert_eq!(r.code, 0, "the checker's self-test: {}", r.text());
+    let dir = tempfile::tempdir().unwrap();
+    let shots = repo().join("target/report-screenshots");
+    std::fs::create_dir_all(&shots).unwrap();
+    let (code, _, _) = run_page(
+        dir.path(),
+        "pass",
+        "dinov2-vits14-quick",
+        &["--mode", "chained", "--tier", "fp32", "--tier", "bf16"],
+        None,
+    );
+    assert_eq!(code, 0);
+    let (code, _, _) = run_page(
+        dir.path(),
+        "fail",
+        "dinov2-vits14-quick",
+        &["--no-differential"],
+        Some("crop_off_by_one"),
+    );
+    assert_eq!(code, 1);
+    let note: String = notes("dinov2-vits14-quick", "preprocess")[0]
+        .chars()
+        .take(40)
+        .collect();
+    let cases: [(&str, &[&str]); 2] = [
+        (
+            "pass",
+            &[
+                "--expect",
+                "#verdict.pass",
+                "--expect",
+                "#tier-bf16 svg",
+                "--expect",
+                "#drift-fp32 svg",
+            ],
+        ),
+        (
+            "fail",
+            &[
+                "--expect",
+                "#verdict.fail",
+                "--expect",
+                ".failing-stage .heatmap img",
+                "--expect",
+                ".failing-stage .notes",
+                "--expect",
+                ".failing-stage .graph .diverged",
+                "--expect-text",
+                &note,
+            ],
+        ),
+    ];
+    for (name, expects) in cases {
+        let page = dir.path().join(format!("{name}.html"));
+        let shot = shots.join(format!("{name}.png"));
+        let mut args = vec!["--screenshot", s(&shot)];
+        args.extend(expects);
+        args.push(s(&page));
+        let r = checker(&args);
+        assert_eq!(r.code, 0, "{name}: {}", r.text());
+        let seen: Value = serde_json::from_str(&r.stdout).unwrap();
+        assert_eq!(seen["console_errors"], Value::Array(vec![]), "{name}");
+        assert_eq!(seen["network_requests"], Value::Array(vec![]), "{name}");
+        assert!(
+            std::fs::metadata(&shot).unwrap().len() > 10_000,
+            "{name}: a screenshot"
+        );
+    }
+}
+
+/// Bars on a terminal (a pseudo-terminal from util-linux's `script`), on
+/// stderr only; none when stderr is a pipe, with --quiet or with --json.
+#[test]
+fn progress_bars_show_on_a_terminal_only() {
+    require("script", &["--version"], "util-linux's `script`");
+    let exe = env!("CARGO_BIN_EXE_vips-conformance");
+    let on_terminal = |extra: &str| {
+        let o = Command::new("script")
+            .args([
+                "-qfec",
+                &format!("{exe} run demo-mlp --tier fp32 --tier fp16 {extra} >/dev/null"),
+                "/dev/null",
+            ])
+            .env("VSDK_PROVIDER_PATH", test_dir())
+            .current_dir(repo())
+            .output()
+            .expect("script");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let drawn = on_terminal("");
+    for part in [" fp32 [", " fp16 [", "\x1b[2K"] {
+        assert!(drawn.contains(part), "{part:?} in {drawn:?}");
+    }
+    for quiet in ["--quiet", "--json"] {
+        let shown = on_terminal(quiet);
+        assert!(!shown.contains(" fp32 ["), "{quiet}: {shown:?}");
+    }
+    let piped = cli(&["run", "demo-mlp", "--tier", "fp32"], None);
+    assert_eq!(piped.code, 0);
+    assert_eq!(piped.stderr, "", "nothing on a pipe");
+}
