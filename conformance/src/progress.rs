@@ -6,16 +6,19 @@
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::time::Duration;
 use vips_sdk::compare::Tier;
-use vips_sdk::runner::{Event, Round};
+use vips_sdk::runner::{Event, Round, Status};
 
 pub struct Bars {
     multi: MultiProgress,
     bars: Vec<(Tier, ProgressBar)>,
+    /// The differential round runs every stage the provider supports again.
+    differential: bool,
 }
 
 impl Bars {
-    /// One bar per tier of `steps` stage runs each (both rounds counted).
-    pub fn new(tiers: &[Tier], steps: u64, hidden: bool) -> Bars {
+    /// One bar per tier of `stages`, run twice with `differential`.
+    pub fn new(tiers: &[Tier], stages: u64, differential: bool, hidden: bool) -> Bars {
+        let steps = stages * if differential { 2 } else { 1 };
         let target = if hidden {
             ProgressDrawTarget::hidden()
         } else {
@@ -37,7 +40,11 @@ impl Bars {
                 (t, bar)
             })
             .collect();
-        Bars { multi, bars }
+        Bars {
+            multi,
+            bars,
+            differential,
+        }
     }
 
     fn bar(&self, tier: Tier) -> Option<&ProgressBar> {
@@ -63,6 +70,13 @@ impl Bars {
             }
             Event::Finished(r) => {
                 if let Some(bar) = self.bar(r.tier) {
+                    if self.differential
+                        && r.round == Round::Main
+                        && r.status == Status::NotSupported
+                    {
+                        // Not run again in the differential round.
+                        bar.set_length(bar.length().unwrap_or(1).saturating_sub(1));
+                    }
                     bar.inc(1);
                     if bar.position() >= bar.length().unwrap_or(0) {
                         bar.finish_with_message("done");

@@ -92,11 +92,6 @@ impl ResultFiles {
 
     /// Writes the JSON report, the JUnit file and the page.
     pub fn finish(&mut self, report: &RunReport, document: &Document) -> Result<(), String> {
-        if let Some(path) = &self.html {
-            let mut view = View::of_results(report);
-            view.with_document(Ok(document), &report.document_sha256);
-            crate::commands::report::write(path, &view, Some(document))?;
-        }
         if let Some((path, csv)) = &mut self.csv {
             csv.flush()
                 .map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
@@ -109,6 +104,12 @@ impl ResultFiles {
         if let Some((path, file)) = &mut self.junit {
             file.write_all(results::junit(report).as_bytes())
                 .map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
+        }
+        // The page last: the results are on disk whatever happens to it.
+        if let Some(path) = &self.html {
+            let mut view = View::of_results(report);
+            view.with_document(Ok(document), &report.document_sha256);
+            crate::commands::report::write(path, &view, Some(document))?;
         }
         Ok(())
     }

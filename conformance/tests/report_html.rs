@@ -236,9 +236,9 @@ fn a_flipped_patch_grid_leaves_a_mirrored_map() {
     assert!(page.contains("id=\"stage-fp32-patch_embed\""));
 }
 
-/// A signed certification report renders with its signature's status: it
-/// verifies with the signer's key, does not with another, and is shown
-/// unchecked without one.
+/// A signed certification report renders with its signature's status and
+/// the header follows: green only when CERTIFIED and the signature verifies
+/// with the given key; red when it does not verify; orange unchecked.
 #[test]
 fn a_report_page_says_whether_its_signature_verifies() {
     let dir = tempfile::tempdir().unwrap();
@@ -249,24 +249,29 @@ fn a_report_page_says_whether_its_signature_verifies() {
         (key.clone(), dir.path().join(format!("{name}.pub.pem")))
     };
     let ((signer, signer_pub), (_, other_pub)) = (key("signer"), key("other"));
-    let report = dir.path().join("report.json");
-    let r = cli(
-        &[
+    let report = |name: &str, extra: &[&str]| {
+        let path = dir.path().join(name);
+        let mut args = vec![
             "run",
-            "dinov2-vits14-quick",
-            "--stage",
-            "pre*",
+            "demo-mlp",
             "--report",
-            s(&report),
+            s(&path),
             "--sign-key",
             s(&signer),
-        ],
-        None,
+        ];
+        args.extend(extra);
+        let r = cli(&args, None);
+        assert_eq!(r.code, 0, "{}", r.text());
+        path
+    };
+    let (whole, filtered) = (
+        report("whole.json", &[]),
+        report("filtered.json", &["--stage", "fc1*"]),
     );
-    assert_eq!(r.code, 0, "{}", r.text());
-    let page_with = |keys: &[&Path]| {
+    // (header class, signature cell) of a report's page.
+    let page_with = |report: &Path, keys: &[&Path]| {
         let html = dir.path().join("page.html");
-        let mut args = vec!["report", s(&report), "--html", s(&html)];
+        let mut args = vec!["report", s(report), "--html", s(&html)];
         for k in keys {
             args.extend(["--pubkey", s(k)]);
         }
@@ -274,17 +279,55 @@ fn a_report_page_says_whether_its_signature_verifies() {
         assert_eq!(r.code, 0, "{}", r.text());
         let page = std::fs::read_to_string(&html).unwrap();
         assert_self_contained(&page);
+        assert!(page.contains("id=\"tier-fp32\""));
+        let header = page
+            .split("<header id=\"verdict\" class=\"")
+            .nth(1)
+            .unwrap();
         let at = page.find("<td id=\"signature\">").unwrap();
-        page[at..at + page[at..].find("</td>").unwrap()].to_string()
+        (
+            header[..header.find('"').unwrap()].to_string(),
+            page[at..at + page[at..].find("</td>").unwrap()].to_string(),
+        )
     };
-    assert!(page_with(&[&signer_pub]).contains("the signature verifies"));
-    assert!(page_with(&[&other_pub]).contains("DOES NOT VERIFY"));
-    assert!(page_with(&[]).contains("not checked"));
-    // A filtered run certifies nothing, and the page says so.
-    let html = dir.path().join("page.html");
-    let page = std::fs::read_to_string(html).unwrap();
-    assert!(page.contains("NOT CERTIFIED"));
-    assert!(page.contains("id=\"tier-fp32\""));
+    let (class, cell) = page_with(&whole, &[&signer_pub]);
+    assert_eq!(class, "pass");
+    assert!(cell.contains("the signature verifies"), "{cell}");
+    let (class, cell) = page_with(&whole, &[&other_pub]);
+    assert_eq!(class, "fail");
+    assert!(cell.contains("DOES NOT VERIFY"), "{cell}");
+    let (class, cell) = page_with(&whole, &[]);
+    assert_eq!(class, "warn");
+    assert!(cell.contains("not checked"), "{cell}");
+    // A filtered run certifies nothing, whoever signed it.
+    let (class, _) = page_with(&filtered, &[&signer_pub]);
+    assert_eq!(class, "fail");
+}
+
+/// Strings of a results file (an untrusted file) are text on the page,
+/// never markup.
+#[test]
+fn hostile_strings_are_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("demo.json");
+    let r = cli(&["run", "demo-mlp", "--output", s(&results)], None);
+    assert_eq!(r.code, 0, "{}", r.text());
+    let mut json: Value =
+        serde_json::from_str(&std::fs::read_to_string(&results).unwrap()).unwrap();
+    let hostile = "<script>alert(1)</script><img src=http://example.invalid/x>";
+    json["provider"] = hostile.into();
+    json["tiers"][0]["stages"][0]["stage"] = hostile.into();
+    json["tiers"][0]["stages"][0]["reason"] = hostile.into();
+    json["tiers"][0]["stages"][0]["status"] = "fail".into();
+    json["tiers"][0]["stages"][0]["outputs"][0]["tensor"] = hostile.into();
+    std::fs::write(&results, serde_json::to_vec(&json).unwrap()).unwrap();
+    let page = dir.path().join("page.html");
+    let r = cli(&["report", s(&results), "--html", s(&page)], None);
+    assert_eq!(r.code, 0, "{}", r.text());
+    let page = std::fs::read_to_string(&page).unwrap();
+    assert_self_contained(&page);
+    assert!(page
+        .contains("&lt;script&gt;alert(1)&lt;/script&gt;&lt;img src=http://example.invalid/x&gt;"));
 }
 
 #[test]
@@ -296,7 +339,7 @@ fn bad_inputs_are_clear_errors() {
     let other = dir.path().join("other.json");
     std::fs::write(&other, br#"{"tiers": 3}"#).unwrap();
     for (input, says) in [
-        (garbage.as_path(), "not JSON"),
+        (garbage.as_path(), "not a JSON object"),
         (
             other.as_path(),
             "neither a certification report nor a results file",
@@ -311,6 +354,41 @@ fn bad_inputs_are_clear_errors() {
         assert_eq!(r.code, 2, "{input:?}: {}", r.text());
         assert!(r.stderr.contains(says), "{input:?}: {}", r.stderr);
         assert!(r.stderr.contains(s(input)), "{input:?} named: {}", r.stderr);
+    }
+    // A results file whose error map could not be drawn (cells beyond the
+    // bound, too few values) is refused, naming the map.
+    let results = dir.path().join("demo.json");
+    let r = cli(&["run", "demo-mlp", "--output", s(&results)], None);
+    assert_eq!(r.code, 0, "{}", r.text());
+    let mut json: Value =
+        serde_json::from_str(&std::fs::read_to_string(&results).unwrap()).unwrap();
+    let tensor = json["tiers"][0]["stages"][0]["outputs"][0]["tensor"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for (rows, values, says) in [
+        (500, 250_000, "500×500 cells"),
+        (4, 15, "15 values for 4×4×1 cells"),
+    ] {
+        json["tiers"][0]["stages"][0]["outputs"][0]["error_map"] = serde_json::json!({
+            "shape": [rows, rows],
+            "layout": {"kind": "matrix", "rows": rows, "cols": rows},
+            "panels": [{"title": "t", "kind": "error", "row_axis": "row", "col_axis": "column",
+                "rows": rows, "cols": rows, "channels": 1, "row_step": 1, "col_step": 1,
+                "values": vec![1.0; values]}],
+            "histogram": {"zero": 0, "below": 0, "bins": vec![0; 48], "above": 0, "non_finite": 0},
+            "worst": []
+        });
+        let tampered = dir.path().join("tampered.json");
+        std::fs::write(&tampered, serde_json::to_vec(&json).unwrap()).unwrap();
+        let r = cli(&["report", s(&tampered), "--html", s(&out)], None);
+        assert_eq!(r.code, 2, "{}", r.text());
+        assert!(
+            r.stderr
+                .contains(&format!("the error map of `{tensor}`: panel 0: {says}")),
+            "{}",
+            r.stderr
+        );
     }
     // An unwritable page fails before the run.
     let r = cli(

@@ -9,8 +9,38 @@ use vips_sdk::certify::{self, keys, SubjectFiles};
 use vips_sdk::document::Document;
 use vips_sdk::runner::RunReport;
 
-/// A results file with error maps is a few MB; far more is not one.
-pub const MAX_INPUT_BYTES: u64 = 1 << 30;
+/// A results file with error maps is a few MB (each map is bounded; a run
+/// of the full suite failing everywhere at three tiers stays under 200 MB).
+pub const MAX_INPUT_BYTES: u64 = 1 << 28;
+
+/// Whether a JSON document is a DSSE envelope, read without keeping the rest.
+#[derive(serde::Deserialize)]
+struct Probe {
+    #[serde(rename = "payloadType")]
+    payload_type: Option<serde::de::IgnoredAny>,
+}
+
+/// Every error map of a results file is one the page can draw.
+fn validate_maps(r: &RunReport) -> Result<(), String> {
+    for t in &r.tiers {
+        for s in t.stages.iter().chain(&t.differential) {
+            let outputs = s.outputs.iter().map(|o| (&o.tensor, &o.error_map));
+            let nodes = s.nodes.iter().chain(&s.drill_down);
+            for (name, map) in outputs.chain(nodes.map(|n| (&n.output, &n.error_map))) {
+                if let Some(m) = map {
+                    m.validate().map_err(|e| {
+                        format!(
+                            "tier {}, stage `{}`: the error map of `{name}`: {e}",
+                            t.tier.name(),
+                            s.stage
+                        )
+                    })?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -30,9 +60,17 @@ pub struct Args {
     pubkeys: Vec<PathBuf>,
 }
 
-/// The document of `suite` (or of the suite named `component`).
+/// The document of `suite` (a name or path), or of the suite named after
+/// `component`: a name only, as the file's `component` is untrusted.
 pub fn document(suite: Option<&str>, component: &str) -> Result<Document, String> {
-    let path = suites::resolve(suite.unwrap_or(component))?;
+    let path = match suite {
+        Some(s) => suites::resolve(s)?,
+        None => suites::all()
+            .into_iter()
+            .find(|(name, _)| name == component)
+            .map(|(_, path)| path)
+            .ok_or_else(|| format!("no suite is named `{component}`"))?,
+    };
     let doc = if path.is_dir() {
         vips_sdk::suite::suite_files(&path).0
     } else {
@@ -51,9 +89,9 @@ pub fn run(args: Args) -> super::Outcome {
     let bytes = vips_sdk::limits::read_regular_file(&args.input, MAX_INPUT_BYTES)
         .map_err(|e| format!("{}: {e}", args.input.display()))?;
     let bad = |e: String| format!("{}: {e}", args.input.display());
-    let value: serde_json::Value =
-        serde_json::from_slice(&bytes).map_err(|e| bad(format!("not JSON: {e}")))?;
-    let (mut view, component, sha256) = if value.get("payloadType").is_some() {
+    let probe: Probe =
+        serde_json::from_slice(&bytes).map_err(|e| bad(format!("not a JSON object: {e}")))?;
+    let (mut view, component, sha256) = if probe.payload_type.is_some() {
         let envelope = certify::parse_envelope(&bytes).map_err(bad)?;
         let statement = certify::read_statement(&envelope).map_err(|e| bad(e.to_string()))?;
         let signature = if envelope.signatures.is_empty() {
@@ -73,11 +111,16 @@ pub fn run(args: Args) -> super::Outcome {
                 .map(|p| keys::read_public(p).map_err(|e| format!("{}: {e}", p.display())))
                 .collect::<Result<Vec<_>, _>>()?;
             match certify::verify(&envelope, &keys, &SubjectFiles::default()) {
+                // The given keys that signed it (a signature names its key).
                 Ok(_) => Signature::Verified(
-                    envelope
-                        .signatures
-                        .iter()
-                        .filter_map(|s| s.keyid.clone())
+                    keys.iter()
+                        .map(keys::key_id)
+                        .filter(|id| {
+                            envelope
+                                .signatures
+                                .iter()
+                                .any(|s| s.keyid.as_ref() == Some(id))
+                        })
                         .collect::<Vec<_>>()
                         .join(", "),
                 ),
@@ -91,11 +134,12 @@ pub fn run(args: Args) -> super::Outcome {
             p.component.document_sha256.clone(),
         )
     } else {
-        let results: RunReport = serde_json::from_value(value).map_err(|e| {
+        let results: RunReport = serde_json::from_slice(&bytes).map_err(|e| {
             bad(format!(
                 "neither a certification report nor a results file (`run --output`): {e}"
             ))
         })?;
+        validate_maps(&results).map_err(bad)?;
         (
             View::of_results(&results),
             results.component.clone(),

@@ -248,10 +248,10 @@ pub fn run(args: Args) -> super::Outcome {
         Backend::Isolated(Box::new(worker))
     };
     let mode = opts.mode;
-    let rounds = if opts.differential { 2 } else { 1 };
     let bars = Bars::new(
         &opts.tiers,
-        runner::select(&suite, &opts).len() as u64 * rounds,
+        runner::select(&suite, &opts).len() as u64,
+        opts.differential,
         args.common.quiet || args.common.json,
     );
     let report = runner::run_on(&suite, backend, &reference, &opts, &mut |e| {

@@ -100,6 +100,21 @@ pub fn margins(stages: &[(String, Option<f64>)]) -> Result<String> {
 
 /// Chained mode: each stage's drift from its golden value, ‖a − g‖/‖g‖ (log).
 pub fn drift(tier: &str, points: &[(String, f64)]) -> Result<String> {
+    // Within 1e-30..1e30, so the axis always spans a few decades (a file
+    // could hold any number).
+    let points: Vec<(String, f64)> = points
+        .iter()
+        .map(|(n, v)| {
+            (
+                n.clone(),
+                if v.is_finite() {
+                    v.clamp(1e-30, 1e30)
+                } else {
+                    *v
+                },
+            )
+        })
+        .collect();
     let finite: Vec<f64> = points
         .iter()
         .map(|p| p.1)
@@ -117,7 +132,7 @@ pub fn drift(tier: &str, points: &[(String, f64)]) -> Result<String> {
     let n = points.len().max(1);
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (760, 330)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, (760, 350)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
         let mut chart = ChartBuilder::on(&root)
             .caption(
@@ -125,7 +140,7 @@ pub fn drift(tier: &str, points: &[(String, f64)]) -> Result<String> {
                 (FONT, 15),
             )
             .margin(10)
-            .x_label_area_size(80)
+            .x_label_area_size(100)
             .y_label_area_size(64)
             .build_cartesian_2d((0..n as i32).into_segmented(), (lo..hi).log_scale())
             .map_err(err)?;
@@ -149,7 +164,7 @@ pub fn drift(tier: &str, points: &[(String, f64)]) -> Result<String> {
                     .transform(FontTransform::Rotate90)
                     .color(&BLACK),
             )
-            .y_labels(((hi / lo).log10().round() as usize + 1).max(2))
+            .y_labels(((hi / lo).log10().round() as usize).clamp(1, 60) + 1)
             .draw()
             .map_err(err)?;
         let series: Vec<(SegmentValue<i32>, f64)> = points

@@ -31,14 +31,23 @@ fn esc(s: &str) -> String {
 /// A name for an `id` attribute.
 fn slug(s: &str) -> String {
     s.chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
         .collect()
 }
 
-/// `|e|` in words: "3.2e-3", "≥ 1e9" for capped or non-finite values.
+/// `|e|` in words: "3.2e-3"; "∞" past a zero bound or where a NaN or Inf
+/// differs (and "≥ 1e9" for what maps cap there).
 fn e_text(e: f64) -> String {
-    if !e.is_finite() || e >= f64::from(E_CAP) {
-        "≥ 1e9 (non-finite)".into()
+    if e.is_infinite() {
+        "∞ (a zero bound, or a NaN or Inf that differs)".into()
+    } else if e.is_nan() || e >= f64::from(E_CAP) {
+        "≥ 1e9".into()
     } else if e == 0.0 {
         "0".into()
     } else {
@@ -58,7 +67,7 @@ const STYLE: &str = r#"
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d1d1f;background:#f6f7f9}
 main{max-width:1180px;margin:0 auto;padding:0 20px 40px}
 header{padding:22px 20px;color:#fff}
-header.pass{background:#2e7d32} header.fail{background:#c62828}
+header.pass{background:#2e7d32} header.fail{background:#c62828} header.warn{background:#ef6c00}
 header h1{margin:0 0 6px;font-size:22px;font-weight:600}
 .verdict{font-size:30px;font-weight:700;letter-spacing:.5px}
 header ul{margin:8px 0 0;padding-left:20px}
@@ -95,7 +104,7 @@ pub fn render(view: &View, stages: Option<&[Stage]>) -> Result<String, String> {
         esc(&view.verdict),
         esc(&title)
     );
-    let class = if view.passed { "pass" } else { "fail" };
+    let class = view.standing.class();
     let _ = write!(
         h,
         "<header id=\"verdict\" class=\"{class}\"><h1>VIPS conformance: {}</h1>\
@@ -122,6 +131,7 @@ pub fn render(view: &View, stages: Option<&[Stage]>) -> Result<String, String> {
         .filter(|(_, s)| s.status.is_failure() || s.has_maps())
         .collect();
     if !detailed.is_empty() {
+        let strip = heatmap::legend()?;
         h.push_str("<section id=\"details\"><h2>Where the error lives</h2>\
             <p class=\"remark\">Failing and nearly failing stages (largest |e| at least half the bound). \
             Each output's normalised error |e| = |actual − reference| / bound, on the tensor's own layout \
@@ -129,7 +139,7 @@ pub fn render(view: &View, stages: Option<&[Stage]>) -> Result<String, String> {
             (its largest |e| down four decades) with the bound marked.</p></section>\n");
         for (tier, stage) in detailed {
             let doc = stages.and_then(|s| s.iter().find(|d| d.name == stage.name));
-            detail(&mut h, tier, stage, doc)?;
+            detail(&mut h, tier, stage, doc, &strip)?;
         }
     }
     let _ = writeln!(
@@ -282,7 +292,7 @@ fn summary(h: &mut String, t: &TierView) -> Result<(), String> {
 }
 
 /// An output's `|e|` scale: the strip, its ends, and where the bound is.
-fn legend(h: &mut String, scale: heatmap::Scale) -> Result<(), String> {
+fn legend(h: &mut String, scale: heatmap::Scale, strip: &str) -> Result<(), String> {
     let bound = if scale.hi < 0.0 {
         "the bound (|e| = 1) is above the scale".to_string()
     } else if scale.lo > 0.0 {
@@ -297,7 +307,7 @@ fn legend(h: &mut String, scale: heatmap::Scale) -> Result<(), String> {
         h,
         "<figure class=\"legend\"><img alt=\"colour scale of |e|\" src=\"{}\">\
          <div><span>1e{:.1}</span><span>1e{:.1}</span></div><div>{}</div></figure>",
-        heatmap::legend()?,
+        strip,
         scale.lo,
         scale.hi,
         esc(&bound)
@@ -305,7 +315,13 @@ fn legend(h: &mut String, scale: heatmap::Scale) -> Result<(), String> {
     Ok(())
 }
 
-fn detail(h: &mut String, t: &TierView, s: &StageView, doc: Option<&Stage>) -> Result<(), String> {
+fn detail(
+    h: &mut String,
+    t: &TierView,
+    s: &StageView,
+    doc: Option<&Stage>,
+    strip: &str,
+) -> Result<(), String> {
     let tier = t.tier.name();
     let class = if s.status.is_failure() {
         "failing-stage"
@@ -350,11 +366,15 @@ fn detail(h: &mut String, t: &TierView, s: &StageView, doc: Option<&Stage>) -> R
                 &format!("output <code>{}</code>", esc(&o.tensor)),
                 o_stats(o),
                 map,
+                strip,
             )?;
         }
     }
-    if let Some(d) = s.drill_down.as_ref().filter(|d| d.map.is_some()) {
-        let map = d.map.as_ref().expect("filtered");
+    if let Some((d, map)) = s
+        .drill_down
+        .as_ref()
+        .and_then(|d| Some((d, d.map.as_ref()?)))
+    {
         output(
             h,
             &format!(
@@ -368,6 +388,7 @@ fn detail(h: &mut String, t: &TierView, s: &StageView, doc: Option<&Stage>) -> R
                 e_text(d.max_e)
             ),
             map,
+            strip,
         )?;
     }
     h.push_str("</article>\n");
@@ -479,7 +500,14 @@ fn figure(h: &mut String, p: &Panel, src: &str, caption: &str) {
     );
 }
 
-fn output(h: &mut String, title: &str, stats: String, map: &ErrorMap) -> Result<(), String> {
+/// One mapped tensor; `strip` is the colour scale's image (made once a page).
+fn output(
+    h: &mut String,
+    title: &str,
+    stats: String,
+    map: &ErrorMap,
+    strip: &str,
+) -> Result<(), String> {
     let _ = write!(
         h,
         "<div class=\"output\"><h4>{title}</h4><p class=\"remark\">{} — shape {:?}, read as {}</p><div class=\"panels\">",
@@ -488,8 +516,13 @@ fn output(h: &mut String, title: &str, stats: String, map: &ErrorMap) -> Result<
         esc(&map.layout.describe())
     );
     let scale = heatmap::Scale::of(map.panels.iter().filter(|p| p.kind == PanelKind::Error));
-    legend(h, scale)?;
-    let mut panels = map.panels.iter().peekable();
+    legend(h, scale, strip)?;
+    // (A tensor without elements has empty panels: nothing to draw.)
+    let mut panels = map
+        .panels
+        .iter()
+        .filter(|p| p.rows > 0 && p.cols > 0)
+        .peekable();
     while let Some(p) = panels.next() {
         match p.kind {
             PanelKind::Error => figure(h, p, &heatmap::errors(p, scale)?, &p.title),
@@ -521,19 +554,15 @@ fn output(h: &mut String, title: &str, stats: String, map: &ErrorMap) -> Result<
     );
     h.push_str("<figure class=\"worst\"><table><tr><th>index</th><th>actual</th><th>reference</th><th>bound</th><th>|e|</th></tr>");
     for w in &map.worst {
-        let e = if w.bound > 0.0 {
-            (w.actual - w.reference).abs() / w.bound
-        } else {
-            f64::INFINITY
-        };
+        let el = &w.element;
         let _ = write!(
             h,
             "<tr><td>{:?}</td><td>{:.6e}</td><td>{:.6e}</td><td>{:.2e}</td><td>{}</td></tr>",
-            w.index,
-            w.actual,
-            w.reference,
-            w.bound,
-            e_text(e)
+            el.index,
+            el.actual,
+            el.reference,
+            el.bound,
+            e_text(w.e)
         );
     }
     h.push_str("</table><figcaption>The worst elements.</figcaption></figure></div></div>");

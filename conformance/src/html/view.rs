@@ -20,12 +20,31 @@ pub enum Signature {
     Invalid(String),
 }
 
+/// How the header looks.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Standing {
+    Pass,
+    /// CERTIFIED, but the signature was not checked (or there is none).
+    Unconfirmed,
+    Fail,
+}
+
+impl Standing {
+    pub fn class(self) -> &'static str {
+        match self {
+            Standing::Pass => "pass",
+            Standing::Unconfirmed => "warn",
+            Standing::Fail => "fail",
+        }
+    }
+}
+
 pub struct View {
     pub component: String,
     pub title: Option<String>,
     /// PASS / FAIL, or CERTIFIED / NOT CERTIFIED.
     pub verdict: String,
-    pub passed: bool,
+    pub standing: Standing,
     pub reasons: Vec<String>,
     pub facts: Vec<(&'static str, String)>,
     pub signature: Signature,
@@ -226,7 +245,11 @@ impl View {
             component: r.component.clone(),
             title: None,
             verdict: if r.passed { "PASS" } else { "FAIL" }.into(),
-            passed: r.passed,
+            standing: if r.passed {
+                Standing::Pass
+            } else {
+                Standing::Fail
+            },
             reasons,
             facts,
             signature: Signature::Results,
@@ -321,12 +344,26 @@ impl View {
                 .collect(),
             differential: Vec::new(),
         };
+        // A certificate is only as good as its signature.
+        let mut reasons = p.reasons.clone();
+        let standing = match (&signature, p.verdict) {
+            (Signature::Invalid(why), _) => {
+                reasons.insert(0, format!("the signature does not verify: {why}"));
+                Standing::Fail
+            }
+            (_, Verdict::NotCertified) => Standing::Fail,
+            (Signature::Verified(_), Verdict::Certified) => Standing::Pass,
+            (_, Verdict::Certified) => {
+                reasons.insert(0, "the signature was not checked (give --pubkey)".into());
+                Standing::Unconfirmed
+            }
+        };
         View {
             component: p.component.id.clone(),
             title: None,
             verdict: p.verdict.label().to_string(),
-            passed: p.verdict == Verdict::Certified,
-            reasons: p.reasons.clone(),
+            standing,
+            reasons,
             facts,
             signature,
             tiers: vec![tier],

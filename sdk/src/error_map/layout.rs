@@ -75,7 +75,24 @@ impl Layout {
             width,
             channels_last,
         };
+        // Attention with a class token (and registers) before its grid,
+        // 197 = 1 + 14², is heads even with 3 or 4 of them: image sides
+        // are seldom 1 to 5 more than a square of 16 or more.
+        let heads = |heads, tokens, dim| {
+            token_grid(tokens).map(|(prefix, g)| Layout::Heads {
+                heads,
+                prefix,
+                grid_h: g,
+                grid_w: g,
+                dim,
+            })
+        };
         let inferred = match (rank, last(3)) {
+            (r, Some(&[h, t, d]))
+                if r >= 4 && token_grid(t).is_some_and(|(p, g)| (1..=5).contains(&p) && g >= 4) =>
+            {
+                heads(h, t, d)
+            }
             // One channel only with a batch axis ([1, 1, H, W]): [1, T, C]
             // is a token sequence.
             (r, Some(&[c, h, w])) if side(h, w) && (c == 3 || c == 4 || (c == 1 && r >= 4)) => {
@@ -91,15 +108,7 @@ impl Layout {
                     width: w,
                 })
             }
-            (r, Some(&[heads, tokens, dim])) if r >= 4 => {
-                token_grid(tokens).map(|(prefix, g)| Layout::Heads {
-                    heads,
-                    prefix,
-                    grid_h: g,
-                    grid_w: g,
-                    dim,
-                })
-            }
+            (r, Some(&[h, t, d])) if r >= 4 => heads(h, t, d),
             _ => None,
         };
         let tokens = || match (rank, last(2)) {
@@ -132,7 +141,7 @@ impl Layout {
                 channels,
             } => format!(
                 "{} tokens ({}a {grid_h}×{grid_w} patch grid) × {channels} channels",
-                prefix + grid_h * grid_w,
+                prefix.saturating_add(grid_h.saturating_mul(grid_w)),
                 if prefix > 0 {
                     format!("{prefix} + ")
                 } else {
@@ -152,7 +161,7 @@ impl Layout {
                 dim,
             } => format!(
                 "{heads} heads × {} tokens ({prefix} + a {grid_h}×{grid_w} patch grid) × {dim}",
-                prefix + grid_h * grid_w
+                prefix.saturating_add(grid_h.saturating_mul(grid_w))
             ),
             Layout::Image {
                 channels,
@@ -213,6 +222,24 @@ mod tests {
                 dim: 64
             }
         );
+        assert!(matches!(
+            Layout::of(&[1, 3, 197, 64]),
+            Layout::Heads {
+                heads: 3,
+                prefix: 1,
+                grid_h: 14,
+                ..
+            }
+        ));
+        assert!(matches!(
+            Layout::of(&[1, 6, 257, 257]),
+            Layout::Heads {
+                heads: 6,
+                prefix: 1,
+                dim: 257,
+                ..
+            }
+        ));
         assert_eq!(
             Layout::of(&[1, 3, 224, 224]),
             Layout::Image {

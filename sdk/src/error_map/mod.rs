@@ -10,7 +10,8 @@ mod layout;
 
 pub use layout::Layout;
 
-use crate::error_model::WorstElement;
+use crate::compare::NanPolicy;
+use crate::error_model::{element_error, WorstElement};
 use serde::{Deserialize, Serialize};
 
 /// Outputs whose largest `|e|` reaches this get a map (failing ones always).
@@ -79,27 +80,17 @@ pub struct ErrorMap {
     pub panels: Vec<Panel>,
     pub histogram: Histogram,
     /// The largest `|e|` first.
-    pub worst: Vec<WorstElement>,
+    pub worst: Vec<Worst>,
 }
 
-/// `|e|` of one element, as [`crate::error_model::judge`] computes it
-/// (mismatched non-finite values are infinite), capped at [`E_CAP`].
-fn normalised(actual: f64, reference: f64, bound: f64) -> f32 {
-    let e = if actual.is_finite() && reference.is_finite() {
-        let d = (actual - reference).abs();
-        if d == 0.0 || bound == f64::INFINITY {
-            0.0
-        } else if bound > 0.0 {
-            d / bound
-        } else {
-            f64::INFINITY
-        }
-    } else if actual.to_bits() == reference.to_bits() || (actual.is_nan() && reference.is_nan()) {
-        0.0
-    } else {
-        f64::INFINITY
-    };
-    e.min(f64::from(E_CAP)) as f32
+/// One of the worst elements, with its `|e|` (as the verdict computed it:
+/// a NaN matches a NaN only where the stage allows NaN).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Worst {
+    #[serde(flatten)]
+    pub element: WorstElement,
+    #[serde(with = "crate::json_float")]
+    pub e: f64,
 }
 
 /// How a cell combines the elements it covers.
@@ -130,18 +121,23 @@ fn pooled(
                 let (mut acc, mut n) = (0.0f64, 0u32);
                 for r in pr * row_step..((pr + 1) * row_step).min(rows) {
                     for c in pc * col_step..((pc + 1) * col_step).min(cols) {
+                        // Cells stay finite (JSON has no NaN): errors are
+                        // capped, values averaged over their finite ones.
                         let v = f64::from(value(r, c, ch));
-                        acc = match pool {
-                            Pool::Max => acc.max(v),
-                            Pool::Mean => acc + v,
-                        };
-                        n += 1;
+                        if v.is_finite() {
+                            acc = match pool {
+                                Pool::Max => acc.max(v),
+                                Pool::Mean => acc + v,
+                            };
+                            n += 1;
+                        }
                     }
                 }
-                values.push(match pool {
-                    Pool::Max => acc as f32,
-                    Pool::Mean => (acc / f64::from(n.max(1))) as f32,
-                });
+                let cell = match pool {
+                    Pool::Max => acc,
+                    Pool::Mean => acc / f64::from(n.max(1)),
+                };
+                values.push(cell.clamp(-f64::from(f32::MAX), f64::from(f32::MAX)) as f32);
             }
         }
     }
@@ -196,23 +192,81 @@ fn histogram(e: &[f32], nonfinite: u64) -> Histogram {
 }
 
 impl ErrorMap {
+    /// Checks a map read from a file (a results file is untrusted): every
+    /// panel within [`MAX_SIDE`] a side, 1 to 4 channels, as many values as
+    /// cells; the histogram's bins as [`Histogram`] defines them.
+    pub fn validate(&self) -> Result<(), String> {
+        for (i, p) in self.panels.iter().enumerate() {
+            let channels = if p.kind == PanelKind::Error {
+                1..=1
+            } else {
+                1..=4
+            };
+            if p.rows > MAX_SIDE || p.cols > MAX_SIDE || !channels.contains(&p.channels) {
+                return Err(format!(
+                    "panel {i}: {}×{} cells of {} channels (at most {MAX_SIDE}×{MAX_SIDE}, 1 to 4 channels, errors 1)",
+                    p.rows, p.cols, p.channels
+                ));
+            }
+            let cells = p.rows * p.cols * p.channels;
+            if p.values.iter().any(|v| !v.is_finite()) {
+                return Err(format!("panel {i}: a value is not finite"));
+            }
+            let before = i.checked_sub(1).map(|j| &self.panels[j]);
+            if p.kind == PanelKind::Actual
+                && !before.is_some_and(|e| {
+                    e.kind == PanelKind::Expected
+                        && (e.rows, e.cols, e.channels) == (p.rows, p.cols, p.channels)
+                })
+            {
+                return Err(format!(
+                    "panel {i}: actual values not after expected ones of the same size"
+                ));
+            }
+            if p.values.len() != cells {
+                return Err(format!(
+                    "panel {i}: {} values for {}×{}×{} cells",
+                    p.values.len(),
+                    p.rows,
+                    p.cols,
+                    p.channels
+                ));
+            }
+        }
+        let bins = ((HIST_HI - HIST_LO) * HIST_PER_DECADE) as usize;
+        if self.histogram.bins.len() != bins {
+            return Err(format!(
+                "the histogram has {} bins, not {bins}",
+                self.histogram.bins.len()
+            ));
+        }
+        Ok(())
+    }
+
     /// The map of `actual` against `reference` within `bound` (all three
-    /// row-major over `shape`).
-    pub fn of(actual: &[f64], reference: &[f64], bound: &[f64], shape: &[usize]) -> ErrorMap {
-        let e: Vec<f32> = actual
+    /// row-major over `shape`), NaN judged by `nan` as the verdict was.
+    pub fn of(
+        actual: &[f64],
+        reference: &[f64],
+        bound: &[f64],
+        shape: &[usize],
+        nan: NanPolicy,
+    ) -> ErrorMap {
+        let full: Vec<f64> = actual
             .iter()
             .zip(reference)
             .zip(bound)
-            .map(|((&a, &r), &b)| normalised(a, r, b))
+            .map(|((&a, &r), &b)| element_error(a, r, b, nan).abs())
+            .collect();
+        let e: Vec<f32> = full
+            .iter()
+            .map(|&v| v.min(f64::from(E_CAP)) as f32)
             .collect();
         let nonfinite = actual
             .iter()
             .zip(reference)
-            .filter(|(a, r)| {
-                !(a.is_finite() && r.is_finite())
-                    && a.to_bits() != r.to_bits()
-                    && !(a.is_nan() && r.is_nan())
-            })
+            .zip(&full)
+            .filter(|((a, r), &e)| !(a.is_finite() && r.is_finite()) && e != 0.0)
             .count() as u64;
         let layout = Layout::of(shape);
         let panels = panels(layout, &e, actual, reference);
@@ -225,20 +279,25 @@ impl ErrorMap {
         order.sort_by(|&i, &j| e[j].total_cmp(&e[i]).then(i.cmp(&j)));
         let worst = order
             .into_iter()
-            .map(|i| WorstElement {
-                index: crate::compare::unravel(i, shape),
-                actual: actual[i],
-                reference: reference[i],
-                bound: bound[i],
+            .map(|i| Worst {
+                element: WorstElement {
+                    index: crate::compare::unravel(i, shape),
+                    actual: actual[i],
+                    reference: reference[i],
+                    bound: bound[i],
+                },
+                e: full[i],
             })
             .collect();
-        ErrorMap {
+        let map = ErrorMap {
             shape: shape.to_vec(),
             layout,
             histogram: histogram(&e, nonfinite),
             panels,
             worst,
-        }
+        };
+        debug_assert_eq!(map.validate(), Ok(()));
+        map
     }
 }
 

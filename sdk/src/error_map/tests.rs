@@ -1,4 +1,5 @@
 use super::*;
+use crate::compare::NanPolicy;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -7,7 +8,7 @@ fn fresh() -> (ChaCha8Rng, u64) {
     (ChaCha8Rng::seed_from_u64(seed), seed)
 }
 
-fn normal(rng: &mut ChaCha8Rng, n: usize) -> Vec<f64> {
+fn uniform(rng: &mut ChaCha8Rng, n: usize) -> Vec<f64> {
     (0..n).map(|_| rng.gen_range(-1.0..1.0)).collect()
 }
 
@@ -25,7 +26,7 @@ fn panel<'a>(map: &'a ErrorMap, title_start: &str) -> &'a Panel {
 fn a_flipped_patch_grid_shows_as_a_mirrored_map() {
     let (mut rng, seed) = fresh();
     let (g, c) = (16, 24);
-    let reference = normal(&mut rng, (1 + g * g) * c);
+    let reference = uniform(&mut rng, (1 + g * g) * c);
     let mut actual = reference.clone();
     for r in 0..g {
         for col in 0..g {
@@ -34,7 +35,13 @@ fn a_flipped_patch_grid_shows_as_a_mirrored_map() {
         }
     }
     let bound = vec![1e-3; reference.len()];
-    let map = ErrorMap::of(&actual, &reference, &bound, &[1, 1 + g * g, c]);
+    let map = ErrorMap::of(
+        &actual,
+        &reference,
+        &bound,
+        &[1, 1 + g * g, c],
+        NanPolicy::Fail,
+    );
     assert_eq!(
         map.layout,
         Layout::Tokens {
@@ -84,7 +91,7 @@ fn a_flipped_patch_grid_shows_as_a_mirrored_map() {
 fn a_flipped_feature_map_shows_as_a_mirrored_map() {
     let (mut rng, seed) = fresh();
     let (c, h, w) = (96, 12, 12);
-    let reference = normal(&mut rng, c * h * w);
+    let reference = uniform(&mut rng, c * h * w);
     let mut actual = reference.clone();
     for ch in 0..c {
         for r in 0..h {
@@ -92,7 +99,13 @@ fn a_flipped_feature_map_shows_as_a_mirrored_map() {
             actual[to..to + w].copy_from_slice(&reference[from..from + w]);
         }
     }
-    let map = ErrorMap::of(&actual, &reference, &vec![1e-3; c * h * w], &[1, c, h, w]);
+    let map = ErrorMap::of(
+        &actual,
+        &reference,
+        &vec![1e-3; c * h * w],
+        &[1, c, h, w],
+        NanPolicy::Fail,
+    );
     assert_eq!(
         map.layout,
         Layout::FeatureMap {
@@ -130,13 +143,19 @@ fn one_bad_head_lights_one_row() {
     let (mut rng, seed) = fresh();
     let (heads, tokens, dim) = (6, 1 + 64, 8);
     let bad = rng.gen_range(0..heads);
-    let reference = normal(&mut rng, heads * tokens * dim);
+    let reference = uniform(&mut rng, heads * tokens * dim);
     let mut actual = reference.clone();
     for v in &mut actual[bad * tokens * dim..(bad + 1) * tokens * dim] {
         *v *= 1.01;
     }
     let bound = vec![1e-4; reference.len()];
-    let map = ErrorMap::of(&actual, &reference, &bound, &[1, heads, tokens, dim]);
+    let map = ErrorMap::of(
+        &actual,
+        &reference,
+        &bound,
+        &[1, heads, tokens, dim],
+        NanPolicy::Fail,
+    );
     let rows = panel(&map, "largest |e| per head and token");
     assert_eq!((rows.rows, rows.cols), (heads, tokens), "seed {seed}");
     for h in 0..heads {
@@ -163,14 +182,15 @@ fn one_bad_head_lights_one_row() {
 fn large_tensors_are_pooled_without_losing_a_spike() {
     let (mut rng, seed) = fresh();
     let (h, w) = (300 + rng.gen_range(0..50), 500 + rng.gen_range(0..50));
-    let reference = normal(&mut rng, 3 * h * w);
+    let reference = uniform(&mut rng, 3 * h * w);
     let mut actual = reference.clone();
     let spike = (rng.gen_range(0..h), rng.gen_range(0..w));
     let at = (2 * h + spike.0) * w + spike.1;
     actual[at] += 0.5;
-    actual[0] = f64::NAN;
+    let last = actual.len() - 1;
+    actual[last] = f64::NAN;
     let bound = vec![1e-2; reference.len()];
-    let map = ErrorMap::of(&actual, &reference, &bound, &[1, 3, h, w]);
+    let map = ErrorMap::of(&actual, &reference, &bound, &[1, 3, h, w], NanPolicy::Fail);
     let pixels = panel(&map, "largest |e| per pixel");
     assert!(
         pixels.rows <= MAX_SIDE && pixels.cols <= MAX_SIDE,
@@ -181,9 +201,43 @@ fn large_tensors_are_pooled_without_losing_a_spike() {
     let image = panel(&map, "the image, expected");
     assert_eq!(image.channels, 3);
     assert_eq!(image.values.len(), image.rows * image.cols * 3);
-    assert_eq!(map.worst[0].index, [0, 0, 0, 0], "seed {seed}: NaN first");
-    assert_eq!(map.worst[1].index, [0, 2, spike.0, spike.1], "seed {seed}");
+    assert_eq!(
+        map.worst[0].element.index,
+        [0, 2, h - 1, w - 1],
+        "seed {seed}: NaN first"
+    );
+    assert_eq!(map.worst[0].e, f64::INFINITY);
+    assert_eq!(
+        map.worst[1].element.index,
+        [0, 2, spike.0, spike.1],
+        "seed {seed}"
+    );
+    assert!((map.worst[1].e - 50.0).abs() < 1e-9, "seed {seed}");
     assert_eq!(map.histogram.non_finite, 1);
     assert_eq!(map.histogram.zero as usize, reference.len() - 2);
     assert!(map.worst.len() == WORST);
+}
+
+/// NaN follows the stage's policy as the verdict does, and a map of
+/// non-finite values reads back from JSON as it was written.
+#[test]
+fn non_finite_values_follow_the_nan_policy_and_read_back() {
+    let (mut rng, seed) = fresh();
+    let (tokens, c) = (1 + 16, 4);
+    let mut reference = uniform(&mut rng, tokens * c);
+    let mut actual = reference.clone();
+    let both_nan = rng.gen_range(2..tokens * c);
+    (reference[both_nan], actual[both_nan]) = (f64::NAN, f64::NAN);
+    actual[0] = f64::INFINITY;
+    (reference[1], actual[1]) = (f64::MAX, f64::MAX);
+    let bound = vec![1e-3; tokens * c];
+    let shape = [1, tokens, c];
+    for (nan, non_finite) in [(NanPolicy::Fail, 2), (NanPolicy::Allow, 1)] {
+        let map = ErrorMap::of(&actual, &reference, &bound, &shape, nan);
+        assert_eq!(map.histogram.non_finite, non_finite, "seed {seed}: {nan:?}");
+        let text = serde_json::to_string(&map).unwrap();
+        let back: ErrorMap = serde_json::from_str(&text).unwrap();
+        assert_eq!(serde_json::to_string(&back).unwrap(), text, "seed {seed}");
+        assert_eq!(back.validate(), Ok(()));
+    }
 }

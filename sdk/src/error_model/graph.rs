@@ -194,8 +194,15 @@ pub fn check_nodes(
         };
         let (expected, bound) = (ev.value.to_f64_vec(), ev.local(params.lambda));
         let judgement = judge(actual, &expected, &bound, rules);
-        let error_map = (!judgement.passed)
-            .then(|| ErrorMap::of(&actual.to_f64_vec(), &expected, &bound, &actual.spec.shape));
+        let error_map = (!judgement.passed).then(|| {
+            ErrorMap::of(
+                &actual.to_f64_vec(),
+                &expected,
+                &bound,
+                &actual.spec.shape,
+                nan,
+            )
+        });
         checks.push(NodeCheck {
             node: i,
             op: format!("{}@{}", node.op.name(), node.op.version()),

@@ -174,6 +174,34 @@ pub struct Rules {
     pub bias: Option<(f64, f64)>,
 }
 
+/// The normalised error `e = (actual − reference) / bound` of one element:
+/// 0 inside an infinite bound, ±∞ past a zero one, and ∞ where a NaN or ±Inf
+/// differs from the reference (a NaN matches a NaN only under
+/// `NanPolicy::Allow`). Never NaN, whose comparisons would pin the worst.
+pub fn element_error(actual: f64, reference: f64, bound: f64, nan: NanPolicy) -> f64 {
+    if actual.is_finite() && reference.is_finite() {
+        let d = actual - reference;
+        if d == 0.0 || bound == f64::INFINITY {
+            0.0
+        } else if bound > 0.0 {
+            d / bound
+        } else {
+            f64::INFINITY.copysign(d)
+        }
+    } else {
+        let same = if actual.is_nan() || reference.is_nan() {
+            actual.is_nan() && reference.is_nan() && nan == NanPolicy::Allow
+        } else {
+            actual == reference
+        };
+        if same {
+            0.0
+        } else {
+            f64::INFINITY
+        }
+    }
+}
+
 /// Elements per block of a judgement.
 const JUDGE_BLOCK: usize = 1 << 14;
 
@@ -202,31 +230,12 @@ impl Tally {
     ) -> Tally {
         let mut t = Tally::default();
         for (i, (((&x, &r), &b), m_out)) in a.iter().zip(reference).zip(bound).zip(e).enumerate() {
-            let ei = if x.is_finite() && r.is_finite() {
-                let d = x - r;
-                t.max_abs = t.max_abs.max(d.abs());
-                if d == 0.0 || b == f64::INFINITY {
-                    // (Any finite error is inside an infinite bound; and so
-                    // |e| is never NaN, whose comparisons would pin `worst`.)
-                    0.0
-                } else if b > 0.0 {
-                    d / b
-                } else {
-                    f64::INFINITY.copysign(d)
-                }
-            } else {
-                let ok = if x.is_nan() || r.is_nan() {
-                    x.is_nan() && r.is_nan() && rules.nan == NanPolicy::Allow
-                } else {
-                    x == r
-                };
-                if ok {
-                    0.0
-                } else {
-                    t.nonfinite.get_or_insert(at + i);
-                    f64::INFINITY
-                }
-            };
+            let ei = element_error(x, r, b, rules.nan);
+            if x.is_finite() && r.is_finite() {
+                t.max_abs = t.max_abs.max((x - r).abs());
+            } else if ei != 0.0 {
+                t.nonfinite.get_or_insert(at + i);
+            }
             let m = ei.abs();
             if m > 1.0 {
                 t.over += 1;

@@ -208,8 +208,13 @@ impl StageContext<'_> {
             let expected = ref_value.to_f64_vec();
             let judgement = error_model::judge(actual, &expected, bound, rules);
             passed &= judgement.passed;
-            let error_map = (!judgement.passed || judgement.max_e >= error_map::NEAR_FAILING)
-                .then(|| ErrorMap::of(&actual.to_f64_vec(), &expected, bound, &actual.spec.shape));
+            // (The differential round's outputs are judged, not drawn.)
+            let error_map = (self.round == Round::Main
+                && (!judgement.passed || judgement.max_e >= error_map::NEAR_FAILING))
+                .then(|| {
+                    let shape = &actual.spec.shape;
+                    ErrorMap::of(&actual.to_f64_vec(), &expected, bound, shape, stage.nan)
+                });
             let (drift, hash) =
                 Drift::with_hash(actual, &golden).map_err(|e| format!("`{name}`: {e}"))?;
             result.outputs.push(OutputResult {
