@@ -36,7 +36,14 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("capture", capture),
     ("protocol", protocol),
     ("report", report),
+    ("results", results),
 ];
+
+/// A JSON results file read back (`runner::results::read_json`: decoded,
+/// every error map validated), as `vips-conformance report` reads one.
+pub fn results(data: &[u8]) -> Outcome {
+    vips_sdk::runner::results::read_json(data).map(|_| ())
+}
 
 /// A golden vector file (`GoldenFile::from_bytes`), then every tensor of a
 /// bounded size materialised (raw ones are checked by the decoder itself;

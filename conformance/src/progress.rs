@@ -6,19 +6,16 @@
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::time::Duration;
 use vips_sdk::compare::Tier;
-use vips_sdk::runner::{Event, Round, Status};
+use vips_sdk::runner::{Event, Round};
 
 pub struct Bars {
     multi: MultiProgress,
     bars: Vec<(Tier, ProgressBar)>,
-    /// The differential round runs every stage the provider supports again.
-    differential: bool,
 }
 
 impl Bars {
-    /// One bar per tier of `stages`, run twice with `differential`.
-    pub fn new(tiers: &[Tier], stages: u64, differential: bool, hidden: bool) -> Bars {
-        let steps = stages * if differential { 2 } else { 1 };
+    /// One bar per tier; each round adds its stages as the runner plans it.
+    pub fn new(tiers: &[Tier], hidden: bool) -> Bars {
         let target = if hidden {
             ProgressDrawTarget::hidden()
         } else {
@@ -33,18 +30,14 @@ impl Bars {
         let bars = tiers
             .iter()
             .map(|&t| {
-                let bar = multi.add(ProgressBar::new(steps));
+                let bar = multi.add(ProgressBar::new(0));
                 bar.set_style(style.clone());
                 bar.set_prefix(t.name());
                 bar.set_message("waiting");
                 (t, bar)
             })
             .collect();
-        Bars {
-            multi,
-            bars,
-            differential,
-        }
+        Bars { multi, bars }
     }
 
     fn bar(&self, tier: Tier) -> Option<&ProgressBar> {
@@ -53,7 +46,22 @@ impl Bars {
 
     pub fn event(&self, e: &Event) {
         match *e {
+            Event::Planned { tier, stages, .. } => {
+                if let Some(bar) = self.bar(tier) {
+                    bar.inc_length(stages as u64);
+                }
+            }
             Event::Started { tier, round, stage } => {
+                // Tiers run one after the other: an earlier one's clock stops.
+                for (_, done) in self
+                    .bars
+                    .iter()
+                    .filter(|(t, b)| *t != tier && b.position() > 0)
+                {
+                    if !done.is_finished() {
+                        done.finish();
+                    }
+                }
                 if let Some(bar) = self.bar(tier) {
                     if bar.position() == 0 && !bar.is_hidden() {
                         // A tier's clock starts with its first stage, and
@@ -70,17 +78,7 @@ impl Bars {
             }
             Event::Finished(r) => {
                 if let Some(bar) = self.bar(r.tier) {
-                    if self.differential
-                        && r.round == Round::Main
-                        && r.status == Status::NotSupported
-                    {
-                        // Not run again in the differential round.
-                        bar.set_length(bar.length().unwrap_or(1).saturating_sub(1));
-                    }
                     bar.inc(1);
-                    if bar.position() >= bar.length().unwrap_or(0) {
-                        bar.finish_with_message("done");
-                    }
                 }
             }
         }

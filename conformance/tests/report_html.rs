@@ -342,7 +342,7 @@ fn bad_inputs_are_clear_errors() {
         (garbage.as_path(), "not a JSON object"),
         (
             other.as_path(),
-            "neither a certification report nor a results file",
+            "not a results file (`run --output`) nor a certification report",
         ),
         (dir.path(), "not a regular file"),
         (

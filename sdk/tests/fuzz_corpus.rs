@@ -105,6 +105,11 @@ fn report_corpus() {
     replay("report");
 }
 
+#[test]
+fn results_corpus() {
+    replay("results");
+}
+
 /// Small valid golden files: every storage kind and distribution.
 fn golden_seeds() -> Vec<(&'static str, Vec<u8>)> {
     let x = HostTensor::from_vec(&[2, 3], vec![1.0f32, -2.0, 0.5, 0.0, 3.25, -0.125]).unwrap();

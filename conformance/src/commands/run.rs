@@ -248,12 +248,7 @@ pub fn run(args: Args) -> super::Outcome {
         Backend::Isolated(Box::new(worker))
     };
     let mode = opts.mode;
-    let bars = Bars::new(
-        &opts.tiers,
-        runner::select(&suite, &opts).len() as u64,
-        opts.differential,
-        args.common.quiet || args.common.json,
-    );
+    let bars = Bars::new(&opts.tiers, args.common.quiet || args.common.json);
     let report = runner::run_on(&suite, backend, &reference, &opts, &mut |e| {
         bars.event(&e);
         if let Event::Finished(r) = e {

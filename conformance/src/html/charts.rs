@@ -107,7 +107,7 @@ pub fn drift(tier: &str, points: &[(String, f64)]) -> Result<String> {
         .map(|(n, v)| {
             (
                 n.clone(),
-                if v.is_finite() {
+                if v.is_finite() && *v > 0.0 {
                     v.clamp(1e-30, 1e30)
                 } else {
                     *v

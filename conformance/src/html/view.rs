@@ -353,6 +353,13 @@ impl View {
             }
             (_, Verdict::NotCertified) => Standing::Fail,
             (Signature::Verified(_), Verdict::Certified) => Standing::Pass,
+            (Signature::Unsigned, Verdict::Certified) => {
+                reasons.insert(
+                    0,
+                    "the report is not signed: anyone could have written it".into(),
+                );
+                Standing::Unconfirmed
+            }
             (_, Verdict::Certified) => {
                 reasons.insert(0, "the signature was not checked (give --pubkey)".into());
                 Standing::Unconfirmed

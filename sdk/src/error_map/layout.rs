@@ -56,6 +56,12 @@ fn token_grid(tokens: usize) -> Option<(usize, usize)> {
     })
 }
 
+/// A class token (and up to 4 registers) before a patch grid of at least
+/// 4×4: tokens, not an image's or a feature map's side.
+fn class_token_grid(tokens: usize) -> bool {
+    token_grid(tokens).is_some_and(|(p, g)| (1..=5).contains(&p) && g >= 4)
+}
+
 /// Grey, RGB, RGBA.
 fn is_colour(c: usize) -> bool {
     matches!(c, 1 | 3 | 4)
@@ -75,9 +81,10 @@ impl Layout {
             width,
             channels_last,
         };
-        // Attention with a class token (and registers) before its grid,
-        // 197 = 1 + 14², is heads even with 3 or 4 of them: image sides
-        // are seldom 1 to 5 more than a square of 16 or more.
+        // Attention with 3 or 4 heads and a class token (and registers)
+        // before its grid, [1, 3, 197, 64] (197 = 1 + 14²), is not an
+        // image: an image's rows are seldom 1 to 5 more than a square of 16
+        // or more while its width differs from them.
         let heads = |heads, tokens, dim| {
             token_grid(tokens).map(|(prefix, g)| Layout::Heads {
                 heads,
@@ -88,8 +95,8 @@ impl Layout {
             })
         };
         let inferred = match (rank, last(3)) {
-            (r, Some(&[h, t, d]))
-                if r >= 4 && token_grid(t).is_some_and(|(p, g)| (1..=5).contains(&p) && g >= 4) =>
+            (r, Some(&[h @ (3 | 4), t, d]))
+                if r >= 4 && t != d && !is_colour(d) && class_token_grid(t) =>
             {
                 heads(h, t, d)
             }
@@ -99,9 +106,15 @@ impl Layout {
                 Some(image(c, h, w, false))
             }
             (_, Some(&[h, w, c])) if side(h, w) && is_colour(c) => Some(image(c, h, w, true)),
-            // Many channels on a square grid: a feature map, not attention
-            // heads (which have few heads and tokens ≠ dim).
-            (r, Some(&[c, h, w])) if r >= 4 && c > 4 && h >= 2 && w >= 2 && (c > 64 || h == w) => {
+            // Many channels, or a square grid whose side is no class token
+            // plus a square (attention weights [1, 6, 257, 257] are heads).
+            (r, Some(&[c, h, w]))
+                if r >= 4
+                    && c > 4
+                    && h >= 2
+                    && w >= 2
+                    && (c > 64 || (h == w && !class_token_grid(h))) =>
+            {
                 Some(Layout::FeatureMap {
                     channels: c,
                     height: h,
@@ -240,6 +253,24 @@ mod tests {
                 ..
             }
         ));
+        // Feature maps and images whose sides happen to be 1 to 5 more than a square.
+        for shape in [
+            [1, 384, 37, 37],
+            [1, 512, 28, 28],
+            [1, 768, 17, 17],
+            [1, 16, 12, 12],
+        ] {
+            assert!(
+                matches!(Layout::of(&shape), Layout::FeatureMap { .. }),
+                "{shape:?}"
+            );
+        }
+        for shape in [[1, 227, 227, 3], [1, 3, 227, 227]] {
+            assert!(
+                matches!(Layout::of(&shape), Layout::Image { .. }),
+                "{shape:?}"
+            );
+        }
         assert_eq!(
             Layout::of(&[1, 3, 224, 224]),
             Layout::Image {

@@ -20,6 +20,8 @@ pub const NEAR_FAILING: f64 = 0.5;
 pub const MAX_SIDE: usize = 128;
 /// The worst elements kept.
 const WORST: usize = 16;
+/// Axes of a mapped tensor, at most.
+const MAX_RANK: usize = 16;
 /// `|e|` is stored up to this (and a non-finite `|e|` as this): JSON has no infinity.
 pub const E_CAP: f32 = 1.0e9;
 /// Histogram bins: `|e|` from 10^HIST_LO to 10^HIST_HI, HIST_PER_DECADE a decade.
@@ -69,7 +71,8 @@ pub struct Histogram {
     pub bins: Vec<u64>,
     /// At or above 10^HIST_HI, finite.
     pub above: u64,
-    /// NaN or ±Inf where the reference has another value.
+    /// NaN or ±Inf where the reference has another value (NaN against NaN
+    /// counts unless the stage allows NaN, as in the verdict).
     pub non_finite: u64,
 }
 
@@ -233,6 +236,23 @@ impl ErrorMap {
                 ));
             }
         }
+        if self.worst.len() > WORST || self.shape.len() > MAX_RANK {
+            return Err(format!(
+                "{} worst elements of a rank-{} tensor (at most {WORST}, rank {MAX_RANK})",
+                self.worst.len(),
+                self.shape.len()
+            ));
+        }
+        if let Some(w) = self
+            .worst
+            .iter()
+            .find(|w| w.element.index.len() != self.shape.len())
+        {
+            return Err(format!(
+                "a worst element's index {:?} does not fit shape {:?}",
+                w.element.index, self.shape
+            ));
+        }
         let bins = ((HIST_HI - HIST_LO) * HIST_PER_DECADE) as usize;
         if self.histogram.bins.len() != bins {
             return Err(format!(
@@ -270,13 +290,14 @@ impl ErrorMap {
             .count() as u64;
         let layout = Layout::of(shape);
         let panels = panels(layout, &e, actual, reference);
-        let mut order: Vec<usize> = (0..e.len()).collect();
-        let k = WORST.min(e.len());
-        if k > 0 && k < e.len() {
-            order.select_nth_unstable_by(k - 1, |&i, &j| e[j].total_cmp(&e[i]));
+        // By the uncapped |e|, so the first is the verdict's worst.
+        let mut order: Vec<usize> = (0..full.len()).collect();
+        let k = WORST.min(full.len());
+        if k > 0 && k < full.len() {
+            order.select_nth_unstable_by(k - 1, |&i, &j| full[j].total_cmp(&full[i]));
         }
         order.truncate(k);
-        order.sort_by(|&i, &j| e[j].total_cmp(&e[i]).then(i.cmp(&j)));
+        order.sort_by(|&i, &j| full[j].total_cmp(&full[i]).then(i.cmp(&j)));
         let worst = order
             .into_iter()
             .map(|i| Worst {
@@ -301,8 +322,12 @@ impl ErrorMap {
     }
 }
 
-/// The views of each layout (docs/report.md, "Layouts").
+/// The views of each layout (docs/report.md, "Layouts"); none for a tensor
+/// without elements.
 fn panels(layout: Layout, e: &[f32], actual: &[f64], reference: &[f64]) -> Vec<Panel> {
+    if e.is_empty() {
+        return Vec::new();
+    }
     let (err, exp, act) = (PanelKind::Error, PanelKind::Expected, PanelKind::Actual);
     match layout {
         Layout::Tokens {

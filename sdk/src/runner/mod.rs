@@ -436,6 +436,13 @@ pub fn run(
 /// CSV row written as each stage finishes).
 #[derive(Debug, Clone, Copy)]
 pub enum Event<'a> {
+    /// A round of a tier is about to run this many stages (the differential
+    /// round only those the provider supports).
+    Planned {
+        tier: Tier,
+        round: Round,
+        stages: usize,
+    },
     /// A stage starts (its retries included).
     Started {
         tier: Tier,
@@ -596,6 +603,14 @@ impl Progress<'_> {
         result
     }
 
+    fn planned(&mut self, tier: Tier, round: Round, stages: usize) {
+        (self.observer)(Event::Planned {
+            tier,
+            round,
+            stages,
+        });
+    }
+
     fn started(&mut self, tier: Tier, round: Round, stage: &Stage) {
         (self.observer)(Event::Started {
             tier,
@@ -653,6 +668,7 @@ fn run_tiers(
         // Whether the provider runs each stage (decided before a baseline
         // turns NOT SUPPORTED into EXPECTED FAIL).
         let mut supported = Vec::new();
+        progress.planned(tier, Round::Main, stages.len());
         for (stage_index, stage) in stages.iter().enumerate() {
             if progress.stopped.is_some() {
                 results.push(progress.missing(stage, tier, Round::Main));
@@ -748,6 +764,8 @@ fn run_tiers(
         };
         let mut differential = Vec::new();
         if opts.differential {
+            let runs = supported.iter().filter(|&&runs| runs).count();
+            progress.planned(tier, Round::Differential, runs);
             for (stage_index, (stage, &runs)) in stages.iter().zip(&supported).enumerate() {
                 if progress.stopped.is_some() {
                     differential.push(progress.missing(stage, tier, Round::Differential));

@@ -2,7 +2,8 @@
 //! goes, so a run that dies leaves what it finished), JUnit XML for CI
 //! dashboards, and the baseline: a results CSV of a previous run whose
 //! failures are expected. An expected failure that now passes is an
-//! UNEXPECTED PASS, a failure: baselines only tighten.
+//! UNEXPECTED PASS, a failure: baselines only tighten. And the JSON results
+//! file read back (`vips-conformance report`).
 
 use super::{Mode, RunReport, StageResult, Status};
 use std::collections::HashMap;
@@ -201,4 +202,37 @@ pub fn junit(report: &RunReport) -> String {
     }
     out.push_str("</testsuites>\n");
     out
+}
+
+/// A JSON results file (`run --output`) is at most this many bytes. Each
+/// error map is bounded (at most about 2 MB as written, one value a line),
+/// and a map is kept per failing output and operator: a run of every DINOv2
+/// stage failing at three tiers writes a few hundred MB at most.
+pub const MAX_JSON_BYTES: u64 = 1 << 30;
+
+/// A JSON results file read back, untrusted: it must decode as a run's
+/// report and every error map in it must be one a page can draw
+/// ([`crate::error_map::ErrorMap::validate`]).
+pub fn read_json(bytes: &[u8]) -> Result<RunReport, String> {
+    let report: RunReport = serde_json::from_slice(bytes).map_err(|e| {
+        format!("not a results file (`run --output`) nor a certification report: {e}")
+    })?;
+    for t in &report.tiers {
+        for s in t.stages.iter().chain(&t.differential) {
+            let outputs = s.outputs.iter().map(|o| (&o.tensor, &o.error_map));
+            let nodes = s.nodes.iter().chain(&s.drill_down);
+            for (name, map) in outputs.chain(nodes.map(|n| (&n.output, &n.error_map))) {
+                if let Some(m) = map {
+                    m.validate().map_err(|e| {
+                        format!(
+                            "tier {}, stage `{}`: the error map of `{name}`: {e}",
+                            t.tier.name(),
+                            s.stage
+                        )
+                    })?;
+                }
+            }
+        }
+    }
+    Ok(report)
 }
