@@ -84,7 +84,7 @@ fn escaped(text: &str) -> String {
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
-        .replace('\'', "&#39;")
+        .replace('\'', "&apos;")
 }
 
 /// Nothing in the page is fetched: no scripts, styles, frames or images

@@ -10,23 +10,8 @@ use std::fmt::Write;
 use view::{NodeView, OutputView, Signature, StageView, TierView, View};
 use vips_sdk::document::Stage;
 use vips_sdk::error_map::{ErrorMap, Panel, PanelKind, E_CAP};
+use vips_sdk::runner::results::markup_text as esc;
 use vips_sdk::runner::Status;
-
-/// Text for HTML.
-fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
 
 /// A name for an `id` attribute.
 fn slug(s: &str) -> String {

@@ -139,7 +139,9 @@ impl Baseline {
     }
 }
 
-fn xml(s: &str) -> String {
+/// Text for XML or HTML: the five markup characters escaped, control
+/// characters XML 1.0 cannot carry made spaces.
+pub fn markup_text(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -168,7 +170,7 @@ pub fn junit(report: &RunReport) -> String {
             let _ = writeln!(
                 out,
                 "  <testsuite name=\"{}.{}.{round}\" tests=\"{}\" failures=\"{failures}\" time=\"{seconds:.3}\">",
-                xml(&report.component),
+                markup_text(&report.component),
                 t.tier.name(),
                 stages.len()
             );
@@ -176,12 +178,12 @@ pub fn junit(report: &RunReport) -> String {
                 let _ = write!(
                     out,
                     "    <testcase classname=\"{}.{}.{round}\" name=\"{}\" time=\"{:.3}\"",
-                    xml(&report.component),
+                    markup_text(&report.component),
                     t.tier.name(),
-                    xml(&s.stage),
+                    markup_text(&s.stage),
                     s.seconds
                 );
-                let reason = xml(s.reason.as_deref().unwrap_or(""));
+                let reason = markup_text(s.reason.as_deref().unwrap_or(""));
                 match s.status {
                     Status::Pass => out.push_str("/>\n"),
                     Status::ExpectedFail => {
