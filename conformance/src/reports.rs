@@ -59,6 +59,10 @@ fn tier_path(template: &Path, tier: Tier) -> PathBuf {
 }
 
 impl ReportFiles {
+    pub fn paths(&self) -> impl Iterator<Item = &Path> {
+        self.files.iter().map(|(_, p, _)| p.as_path())
+    }
+
     /// One file per tier: with several tiers the path must hold `{tier}`.
     pub fn create(template: &Path, tiers: &[Tier]) -> Result<ReportFiles, String> {
         if tiers.len() > 1 && !template.to_string_lossy().contains("{tier}") {

@@ -32,8 +32,10 @@ pub fn read_baseline(path: &Path) -> Result<String, String> {
 
 pub struct ResultFiles {
     json: Option<(PathBuf, File)>,
-    /// `--html`: the page (docs/report.md), written at the end.
+    /// `--html`: the page (docs/report.md), written at the end, with these
+    /// remarks under the run's facts.
     html: Option<PathBuf>,
+    remarks: Vec<String>,
     csv: Option<(PathBuf, csv::Writer<File>)>,
     junit: Option<(PathBuf, File)>,
 }
@@ -58,6 +60,7 @@ impl ResultFiles {
             return Ok(ResultFiles {
                 json: None,
                 html,
+                remarks: Vec::new(),
                 csv: None,
                 junit: None,
             });
@@ -71,6 +74,7 @@ impl ResultFiles {
         Ok(ResultFiles {
             json: Some((output.to_path_buf(), json)),
             html,
+            remarks: Vec::new(),
             csv: Some((csv_path, csv)),
             junit: Some((junit_path.clone(), create(&junit_path)?)),
         })
@@ -88,6 +92,11 @@ impl ResultFiles {
                 self.csv = None;
             }
         }
+    }
+
+    /// A line for the page, under the run's facts.
+    pub fn remark(&mut self, text: String) {
+        self.remarks.push(text);
     }
 
     /// Writes the JSON report, the JUnit file and the page.
@@ -109,6 +118,7 @@ impl ResultFiles {
         if let Some(path) = &self.html {
             let mut view = View::of_results(report);
             view.with_document(Ok(document), &report.document_sha256);
+            view.remarks.extend(self.remarks.iter().cloned());
             crate::commands::report::write(path, &view, Some(document))?;
         }
         Ok(())

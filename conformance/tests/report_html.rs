@@ -264,9 +264,19 @@ fn a_report_page_says_whether_its_signature_verifies() {
         assert_eq!(r.code, 0, "{}", r.text());
         path
     };
+    let run_page = dir.path().join("run.html");
     let (whole, filtered) = (
-        report("whole.json", &[]),
+        report("whole.json", &["--html", s(&run_page)]),
         report("filtered.json", &["--stage", "fc1*"]),
+    );
+    // The run's own page names the report it wrote and the key that signed it.
+    let signer_id = vips_sdk::certify::keys::key_id(
+        &vips_sdk::certify::keys::read_public(&signer_pub).unwrap(),
+    );
+    let page = std::fs::read_to_string(&run_page).unwrap();
+    assert!(
+        page.contains(&format!("({}), signed by {signer_id}", s(&whole))),
+        "{page}"
     );
     // (header class, signature cell) of a report's page.
     let page_with = |report: &Path, keys: &[&Path]| {

@@ -226,6 +226,17 @@ pub fn run(args: Args) -> super::Outcome {
         .map(|p| ReportFiles::create(p, &opts.tiers))
         .transpose()?;
     let mut files = args.common.result_files()?;
+    if let Some(reports) = &report_files {
+        let paths: Vec<String> = reports.paths().map(|p| p.display().to_string()).collect();
+        files.remark(format!(
+            "This run also wrote its certification report ({}), {}: its page, with the verdict and the signature checked, is `vips-conformance report REPORT --html OUT --pubkey PUB.pem`.",
+            paths.join(", "),
+            match &signer {
+                Some(s) => format!("signed by {}", s.id),
+                None => "unsigned".into(),
+            }
+        ));
+    }
     let backend = if args.no_isolate {
         let device = Provider::open_by_name(&args.provider)
             .and_then(|p| p.device(args.device))

@@ -450,14 +450,17 @@ fn graph(h: &mut String, s: &StageView, doc: Option<&Stage>) {
     h.push_str("</div>");
 }
 
-/// Display size of a panel: cells scaled up to about 256 pixels across.
+/// Display size of a panel: square cells, at most 320 pixels down and 512
+/// across; a short wide panel (heads × tokens) at least 48 pixels tall; a
+/// single row a 24-pixel strip.
 fn size(p: &Panel) -> (usize, usize) {
-    if p.rows == 1 {
-        let scale = (384 / p.cols.max(1)).clamp(1, 32);
-        return (p.cols * scale, 24);
+    let (rows, cols) = (p.rows.max(1), p.cols.max(1));
+    if rows == 1 {
+        return (cols * (384 / cols).clamp(1, 32), 24);
     }
-    let scale = (256 / p.cols.max(p.rows).max(1)).clamp(1, 32);
-    (p.cols * scale, p.rows * scale)
+    let cell = (320 / rows).min(512 / cols).clamp(1, 32);
+    let tall = 48usize.div_ceil(rows).clamp(cell, 32);
+    (cols * cell, rows * tall)
 }
 
 fn figure(h: &mut String, p: &Panel, src: &str, caption: &str) {
