@@ -75,11 +75,7 @@ pub fn print(r: &RunReport) {
                 Status::ExpectedFail => expected += 1,
                 _ => fail += 1,
             }
-            let exec = s.execution.map_or("-", |e| match e {
-                runner::Execution::Fused => "fused",
-                runner::Execution::Decomposed => "decomposed",
-                runner::Execution::Captured => "captured",
-            });
+            let exec = s.execution.map_or("-", runner::Execution::name);
             let worst_output = s
                 .outputs
                 .iter()

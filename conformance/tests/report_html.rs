@@ -15,6 +15,7 @@ use std::process::Command;
 
 mod common;
 use common::{repo, require, Out};
+use vips_sdk::runner::results::markup_text;
 
 fn test_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("test program path");
@@ -78,15 +79,6 @@ fn notes(suite: &str, stage: &str) -> Vec<String> {
     stage.notes.clone()
 }
 
-/// Text as HTML writes it.
-fn escaped(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-        .replace('\'', "&apos;")
-}
-
 /// Nothing in the page is fetched: no scripts, styles, frames or images
 /// from anywhere but the page itself.
 fn assert_self_contained(page: &str) {
@@ -137,7 +129,7 @@ fn a_failing_run_shows_where_and_why() {
     let article = &article[..article.find("</article>").unwrap()];
     for note in notes("dinov2-vits14-quick", "preprocess") {
         assert!(
-            article.contains(&format!("<li>{}</li>", escaped(&note))),
+            article.contains(&format!("<li>{}</li>", markup_text(&note))),
             "note {note}"
         );
     }

@@ -203,11 +203,7 @@ fn summary(h: &mut String, t: &TierView) -> Result<(), String> {
              <td>{:.2}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             status_class(s.status),
             s.status.label(),
-            s.execution.map_or("-", |e| match e {
-                vips_sdk::runner::Execution::Fused => "fused",
-                vips_sdk::runner::Execution::Decomposed => "decomposed",
-                vips_sdk::runner::Execution::Captured => "captured",
-            }),
+            s.execution.map_or("-", vips_sdk::runner::Execution::name),
             s.seconds,
             max_e.map_or("-".into(), e_text),
             max_e.map_or("-".into(), |e| if e <= 1.0 {

@@ -81,10 +81,10 @@ impl Layout {
             width,
             channels_last,
         };
-        // Attention with 3 or 4 heads and a class token (and registers)
-        // before its grid, [1, 3, 197, 64] (197 = 1 + 14²), is not an
-        // image: an image's rows are seldom 1 to 5 more than a square of 16
-        // or more while its width differs from them.
+        // Attention with 3 or 4 heads, a class token (and registers) before
+        // its grid and a head dim of 16 to 256, [1, 3, 197, 64] (197 =
+        // 1 + 14²), is not an image: an image whose rows are 1 to 5 more
+        // than a square is seldom also exactly such a power of two wide.
         let heads = |heads, tokens, dim| {
             token_grid(tokens).map(|(prefix, g)| Layout::Heads {
                 heads,
@@ -95,8 +95,8 @@ impl Layout {
             })
         };
         let inferred = match (rank, last(3)) {
-            (r, Some(&[h @ (3 | 4), t, d]))
-                if r >= 4 && t != d && !is_colour(d) && class_token_grid(t) =>
+            (r, Some(&[h @ (3 | 4), t, d @ (16 | 32 | 64 | 128 | 256)]))
+                if r >= 4 && t != d && class_token_grid(t) =>
             {
                 heads(h, t, d)
             }
@@ -265,7 +265,8 @@ mod tests {
                 "{shape:?}"
             );
         }
-        for shape in [[1, 227, 227, 3], [1, 3, 227, 227]] {
+        // 325 = 1 + 18², but 500 wide is no head dim: an image.
+        for shape in [[1, 227, 227, 3], [1, 3, 227, 227], [1, 3, 325, 500]] {
             assert!(
                 matches!(Layout::of(&shape), Layout::Image { .. }),
                 "{shape:?}"

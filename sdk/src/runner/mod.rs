@@ -189,6 +189,16 @@ pub enum Execution {
     Captured,
 }
 
+impl Execution {
+    pub fn name(self) -> &'static str {
+        match self {
+            Execution::Fused => "fused",
+            Execution::Decomposed => "decomposed",
+            Execution::Captured => "captured",
+        }
+    }
+}
+
 /// Where the stages' outputs come from.
 #[derive(Clone, Copy)]
 pub(crate) enum Source<'a> {

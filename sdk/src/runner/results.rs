@@ -5,7 +5,7 @@
 //! UNEXPECTED PASS, a failure: baselines only tighten. And the JSON results
 //! file read back (`vips-conformance report`).
 
-use super::{Mode, RunReport, StageResult, Status};
+use super::{Execution, Mode, RunReport, StageResult, Status};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
@@ -41,7 +41,7 @@ pub fn csv_record(mode: Mode, r: &StageResult) -> [String; 9] {
         label(&r.round),
         r.stage.clone(),
         r.status.label().to_string(),
-        r.execution.as_ref().map(label).unwrap_or_default(),
+        r.execution.map_or("", Execution::name).to_string(),
         max_e.map(|e| format!("{e:.4e}")).unwrap_or_default(),
         format!("{:.3}", r.seconds),
         r.reason.clone().unwrap_or_default().replace('\n', " "),
