@@ -179,7 +179,9 @@ fn a_flipped_patch_grid_leaves_a_mirrored_map() {
     assert_eq!(stage["status"], "fail");
     assert_eq!(stage["drill_down"]["op"], "vsdk.conv2d@1");
     assert_eq!(
-        stage["drill_down"]["error_map"]["layout"]["kind"],
+        // The drill-down's map is kept once, with its node.
+        stage["nodes"][stage["drill_down"]["node"].as_u64().unwrap() as usize]["error_map"]
+            ["layout"]["kind"],
         "feature_map"
     );
     let map = &stage["outputs"][0]["error_map"];
@@ -226,6 +228,8 @@ fn a_flipped_patch_grid_leaves_a_mirrored_map() {
     // Not symmetric by accident: the expected picture itself is not.
     assert!((0..16).any(|r| row(&expected, r) != row(&expected, 15 - r)));
     assert!(page.contains("id=\"stage-fp32-patch_embed\""));
+    // The drill-down's map is drawn, found with its node.
+    assert!(page.contains("first divergent operator: node 0 <code>vsdk.conv2d@1</code>"));
 }
 
 /// A signed certification report renders with its signature's status and

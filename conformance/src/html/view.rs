@@ -233,7 +233,14 @@ impl View {
                                     })
                                     .collect(),
                                 nodes: s.nodes.iter().map(node).collect(),
-                                drill_down: s.drill_down.as_ref().map(node),
+                                // Its map, in a decomposed run, is in `nodes`.
+                                drill_down: s.drill_down.as_ref().map(|d| NodeView {
+                                    map: d.error_map.clone().or_else(|| {
+                                        let n = s.nodes.iter().find(|n| n.node == d.node);
+                                        n.and_then(|n| n.error_map.clone())
+                                    }),
+                                    ..node(d)
+                                }),
                                 drill_down_note: s.drill_down_note.clone(),
                             }
                         })

@@ -303,7 +303,8 @@ pub struct StageResult {
     /// Decomposed runs: the operator closest to (or furthest past) its bound.
     pub tightest_node: Option<NodeCheck>,
     /// A failing stage: the first operator whose own error is out of bounds,
-    /// fed the provider's own inputs.
+    /// fed the provider's own inputs (its error map is in `nodes` when the
+    /// stage ran decomposed).
     pub drill_down: Option<NodeCheck>,
     /// Set when a failing stage was drilled into and no operator failed alone.
     pub drill_down_note: Option<String>,

@@ -249,14 +249,20 @@ impl StageContext<'_> {
         };
         match nodes {
             Some(Ok(checks)) => {
-                let failed = checks.iter().find(|c| !c.judgement.passed).cloned();
+                let mut failed = checks.iter().find(|c| !c.judgement.passed).cloned();
                 if execution == Execution::Decomposed {
                     passed &= failed.is_none();
+                    // A node's error map is kept once, in `nodes`.
+                    let unmapped = |c: &NodeCheck| NodeCheck {
+                        error_map: None,
+                        ..c.clone()
+                    };
                     result.tightest_node = checks
                         .iter()
                         .filter(|c| c.judgement.max_e > 0.0 && c.judgement.max_e.is_finite())
                         .max_by(|a, b| a.judgement.max_e.total_cmp(&b.judgement.max_e))
-                        .cloned();
+                        .map(unmapped);
+                    failed = failed.as_ref().map(unmapped);
                     result.nodes = checks;
                 }
                 if !passed {
