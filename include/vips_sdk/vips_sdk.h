@@ -215,6 +215,8 @@ typedef int32_t vsdk_stage_status_t;
 #define VSDK_STAGE_FLAKY 9
 #define VSDK_STAGE_EXPECTED_FAIL 10
 #define VSDK_STAGE_UNEXPECTED_PASS 11
+#define VSDK_STAGE_MEMORY_LIMIT 12   /* the worker was killed at its memory limit */
+#define VSDK_STAGE_PROCESSES_LEFT 13 /* the driver left processes running */
 
 /* Summary: every selected stage passed at every tier in every round. */
 typedef struct vsdk_results_info {

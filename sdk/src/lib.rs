@@ -36,6 +36,7 @@ mod json_float;
 pub mod limits;
 pub mod pack;
 pub mod runner;
+pub mod sandbox;
 pub mod suite;
 pub use vsdk_catalog::{AttrValue, Attrs, DType, Node, Op, TensorSpec};
 

@@ -24,6 +24,8 @@ pub const VSDK_STAGE_UNWRITTEN: i32 = 8;
 pub const VSDK_STAGE_FLAKY: i32 = 9;
 pub const VSDK_STAGE_EXPECTED_FAIL: i32 = 10;
 pub const VSDK_STAGE_UNEXPECTED_PASS: i32 = 11;
+pub const VSDK_STAGE_MEMORY_LIMIT: i32 = 12;
+pub const VSDK_STAGE_PROCESSES_LEFT: i32 = 13;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct vsdk_error {

@@ -69,6 +69,8 @@ fn status_code(s: Status) -> i32 {
         Status::Missing => c::VSDK_STAGE_MISSING,
         Status::OutOfBounds => c::VSDK_STAGE_OUT_OF_BOUNDS,
         Status::Unwritten => c::VSDK_STAGE_UNWRITTEN,
+        Status::MemoryLimit => c::VSDK_STAGE_MEMORY_LIMIT,
+        Status::ProcessesLeft => c::VSDK_STAGE_PROCESSES_LEFT,
         Status::Flaky => c::VSDK_STAGE_FLAKY,
         Status::ExpectedFail => c::VSDK_STAGE_EXPECTED_FAIL,
         Status::UnexpectedPass => c::VSDK_STAGE_UNEXPECTED_PASS,

@@ -117,6 +117,9 @@ pub struct RunFacts {
     pub finished: String,
     /// The provider ran in a worker process.
     pub isolated: bool,
+    /// What confined the worker (docs/runner.md, "The sandbox"); `None` in
+    /// process. CERTIFIED requires every protection of [`crate::sandbox::Facts::lacking`].
+    pub sandbox: Option<crate::sandbox::Facts>,
     /// `--stage`: only the stages matching this glob ran.
     pub stage_glob: Option<String>,
     /// `--shard k/n`, when this report is one shard's.
@@ -396,6 +399,7 @@ impl Predicate {
                 started: report.started.clone(),
                 finished: report.finished.clone(),
                 isolated: id.isolated,
+                sandbox: id.sandbox.clone(),
                 stage_glob: s.stage_glob.clone(),
                 shard: s.shard.map(|(k, n)| ShardId { k, n }),
                 flake_retries: s.flake_retries,
@@ -456,6 +460,19 @@ impl Predicate {
         }
         if !self.run.isolated {
             reasons.push("the provider ran inside the runner's process (--no-isolate): it could have altered the runner".to_string());
+        } else {
+            match &self.run.sandbox {
+                None => reasons.push("the worker's sandbox is not recorded".to_string()),
+                Some(facts) => {
+                    let lacking = facts.lacking();
+                    if !lacking.is_empty() {
+                        reasons.push(format!(
+                            "the worker was not fully sandboxed: {}",
+                            lacking.join("; ")
+                        ));
+                    }
+                }
+            }
         }
         if let Some(glob) = &self.run.stage_glob {
             reasons.push(format!(

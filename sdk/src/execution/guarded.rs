@@ -1,7 +1,8 @@
 //! A program run on a device so that a kernel cannot hide what it did:
 //! every buffer sits between guard regions of a run-specific pattern (and a
 //! random size, so addresses change from run to run), every output is
-//! poisoned before its kernel, and the whole program runs twice.
+//! poisoned before its kernel, and the whole program runs twice (both runs
+//! come back: each is judged).
 
 use super::program::{Executed, Finding, Program, Side, Spec};
 use super::SplitMix;
@@ -205,7 +206,7 @@ impl Run<'_> {
 }
 
 /// Runs `program` twice on `device` from `inputs` (guards sized and
-/// patterned from `seed`); returns the first run's outputs and the findings.
+/// patterned from `seed`); returns both runs' outputs and the findings.
 pub fn run(
     device: &Device,
     program: &Program,
@@ -227,12 +228,30 @@ pub fn run(
     let first = run.run(program, inputs, POISON_FIRST)?;
     let second = run.run(program, inputs, POISON_SECOND)?;
     let mut findings = run.findings;
+    findings.extend(two_runs(program, &first, &second));
+    findings.dedup();
+    Ok(Executed {
+        values: first,
+        repeat: second,
+        findings,
+    })
+}
+
+/// What comparing the two runs reveals: elements still poisoned in both
+/// (unwritten) and bits that differ (nondeterminism). The runner computes
+/// this itself from the values it received, never trusting a worker's word.
+pub fn two_runs(
+    program: &Program,
+    first: &[(String, HostTensor)],
+    second: &[(String, HostTensor)],
+) -> Vec<Finding> {
+    let mut findings = Vec::new();
     // A NaN poison read by the next kernel comes out as the same NaN, and a
     // flipped bit flows on: only a step whose inputs were clean is blamed.
     let (mut poisoned, mut differing) = (HashSet::new(), HashSet::new());
     let values: HashMap<&str, (&HostTensor, &HostTensor)> = first
         .iter()
-        .zip(&second)
+        .zip(second)
         .map(|((n, a), (_, b))| (n.as_str(), (a, b)))
         .collect();
     for step in &program.steps {
@@ -266,11 +285,7 @@ pub fn run(
             }
         }
     }
-    findings.dedup();
-    Ok(Executed {
-        values: first,
-        findings,
-    })
+    findings
 }
 
 /// (count, first flat index) of the elements left unwritten, and of those

@@ -5,7 +5,7 @@
 mod guarded;
 mod program;
 
-pub use guarded::run as run_guarded;
+pub use guarded::{run as run_guarded, two_runs};
 pub use program::{Attr, Executed, Finding, Program, Side, Spec, Step};
 
 use crate::isolation::{Failure, Worker};
@@ -106,6 +106,14 @@ impl Backend {
         match self {
             Backend::InProcess(d) => d.provider_info().library.clone(),
             Backend::Isolated(w) => w.library().to_path_buf(),
+        }
+    }
+
+    /// What confined the worker (`None` in process).
+    pub fn sandbox(&self) -> Option<crate::sandbox::Facts> {
+        match self {
+            Backend::InProcess(_) => None,
+            Backend::Isolated(w) => w.sandbox(),
         }
     }
 

@@ -161,6 +161,12 @@ pub enum Finding {
         count: u64,
         first_index: u64,
     },
+    /// The repeat (run 2 of 2, same inputs) is out of bounds where the first
+    /// run was not: every execution is judged.
+    RepeatOutOfBounds { tensor: String },
+    /// Processes the driver started were still alive after its kernels
+    /// returned (killed with the worker; nothing of a driver outlives it).
+    ProcessesLeft { count: u64, names: Vec<String> },
 }
 
 impl std::fmt::Display for Finding {
@@ -213,14 +219,26 @@ impl std::fmt::Display for Finding {
                 f,
                 "`{tensor}` differs between two runs on the same inputs in {count} element(s) (first at flat index {first_index})"
             ),
+            Finding::RepeatOutOfBounds { tensor } => write!(
+                f,
+                "`{tensor}` is out of bounds in the repeat (run 2 of 2 on the same inputs)"
+            ),
+            Finding::ProcessesLeft { count, names } => write!(
+                f,
+                "the driver left {count} process(es) running after its kernels returned ({}): killed with the worker",
+                names.join(", ")
+            ),
         }
     }
 }
 
-/// What a program produced: every step output (from the first run), and
-/// what the poison, the guards and the second run revealed.
+/// What a program produced: every step output of both runs, and what the
+/// poison, the guards and the comparison of the runs revealed.
 #[derive(Debug, Clone)]
 pub struct Executed {
     pub values: Vec<(String, HostTensor)>,
+    /// The second run on the same inputs: judged like the first (a driver
+    /// right once and wrong on the repeat fails).
+    pub repeat: Vec<(String, HostTensor)>,
     pub findings: Vec<Finding>,
 }

@@ -214,6 +214,8 @@ struct State {
     /// would otherwise be retried for every stage).
     open_failures: u32,
     last_open_failure: Option<Failure>,
+    /// The weakest sandbox any worker ran in.
+    sandbox: Option<crate::sandbox::Facts>,
 }
 
 /// Appends where it happened to a crash or timeout.
@@ -248,6 +250,7 @@ impl Worker {
                 opened: None,
                 open_failures: 0,
                 last_open_failure: None,
+                sandbox: None,
             }),
         }
     }
@@ -261,6 +264,11 @@ impl Worker {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// What confined the workers so far: the weakest of them.
+    pub fn sandbox(&self) -> Option<crate::sandbox::Facts> {
+        self.lock().sandbox.clone()
     }
 
     /// What the provider and device said about themselves at the last open.
@@ -498,18 +506,39 @@ impl Worker {
                     program.steps.iter().flat_map(|s| &s.outputs).collect();
                 if outputs.len() != expected.len()
                     || outputs.iter().zip(&expected).any(|((n, _), e)| n != *e)
+                    || reply.tensors.len() != 2 * outputs.len()
                 {
                     self.retire();
                     return Err(Failure::Provider(
                         "the worker's reply does not list the program's outputs (a forged or corrupt reply)".into(),
                     ));
                 }
-                let values = outputs
-                    .into_iter()
-                    .map(|(n, _)| n)
-                    .zip(reply.tensors)
+                let names: Vec<String> = outputs.into_iter().map(|(n, _)| n).collect();
+                let mut tensors = reply.tensors;
+                let repeat: Vec<_> = names
+                    .iter()
+                    .cloned()
+                    .zip(tensors.split_off(names.len()))
                     .collect();
-                let executed = Executed { values, findings };
+                let values: Vec<_> = names.into_iter().zip(tensors).collect();
+                // Only what the guards saw comes from the worker; what the two
+                // runs show is recomputed here from the values themselves.
+                let mut findings: Vec<_> = findings
+                    .into_iter()
+                    .filter(|f| {
+                        matches!(
+                            f,
+                            crate::execution::Finding::OutOfBounds { .. }
+                                | crate::execution::Finding::Corrupted { .. }
+                        )
+                    })
+                    .collect();
+                findings.extend(crate::execution::two_runs(program, &values, &repeat));
+                let executed = Executed {
+                    values,
+                    repeat,
+                    findings,
+                };
                 let scribbled = executed.findings.iter().any(|f| {
                     matches!(
                         f,

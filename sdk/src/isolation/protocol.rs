@@ -40,7 +40,8 @@ pub enum Reply {
         device: DeviceInfo,
     },
     Supported(Vec<bool>),
-    /// The outputs follow the header.
+    /// The outputs of both runs follow the header: every output of the
+    /// first run, then every output of the second, in `outputs`' order.
     Ran {
         outputs: Vec<(String, Spec)>,
         findings: Vec<Finding>,
@@ -91,7 +92,7 @@ impl Carries for Request {
 impl Carries for Reply {
     fn specs(&self) -> Vec<&Spec> {
         match self {
-            Reply::Ran { outputs, .. } => specs_of(outputs).collect(),
+            Reply::Ran { outputs, .. } => specs_of(outputs).chain(specs_of(outputs)).collect(),
             _ => Vec::new(),
         }
     }

@@ -138,7 +138,12 @@ fn handle(
                         .iter()
                         .map(|(n, t)| (n.clone(), Spec::of(&t.spec)))
                         .collect();
-                    let tensors = done.values.into_iter().map(|(_, t)| t).collect();
+                    let tensors = done
+                        .values
+                        .into_iter()
+                        .chain(done.repeat)
+                        .map(|(_, t)| t)
+                        .collect();
                     (
                         Reply::Ran {
                             outputs,

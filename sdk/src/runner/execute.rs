@@ -4,7 +4,7 @@
 use super::{tier_spec, Execution};
 use crate::compare::Tier;
 use crate::document::Stage;
-use crate::execution::{Backend, Executed, Program, Spec, Step};
+use crate::execution::{Backend, Finding, Program, Spec, Step};
 use crate::isolation::Failure;
 use crate::suite::Suite;
 use crate::{DType, HostTensor};
@@ -91,8 +91,15 @@ pub(super) fn fused_program(suite: &Suite, stage: &Stage, tier: Tier) -> Program
     }
 }
 
-/// Runs `program` from the stage's inputs; returns the inputs and every
-/// output by name, and what the guards found.
+/// What a stage's program gave: every value by name (the inputs too) of the
+/// first run and of the repeat, and what the guards found.
+pub(super) struct Ran {
+    pub values: HashMap<String, HostTensor>,
+    pub repeat: HashMap<String, HostTensor>,
+    pub findings: Vec<Finding>,
+}
+
+/// Runs `program` from the stage's inputs.
 pub(super) fn run_program(
     backend: &Backend,
     program: &Program,
@@ -100,14 +107,21 @@ pub(super) fn run_program(
     inputs: &HashMap<String, HostTensor>,
     seed: u64,
     timeout: Duration,
-) -> Result<(HashMap<String, HostTensor>, Executed), Failure> {
+) -> Result<Ran, Failure> {
     let args: Vec<(&str, &HostTensor)> = stage
         .inputs
         .iter()
         .map(|n| (n.as_str(), &inputs[n]))
         .collect();
-    let mut executed = backend.run(program, &args, seed, timeout)?;
-    let mut values = inputs.clone();
-    values.extend(std::mem::take(&mut executed.values));
-    Ok((values, executed))
+    let executed = backend.run(program, &args, seed, timeout)?;
+    let with_inputs = |outputs: Vec<(String, HostTensor)>| {
+        let mut values = inputs.clone();
+        values.extend(outputs);
+        values
+    };
+    Ok(Ran {
+        values: with_inputs(executed.values),
+        repeat: with_inputs(executed.repeat),
+        findings: executed.findings,
+    })
 }

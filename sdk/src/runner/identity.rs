@@ -22,6 +22,9 @@ pub struct Identity {
     pub runner_sha256: String,
     /// The provider ran in a worker process.
     pub isolated: bool,
+    /// What confined the worker (`None`: in process).
+    #[serde(default)]
+    pub sandbox: Option<crate::sandbox::Facts>,
     pub host: Host,
     /// The reference provider every verdict was computed against.
     pub reference: Reference,
@@ -167,6 +170,7 @@ impl Identity {
             runner_sha256: hash_or_reason(&runner),
             runner: runner.display().to_string(),
             isolated: backend.isolated(),
+            sandbox: backend.sandbox(),
             host: Host::this(),
             reference: Reference::of(reference),
         }

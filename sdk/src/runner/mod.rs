@@ -126,10 +126,15 @@ pub enum Status {
     /// Passed where the baseline expects a failure (the baseline is stale:
     /// baselines only tighten).
     UnexpectedPass,
+    /// The worker's processes used more memory than the sandbox allows and
+    /// the kernel killed one (the OOM count of its cgroup).
+    MemoryLimit,
+    /// The driver left processes running after its kernels returned.
+    ProcessesLeft,
 }
 
 impl Status {
-    pub const ALL: [Status; 12] = [
+    pub const ALL: [Status; 14] = [
         Status::Pass,
         Status::Fail,
         Status::NotSupported,
@@ -142,6 +147,8 @@ impl Status {
         Status::Flaky,
         Status::ExpectedFail,
         Status::UnexpectedPass,
+        Status::MemoryLimit,
+        Status::ProcessesLeft,
     ];
 
     pub fn label(self) -> &'static str {
@@ -158,6 +165,8 @@ impl Status {
             Status::Flaky => "FLAKY",
             Status::ExpectedFail => "EXPECTED FAIL",
             Status::UnexpectedPass => "UNEXPECTED PASS",
+            Status::MemoryLimit => "MEMORY LIMIT",
+            Status::ProcessesLeft => "PROCESSES LEFT",
         }
     }
 

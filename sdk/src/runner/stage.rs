@@ -65,7 +65,7 @@ impl StageContext<'_> {
                             .map(|o| (o.clone(), values[o].clone()))
                             .collect();
                         if let Err(e) =
-                            self.judge(&mut result, inputs, &values, Execution::Captured)
+                            self.judge(&mut result, inputs, &values, None, Execution::Captured)
                         {
                             result.status = Status::Error;
                             result.reason = Some(e);
@@ -97,23 +97,26 @@ impl StageContext<'_> {
             Execution::Fused => fused_program(self.suite, stage, self.tier),
             Execution::Captured => unreachable!("planned for a device"),
         };
-        let values = run_program(backend, &program, stage, inputs, self.seed, self.timeout);
-        let values = match values {
-            Ok((values, executed)) => {
-                result.findings = executed.findings;
-                values
-            }
+        let ran = match run_program(backend, &program, stage, inputs, self.seed, self.timeout) {
+            Ok(ran) => ran,
             Err(f) => {
                 failed(&mut result, f);
                 return finish(result, HashMap::new());
             }
         };
+        result.findings = ran.findings;
         let outputs: HashMap<String, HostTensor> = stage
             .outputs
             .iter()
-            .map(|o| (o.clone(), values[o].clone()))
+            .map(|o| (o.clone(), ran.values[o].clone()))
             .collect();
-        match self.judge(&mut result, inputs, &values, execution) {
+        match self.judge(
+            &mut result,
+            inputs,
+            &ran.values,
+            Some(&ran.repeat),
+            execution,
+        ) {
             Ok(()) => self.apply_findings(&mut result),
             Err(e) => {
                 result.status = Status::Error;
@@ -175,11 +178,14 @@ impl StageContext<'_> {
 
     /// The verdict: outputs against the reference within the propagated
     /// bound; in a decomposed run every node against its own; invariants.
+    /// `repeat`, the second run on the same inputs, is judged too wherever
+    /// its bits differ from the first run's (the same bits, the same verdict).
     fn judge(
         &self,
         result: &mut StageResult,
         inputs: &HashMap<String, HostTensor>,
         values: &HashMap<String, HostTensor>,
+        repeat: Option<&HashMap<String, HostTensor>>,
         execution: Execution,
     ) -> Result<(), String> {
         let (stage, tier) = (self.stage, self.tier);
@@ -225,6 +231,54 @@ impl StageContext<'_> {
                 error_map,
             });
         }
+        let first_passed = passed;
+        let mut repeat_failed = Vec::new();
+        for (name, b) in repeat
+            .into_iter()
+            .flat_map(|r| stage.outputs.iter().map(move |n| (n, &r[n])))
+            .filter(|(n, b)| values[*n].bytes != b.bytes)
+        {
+            let expected = reference.values[name].to_f64_vec();
+            let j = error_model::judge(b, &expected, &reference.bounds[name], rules);
+            if !j.passed {
+                repeat_failed.push(format!("`{name}` (|e| {:.3e})", j.max_e));
+                result.findings.push(Finding::RepeatOutOfBounds {
+                    tensor: name.clone(),
+                });
+            }
+        }
+        // A decomposed repeat: each operator by its own error too.
+        if let (Some(r), Execution::Decomposed) = (repeat, execution) {
+            let differs = stage
+                .graph
+                .iter()
+                .any(|n| values[&n.output].bytes != r[&n.output].bytes);
+            if differs {
+                for c in self
+                    .check_nodes(r)?
+                    .into_iter()
+                    .filter(|c| !c.judgement.passed)
+                {
+                    repeat_failed.push(format!(
+                        "operator {} `{}` (|e| {:.3e})",
+                        c.node, c.op, c.judgement.max_e
+                    ));
+                    result
+                        .findings
+                        .push(Finding::RepeatOutOfBounds { tensor: c.output });
+                }
+            }
+        }
+        if !repeat_failed.is_empty() {
+            passed = false;
+            result.findings.dedup();
+            if first_passed {
+                result.reason = Some(format!(
+                    "run 2 of 2 (the repeat on the same inputs) is out of bounds although run 1 passed: {}",
+                    repeat_failed.join(", ")
+                ));
+            }
+        }
         for inv in stage.verify.iter().filter(|_| self.round == Round::Main) {
             let r = invariants::check(inv, &values[inv.tensor()]);
             passed &= r.held;
@@ -240,7 +294,7 @@ impl StageContext<'_> {
                     Some(
                         run_program(backend, &program, stage, inputs, self.seed, self.timeout)
                             .map_err(|f| f.to_string())
-                            .and_then(|(v, _)| self.check_nodes(&v)),
+                            .and_then(|ran| self.check_nodes(&ran.values)),
                     )
                 }
                 Source::Captured(_) => None,

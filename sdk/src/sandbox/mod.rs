@@ -1,0 +1,5 @@
+//! The worker's sandbox (docs/runner.md, "The sandbox").
+
+mod facts;
+
+pub use facts::{Facts, NAMESPACES, SECCOMP_FILTER};
