@@ -73,9 +73,6 @@ enum Command {
     Merge(commands::merge::Args),
     /// Write the HTML page of a results file or a certification report.
     Report(commands::report::Args),
-    /// Internal: the worker process `run` loads the provider in.
-    #[command(hide = true)]
-    Worker,
 }
 
 fn main() -> ExitCode {
@@ -94,7 +91,6 @@ fn main() -> ExitCode {
         Command::Verify(args) => commands::verify::run(args),
         Command::Merge(args) => commands::merge::run(args),
         Command::Report(args) => commands::report::run(args),
-        Command::Worker => std::process::exit(vips_sdk::isolation::serve()),
     };
     match result {
         Ok(code) => code,

@@ -1,7 +1,7 @@
 //! `run`: a suite on a provider, stage by stage.
 
 use crate::progress::Bars;
-use crate::reports::ReportFiles;
+use crate::reports::{KeySource, ReportFiles};
 use crate::results::ResultFiles;
 use crate::{suites, table};
 use clap::ValueEnum;
@@ -12,6 +12,7 @@ use vips_sdk::certify::Statement;
 use vips_sdk::execution::Backend;
 use vips_sdk::isolation::{Failure, Worker, WorkerCommand};
 use vips_sdk::runner::{self, Baseline, Event, Mode, RunOptions, RunReport};
+use vips_sdk::sandbox::Policy;
 use vips_sdk::suite::Suite;
 use vips_sdk::Provider;
 
@@ -71,9 +72,31 @@ pub struct Args {
     report: Option<PathBuf>,
     /// Sign the report with this Ed25519 private key (PKCS#8 PEM, from
     /// `keygen`); default: the file $VIPS_SIGN_KEY names. Without a key the
-    /// report is written unsigned.
+    /// report is written unsigned. The key is read only after every worker
+    /// is gone, and hidden from them.
     #[arg(long, value_name = "KEY.pem", requires = "report")]
     sign_key: Option<PathBuf>,
+    /// Read the signing key from this open file descriptor (e.g. `3<key.pem`)
+    /// after the run; never passed to a worker.
+    #[arg(
+        long,
+        value_name = "FD",
+        requires = "report",
+        conflicts_with = "sign_key"
+    )]
+    sign_key_fd: Option<i32>,
+    /// The most memory (MiB) the provider's worker may use; default: 1 GiB
+    /// plus 16 times the largest stage's tensors (docs/runner.md).
+    #[arg(long, value_name = "MIB")]
+    memory_limit: Option<u64>,
+    /// Also show this path to the worker, read-only (a driver's firmware or
+    /// configuration outside its library's directory); repeatable.
+    #[arg(long, value_name = "PATH")]
+    sandbox_bind: Vec<PathBuf>,
+    /// Also show this directory to the worker, writable (a kernel cache);
+    /// repeatable; recorded in the report.
+    #[arg(long, value_name = "DIR")]
+    sandbox_bind_rw: Vec<PathBuf>,
     #[command(flatten)]
     common: Common,
 }
@@ -191,6 +214,9 @@ impl Common {
 }
 
 pub fn run(args: Args) -> super::Outcome {
+    // Before anything else: no process of this user may read or write this
+    // one's memory (the key, once read, and the results).
+    vips_sdk::sandbox::tree::protect_runner();
     let (suite, mut opts, reference) = args.common.open(&args.suite)?;
     opts.differential = !args.no_differential;
     opts.require_deterministic = args.require_deterministic;
@@ -214,10 +240,11 @@ pub fn run(args: Args) -> super::Outcome {
         opts.baseline =
             Some(Baseline::parse(&text).map_err(|e| format!("baseline {}: {e}", path.display()))?);
     }
-    // The key and the report files before the run: a bad key or an
-    // unwritable path fails now, not after the run.
-    let signer = match &args.report {
-        Some(_) => crate::reports::signer(args.sign_key.as_deref())?,
+    // Where the key is and the report files, before the run: a missing key
+    // or an unwritable path fails now, not after the run. The key itself is
+    // read once every worker is gone.
+    let key = match &args.report {
+        Some(_) => KeySource::locate(args.sign_key.as_deref(), args.sign_key_fd)?,
         None => None,
     };
     let report_files = args
@@ -231,10 +258,7 @@ pub fn run(args: Args) -> super::Outcome {
         files.remark(format!(
             "This run also wrote its certification report ({}), {}: its page, with the verdict and the signature checked, is `vips-conformance report REPORT --html OUT --pubkey PUB.pem`.",
             paths.join(", "),
-            match &signer {
-                Some(s) => format!("signed by {}", s.id),
-                None => "unsigned".into(),
-            }
+            if key.is_some() { "signed" } else { "unsigned" }
         ));
     }
     let backend = if args.no_isolate {
@@ -244,11 +268,34 @@ pub fn run(args: Args) -> super::Outcome {
         Backend::InProcess(device)
     } else {
         let library = Provider::locate(&args.provider).map_err(|e| e.to_string())?;
-        let program = std::env::current_exe()
-            .map_err(|e| format!("cannot find this program to start a worker: {e}"))?;
+        let stage_bytes = runner::select(&suite, &opts)
+            .into_iter()
+            .map(|s| runner::stage_bytes(&suite, s))
+            .max()
+            .unwrap_or(0);
+        let memory = args
+            .memory_limit
+            .map(|m| {
+                m.checked_mul(1 << 20)
+                    .filter(|&b| b >= 16 << 20)
+                    .ok_or_else(|| format!("--memory-limit {m}: expected MiB, at least 16"))
+            })
+            .transpose()?;
+        let mut policy = Policy::for_library(&library, stage_bytes as u64, memory);
+        for (paths, writable) in [(&args.sandbox_bind, false), (&args.sandbox_bind_rw, true)] {
+            for p in paths {
+                if !p.exists() {
+                    return Err(format!("--sandbox-bind {}: no such path", p.display()));
+                }
+                policy.bind(p, writable);
+            }
+        }
+        if let Some(path) = key.as_ref().and_then(KeySource::path) {
+            policy.mask(path);
+        }
         let command = WorkerCommand {
-            program,
-            args: vec!["worker".into()],
+            program: vips_sdk::isolation::worker_program()?,
+            policy,
         };
         let worker = Worker::new(command, library, args.device);
         // A library that does not load is a usage error, as in process; one
@@ -270,6 +317,9 @@ pub fn run(args: Args) -> super::Outcome {
     let report = report.map_err(|e| e.to_string())?;
     let code = args.common.finish(&report, &suite, &mut files)?;
     if let Some(report_files) = report_files {
+        // Every worker is gone (run_on released the provider and confirmed
+        // its processes ended): only now is the key read.
+        let signer = key.map(KeySource::read).transpose()?;
         let statements = Statement::of_run(&suite, &report);
         report_files.write(&statements, signer.as_ref(), args.common.json)?;
     }

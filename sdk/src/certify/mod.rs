@@ -24,6 +24,7 @@ use crate::runner::RunReport;
 use crate::suite::Suite;
 use ed25519_dalek::{SigningKey, VerifyingKey};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -179,29 +180,195 @@ pub fn read_envelope(path: &Path) -> Result<Envelope, VerifyError> {
     parse_envelope(&bytes).map_err(file_error)
 }
 
-/// Parses an envelope from JSON bytes.
+/// Parses an envelope from JSON bytes: no key twice in any object, and in
+/// the form we write it (see [`strict_json`]).
 pub fn parse_envelope(bytes: &[u8]) -> Result<Envelope, String> {
-    serde_json::from_slice(bytes).map_err(|e| {
+    strict_json(bytes, true).map_err(|e| {
         format!("not a DSSE envelope (JSON with payload, payloadType, signatures): {e}")
     })
 }
 
 /// The statement inside an envelope, signature not checked (for merging
-/// shards, whose reports are often unsigned).
+/// shards, whose reports are often unsigned, and for pages). Lenient about
+/// the form (`verify` is not), never about repeated keys.
 pub fn read_statement(envelope: &Envelope) -> Result<Statement, VerifyError> {
     if envelope.payload_type != PAYLOAD_TYPE {
         return Err(DsseError::PayloadType(envelope.payload_type.clone()).into());
     }
     let payload =
         dsse::decode_base64(&envelope.payload).map_err(|e| DsseError::Payload(e.to_string()))?;
-    parse_statement(&payload)
+    parse_statement(&payload, false)
 }
 
-fn parse_statement(payload: &[u8]) -> Result<Statement, VerifyError> {
-    let statement: Statement =
-        serde_json::from_slice(payload).map_err(|e| VerifyError::Statement(e.to_string()))?;
+fn parse_statement(payload: &[u8], strict: bool) -> Result<Statement, VerifyError> {
+    let statement: Statement = strict_json(payload, strict).map_err(VerifyError::Statement)?;
     statement.check_shape()?;
     Ok(statement)
+}
+
+/// Reads `T` from JSON refusing a key repeated in any object: serde keeps
+/// the last of a map's repeated keys, another reader the first, so the same
+/// signed bytes could say two things. With `strict`, the JSON must also be
+/// in the form `T` is written in: serde would read a struct from an array,
+/// an absent optional field as null and an integer as a float; another
+/// verifier that refuses those (tools/verify_report.py) would then disagree.
+fn strict_json<T>(bytes: &[u8], strict: bool) -> Result<T, String>
+where
+    T: serde::de::DeserializeOwned + Serialize,
+{
+    unique_keys(bytes)?;
+    if !strict {
+        return serde_json::from_slice(bytes).map_err(|e| e.to_string());
+    }
+    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    let typed = T::deserialize(&value).map_err(|e| e.to_string())?;
+    let written = serde_json::to_value(&typed).map_err(|e| e.to_string())?;
+    match difference(&value, &written, "") {
+        None => Ok(typed),
+        Some((path, found, wrote)) => Err(format!(
+            "`{path}` is not as the runner writes it: {} where it writes {}",
+            clip(found),
+            clip(wrote)
+        )),
+    }
+}
+
+type Difference<'a> = (String, Option<&'a Value>, Option<&'a Value>);
+
+/// The first place where `read` and `written` differ: its path
+/// (`predicate.run.shard`) and the value each has there.
+fn difference<'a>(read: &'a Value, written: &'a Value, path: &str) -> Option<Difference<'a>> {
+    let join = |key: &str| match path {
+        "" => key.to_string(),
+        _ => format!("{path}.{key}"),
+    };
+    match (read, written) {
+        (Value::Object(r), Value::Object(w)) => w
+            .iter()
+            .find_map(|(k, wv)| match r.get(k) {
+                Some(rv) => difference(rv, wv, &join(k)),
+                None => Some((join(k), None, Some(wv))),
+            })
+            .or_else(|| {
+                r.iter()
+                    .find(|(k, _)| !w.contains_key(*k))
+                    .map(|(k, rv)| (join(k), Some(rv), None))
+            }),
+        (Value::Array(r), Value::Array(w)) if r.len() == w.len() => r
+            .iter()
+            .zip(w)
+            .enumerate()
+            .find_map(|(i, (rv, wv))| difference(rv, wv, &format!("{path}[{i}]"))),
+        _ if read == written => None,
+        _ => Some((
+            match path {
+                "" => "the document".to_string(),
+                _ => path.to_string(),
+            },
+            Some(read),
+            Some(written),
+        )),
+    }
+}
+
+/// A JSON value in a message: compact, at most 80 characters.
+fn clip(value: Option<&Value>) -> String {
+    let Some(value) = value else {
+        return "nothing".into();
+    };
+    let text = value.to_string();
+    match text.char_indices().nth(80) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text,
+    }
+}
+
+/// Refuses JSON in which an object repeats a key, at any depth, naming the
+/// first (`predicate.verdict`); also refuses what is not JSON.
+fn unique_keys(bytes: &[u8]) -> Result<(), String> {
+    use serde::de::DeserializeSeed;
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    UniqueKeys(&JsonPath::Root)
+        .deserialize(&mut de)
+        .and_then(|()| de.end())
+        .map_err(|e| e.to_string())
+}
+
+/// Where a value lies in a document, built only when a message needs it.
+enum JsonPath<'a> {
+    Root,
+    Key(&'a JsonPath<'a>, &'a str),
+    Index(&'a JsonPath<'a>, usize),
+}
+
+impl std::fmt::Display for JsonPath<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            JsonPath::Root => Ok(()),
+            JsonPath::Key(JsonPath::Root, key) => write!(f, "{key}"),
+            JsonPath::Key(parent, key) => write!(f, "{parent}.{key}"),
+            JsonPath::Index(parent, i) => write!(f, "{parent}[{i}]"),
+        }
+    }
+}
+
+/// Visits every value, remembering each object's keys.
+struct UniqueKeys<'a>(&'a JsonPath<'a>);
+
+impl<'de> serde::de::DeserializeSeed<'de> for UniqueKeys<'_> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for UniqueKeys<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let mut i = 0;
+        while seq
+            .next_element_seed(UniqueKeys(&JsonPath::Index(self.0, i)))?
+            .is_some()
+        {
+            i += 1;
+        }
+        Ok(())
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut seen = std::collections::HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if seen.contains(&key) {
+                return Err(serde::de::Error::custom(format!(
+                    "the key `{}` appears twice",
+                    JsonPath::Key(self.0, &key)
+                )));
+            }
+            map.next_value_seed(UniqueKeys(&JsonPath::Key(self.0, &key)))?;
+            seen.insert(key);
+        }
+        Ok(())
+    }
 }
 
 /// Files to compare with a report's subjects, hashed once (see
@@ -257,21 +424,22 @@ pub fn verify(
         })
         .collect();
     let payload = envelope.verify(&[PAYLOAD_TYPE], &trusted, 1)?;
-    let statement = parse_statement(&payload)?;
-    let mut again = statement.predicate.clone();
+    let statement = parse_statement(&payload, true)?;
+    // The verdict is signed, but a signature only says who wrote it: a
+    // runner with a bug, an older rule or a leaked key may sign a verdict
+    // its records do not give.
+    let recorded = &statement.predicate;
+    let mut again = recorded.clone();
     again.assess();
-    if (again.verdict, &again.reasons)
-        != (statement.predicate.verdict, &statement.predicate.reasons)
-    {
+    if (again.verdict, &again.reasons) != (recorded.verdict, &recorded.reasons) {
+        let said = |v: Verdict, reasons: &[String]| match reasons {
+            [] => format!("`{}` (no reasons)", v.label()),
+            _ => format!("`{}` ({})", v.label(), reasons.join("; ")),
+        };
         return Err(VerifyError::Statement(format!(
-            "the verdict `{}` does not follow from the report's own records, which give `{}`{}",
-            statement.predicate.verdict.label(),
-            again.verdict.label(),
-            if again.reasons.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", again.reasons.join("; "))
-            }
+            "the verdict {} does not follow from the report's own records, which give {}",
+            said(recorded.verdict, &recorded.reasons),
+            said(again.verdict, &again.reasons)
         )));
     }
     let subjects = [

@@ -446,6 +446,22 @@ impl Predicate {
     /// covering all), chained end to end too, released cleanly.
     pub fn assess(&mut self) {
         let mut reasons = Vec::new();
+        // A merge certifies only whole: 1/n … n/n (n as its first shard
+        // says; `merge` refuses mixed counts and more than MAX_SHARDS).
+        if let Some(first) = self.shards.first() {
+            let n = first.shard.n;
+            let absent: Vec<String> = (1..=n.min(super::merge::MAX_SHARDS))
+                .map(|k| ShardId { k, n })
+                .filter(|id| !self.shards.iter().any(|s| s.shard == *id))
+                .map(|id| id.to_string())
+                .collect();
+            if !absent.is_empty() {
+                reasons.push(format!(
+                    "incomplete merge: no report for shard(s) {}",
+                    absent.join(", ")
+                ));
+            }
+        }
         if self.must_pass.is_empty() {
             reasons.push("the must-pass list is empty: nothing was certified".to_string());
         }

@@ -164,9 +164,6 @@ pub enum Finding {
     /// The repeat (run 2 of 2, same inputs) is out of bounds where the first
     /// run was not: every execution is judged.
     RepeatOutOfBounds { tensor: String },
-    /// Processes the driver started were still alive after its kernels
-    /// returned (killed with the worker; nothing of a driver outlives it).
-    ProcessesLeft { count: u64, names: Vec<String> },
 }
 
 impl std::fmt::Display for Finding {
@@ -223,11 +220,7 @@ impl std::fmt::Display for Finding {
                 f,
                 "`{tensor}` is out of bounds in the repeat (run 2 of 2 on the same inputs)"
             ),
-            Finding::ProcessesLeft { count, names } => write!(
-                f,
-                "the driver left {count} process(es) running after its kernels returned ({}): killed with the worker",
-                names.join(", ")
-            ),
+
         }
     }
 }

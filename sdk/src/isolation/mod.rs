@@ -11,10 +11,11 @@ mod serve;
 pub use serve::serve;
 
 use crate::execution::{Executed, Program, Spec};
+use crate::sandbox::tree::{Cgroup, PidNamespace};
+use crate::sandbox::{Facts, Policy, SERVE_ARG};
 use crate::{DType, DeviceInfo, HostTensor, ProviderInfo};
 use protocol::{Message, Reply, Request};
 use std::collections::VecDeque;
-use std::ffi::OsString;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
@@ -23,12 +24,85 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// How to start a worker: a program that calls [`serve`] (the CLI runs
-/// itself with a hidden `worker` argument).
+/// How to start a worker: the worker program (`vips-sdk-worker`, the same
+/// for the CLI and the C library, see [`worker_program`]) and its sandbox.
 #[derive(Debug, Clone)]
 pub struct WorkerCommand {
     pub program: PathBuf,
-    pub args: Vec<OsString>,
+    pub policy: Policy,
+}
+
+/// The worker program's name, and the environment variable that overrides
+/// where it is found.
+pub const WORKER_PROGRAM: &str = "vips-sdk-worker";
+pub const WORKER_ENV: &str = "VSDK_WORKER";
+
+/// The worker program: `$VSDK_WORKER`, else beside this program or the
+/// library the SDK is in (a build directory), else `../libexec/vips-sdk/`
+/// from either (an installed prefix); every place looked when not found.
+pub fn worker_program() -> Result<PathBuf, String> {
+    if let Some(p) = std::env::var_os(WORKER_ENV).filter(|v| !v.is_empty()) {
+        let p = PathBuf::from(p);
+        return if p.is_file() {
+            Ok(p)
+        } else {
+            Err(format!(
+                "${WORKER_ENV} names {}, which is not a file",
+                p.display()
+            ))
+        };
+    }
+    let mut dirs = Vec::new();
+    let exe_dir = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.canonicalize().ok())
+        .and_then(|e| e.parent().map(std::path::Path::to_path_buf));
+    for dir in [exe_dir, crate::loader::search::sdk_binary_dir()]
+        .into_iter()
+        .flatten()
+    {
+        dirs.push(dir.clone());
+        // cargo's test programs live in target/<profile>/deps.
+        if let Some(parent) = dir.parent() {
+            dirs.push(parent.to_path_buf());
+        }
+        dirs.push(dir.join("../libexec/vips-sdk"));
+    }
+    dirs.push(PathBuf::from("/usr/local/libexec/vips-sdk"));
+    dirs.push(PathBuf::from("/usr/libexec/vips-sdk"));
+    dirs.iter()
+        .map(|d| d.join(WORKER_PROGRAM))
+        .find(|p| p.is_file())
+        .ok_or_else(|| {
+            format!(
+                "the worker program {WORKER_PROGRAM} was not found (looked in {}); build it (`cargo build`), install it (tools/install), or name it with ${WORKER_ENV}",
+                dirs.iter()
+                    .map(|d| d.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
+}
+
+/// The worker program's `main`: the launcher, or with [`SERVE_ARG`] the
+/// sandboxed server. Returns the exit code.
+pub fn worker_main() -> i32 {
+    if std::env::args_os().nth(1).as_deref() == Some(std::ffi::OsStr::new(SERVE_ARG)) {
+        let args = match crate::sandbox::read_init_args() {
+            Ok(a) => a,
+            Err(e) => {
+                eprintln!("vips-sdk-worker: {e}");
+                return 3;
+            }
+        };
+        let facts = crate::sandbox::enter(&args);
+        serve(Some(Reply::Sandboxed {
+            facts,
+            init_pid: args.init_pid,
+        }))
+    } else {
+        crate::sandbox::launch()
+    }
 }
 
 /// Why a request got no answer.
@@ -49,6 +123,16 @@ pub enum Failure {
         during: String,
         stderr: Vec<String>,
     },
+    /// The worker's processes passed the sandbox's memory limit and the
+    /// kernel killed one (the cgroup's OOM count).
+    MemoryLimit {
+        limit_bytes: u64,
+        during: String,
+        stderr: Vec<String>,
+    },
+    /// The driver started processes that were still running when its call
+    /// returned (their command names); all were killed with the worker.
+    ProcessesLeft { during: String, names: Vec<String> },
 }
 
 fn with_stderr(f: &mut std::fmt::Formatter<'_>, stderr: &[String]) -> std::fmt::Result {
@@ -86,6 +170,24 @@ impl std::fmt::Display for Failure {
                 write!(f, ": the worker was killed")?;
                 with_stderr(f, stderr)
             }
+            Failure::MemoryLimit {
+                limit_bytes,
+                during,
+                stderr,
+            } => {
+                write!(
+                    f,
+                    "the worker's processes passed the sandbox's memory limit ({} MiB) and the kernel killed one {during}",
+                    limit_bytes >> 20
+                )?;
+                with_stderr(f, stderr)
+            }
+            Failure::ProcessesLeft { during, names } => write!(
+                f,
+                "the driver left {} process(es) running {during} ({}): all were killed with the worker",
+                names.len(),
+                names.join(", ")
+            ),
         }
     }
 }
@@ -133,7 +235,14 @@ impl Tail {
 }
 
 struct Live {
+    /// The worker program's launcher (see `sandbox::launch`).
     child: Child,
+    /// The worker's PID namespace (all its processes), once it said.
+    ns: Option<PidNamespace>,
+    cgroup: Option<Cgroup>,
+    limit_bytes: u64,
+    /// Cleared when a worker's processes could not be confirmed gone.
+    confirmed: Arc<std::sync::atomic::AtomicBool>,
     /// Encoded requests for the writer thread: a worker that stops reading
     /// blocks that thread, never the runner (the timeout still runs).
     requests: SyncSender<Vec<u8>>,
@@ -154,11 +263,14 @@ impl Live {
     }
 
     /// How the process ended (waiting a little for it), killing it if it
-    /// has not.
+    /// has not; then every process of the worker is ended and confirmed gone.
     fn death(self) -> String {
         let Live {
             mut child,
             requests,
+            ns,
+            cgroup,
+            confirmed,
             ..
         } = self;
         // A worker waiting for its next request exits on end of input.
@@ -177,7 +289,50 @@ impl Live {
             }
         };
         let _ = child.wait();
+        end_tree(ns, cgroup.as_ref(), child.id(), &confirmed);
         status.map_or("stopped answering".into(), describe)
+    }
+
+    /// The memory limit's verdict on a worker that died: the kernel's OOM
+    /// count says whether the limit killed it.
+    fn killed_for_memory(&self) -> bool {
+        self.cgroup.as_ref().is_some_and(|c| c.oom_kills() > 0)
+    }
+}
+
+/// Ends every process of a worker (its PID namespace; without one, its
+/// cgroup's processes) and waits until none is left; `confirmed` is cleared
+/// when that cannot be shown.
+fn end_tree(
+    ns: Option<PidNamespace>,
+    cgroup: Option<&Cgroup>,
+    launcher: u32,
+    confirmed: &std::sync::atomic::AtomicBool,
+) {
+    let patience = Duration::from_secs(10);
+    let gone = match (ns, cgroup) {
+        (Some(ns), _) => ns.end(patience),
+        (None, Some(cg)) => {
+            let deadline = Instant::now() + patience;
+            loop {
+                let pids = cg.pids();
+                if pids.is_empty() {
+                    break true;
+                }
+                if Instant::now() >= deadline {
+                    break false;
+                }
+                for pid in pids.into_iter().filter(|&p| p != launcher) {
+                    // SAFETY: SIGKILL to a process of the worker's cgroup.
+                    unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        (None, None) => false,
+    };
+    if !gone {
+        confirmed.store(false, std::sync::atomic::Ordering::SeqCst);
     }
 }
 
@@ -235,6 +390,8 @@ pub struct Worker {
     library: PathBuf,
     device: u32,
     state: Mutex<State>,
+    /// Every ended worker's processes were confirmed gone.
+    confirmed: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Worker {
@@ -252,6 +409,7 @@ impl Worker {
                 last_open_failure: None,
                 sandbox: None,
             }),
+            confirmed: Arc::new(std::sync::atomic::AtomicBool::new(true)),
         }
     }
 
@@ -266,9 +424,12 @@ impl Worker {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// What confined the workers so far: the weakest of them.
-    pub fn sandbox(&self) -> Option<crate::sandbox::Facts> {
-        self.lock().sandbox.clone()
+    /// What confined the workers so far: the weakest of them (whether
+    /// their processes were all confirmed gone included).
+    pub fn sandbox(&self) -> Option<Facts> {
+        let mut facts = self.lock().sandbox.clone()?;
+        facts.tree_confirmed_dead &= self.confirmed.load(std::sync::atomic::Ordering::SeqCst);
+        Some(facts)
     }
 
     /// What the provider and device said about themselves at the last open.
@@ -281,8 +442,20 @@ impl Worker {
     }
 
     fn spawn(&self) -> Result<Live, Failure> {
+        use std::os::unix::process::CommandExt;
+        let mut policy = self.command.policy.clone();
+        let cgroup = Cgroup::create(policy.memory_limit_bytes);
+        policy.cgroup = cgroup.as_ref().map(|c| {
+            use std::os::unix::ffi::OsStrExt;
+            c.path().as_os_str().as_bytes().to_vec()
+        });
+        // The same name, directory and environment whoever runs it (the CLI
+        // or an engine through the C library): nothing tells them apart.
         let mut child = Command::new(&self.command.program)
-            .args(&self.command.args)
+            .arg0(WORKER_PROGRAM)
+            .env_clear()
+            .envs(crate::sandbox::worker_env())
+            .current_dir("/")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -336,12 +509,22 @@ impl Worker {
                 t.push(&buf[..n]);
             }
         });
-        Ok(Live {
+        let live = Live {
             child,
+            ns: None,
+            cgroup,
+            limit_bytes: policy.memory_limit_bytes,
+            confirmed: self.confirmed.clone(),
             requests,
             replies,
             tail,
-        })
+        };
+        let mut encoded = Vec::new();
+        protocol::write(&mut encoded, &Request::Sandbox(policy), &[])
+            .map_err(|e| Failure::Provider(format!("cannot encode the sandbox policy: {e}")))?;
+        // The channel holds one message: the launcher reads it first.
+        let _ = live.requests.send(encoded);
+        Ok(live)
     }
 
     /// A live, opened worker.
@@ -373,6 +556,35 @@ impl Worker {
                 device: self.device,
             };
             state.live = Some(live);
+            let sandboxed = Self::receive(state, None, OPEN_TIMEOUT)
+                .map_err(|f| during(f, "while setting up its sandbox"))?;
+            match sandboxed.header {
+                Reply::Sandboxed {
+                    mut facts,
+                    init_pid,
+                } => {
+                    facts.runner_non_dumpable = crate::sandbox::tree::runner_non_dumpable();
+                    facts.tree_confirmed_dead = true;
+                    if let Some(live) = state.live.as_mut() {
+                        live.ns = PidNamespace::of(init_pid);
+                        if live.ns.is_none() && facts.namespaces.iter().any(|n| n == "pid") {
+                            facts.missing.push(format!(
+                                "the worker's PID namespace (init {init_pid}) could not be found in /proc"
+                            ));
+                            facts.namespaces.retain(|n| n != "pid");
+                        }
+                    }
+                    state.sandbox = Some(match state.sandbox.take() {
+                        Some(before) => before.weakest(&facts),
+                        None => facts,
+                    });
+                }
+                other => {
+                    return Err(Failure::Provider(format!(
+                        "the worker did not report its sandbox first (it sent {other:?})"
+                    )))
+                }
+            }
             let reply = Self::exchange(state, &open, &[], OPEN_TIMEOUT).map_err(|f| {
                 let what = format!("while loading {} (create)", self.library.display());
                 during(f, &what)
@@ -391,8 +603,7 @@ impl Worker {
         Ok(())
     }
 
-    /// Sends one request and waits for its reply; a dead or silent worker
-    /// is collected (and forgotten: the next request starts a new one).
+    /// Sends one request and waits for its reply (see [`Self::receive`]).
     fn exchange(
         state: &mut State,
         request: &Request,
@@ -400,16 +611,29 @@ impl Worker {
         timeout: Duration,
     ) -> Result<Message<Reply>, Failure> {
         let live = state.live.as_mut().expect("a live worker");
-        let deadline = Instant::now() + timeout;
         let mut encoded = Vec::new();
         protocol::write(&mut encoded, request, tensors)
             .map_err(|e| Failure::Provider(format!("cannot encode the request: {e}")))?;
-        let sent = live.requests.send(encoded);
+        if live.requests.send(encoded).is_err() {
+            // The writer stopped: the worker is gone; `receive` says how
+            // once its output closes.
+            return Self::receive(state, Some(request), Duration::from_secs(2));
+        }
+        Self::receive(state, Some(request), timeout)
+    }
+
+    /// Waits for the next reply (to `request`, when one was sent); a dead or
+    /// silent worker is collected (and forgotten: the next request starts a
+    /// new one), and so is one that left processes behind.
+    fn receive(
+        state: &mut State,
+        request: Option<&Request>,
+        timeout: Duration,
+    ) -> Result<Message<Reply>, Failure> {
+        let live = state.live.as_mut().expect("a live worker");
+        let deadline = Instant::now() + timeout;
         let mut running = None;
         let reply = loop {
-            if sent.is_err() {
-                break Err(RecvTimeoutError::Disconnected);
-            }
             let left = deadline.saturating_duration_since(Instant::now());
             match live.replies.recv_timeout(left) {
                 Ok(Ok(Message {
@@ -420,21 +644,46 @@ impl Worker {
             }
         };
         let during = |how: String| match (running, request) {
-            (Some(step), Request::Run { program, .. }) => match program.steps.get(step as usize) {
-                Some(s) => format!(
-                    "{how} while running `{}`@{} (step {step})",
-                    s.kernel, s.version
-                ),
-                None => how,
-            },
+            (Some(step), Some(Request::Run { program, .. })) => {
+                match program.steps.get(step as usize) {
+                    Some(s) => format!(
+                        "{how} while running `{}`@{} (step {step})",
+                        s.kernel, s.version
+                    ),
+                    None => how,
+                }
+            }
             _ => how,
         };
         match reply {
-            Ok(Ok(m)) => Ok(m),
+            Ok(Ok(m)) => {
+                // What the driver started must have ended with its call.
+                let left = live.ns.map(|ns| ns.leftovers()).unwrap_or_default();
+                if left.is_empty() {
+                    return Ok(m);
+                }
+                let live = state.live.take().expect("checked above");
+                live.death();
+                Err(Failure::ProcessesLeft {
+                    during: during(match request {
+                        Some(Request::Open { .. }) => "after loading (create)".into(),
+                        _ => "after its call returned".into(),
+                    }),
+                    names: left.into_iter().map(|(_, n)| n).collect(),
+                })
+            }
             Ok(Err(_)) | Err(RecvTimeoutError::Disconnected) => {
                 let live = state.live.take().expect("checked above");
                 let stderr = live.stderr();
+                let (oom, limit_bytes) = (live.killed_for_memory(), live.limit_bytes);
                 let mut how = during(live.death());
+                if oom {
+                    return Err(Failure::MemoryLimit {
+                        limit_bytes,
+                        during: during(String::new()).trim().to_string(),
+                        stderr,
+                    });
+                }
                 if let Ok(Err(e)) = &reply {
                     if !e.contains("closed the channel") {
                         how = format!("{how}; its last reply was unreadable: {e}");
@@ -596,6 +845,12 @@ impl Drop for Worker {
         if let Some(mut live) = state.live.take() {
             let _ = live.child.kill();
             let _ = live.child.wait();
+            end_tree(
+                live.ns,
+                live.cgroup.as_ref(),
+                live.child.id(),
+                &self.confirmed,
+            );
         }
     }
 }

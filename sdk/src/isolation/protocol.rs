@@ -31,6 +31,9 @@ pub enum Request {
     },
     /// Destroy the instance and exit.
     Shutdown,
+    /// The first message, read by the worker's launcher: how to confine it
+    /// (answered by `Reply::Sandboxed` from inside, before any driver loads).
+    Sandbox(crate::sandbox::Policy),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -52,6 +55,12 @@ pub enum Reply {
     /// The provider returned an error (not a crash): the message.
     Failed(String),
     Closed,
+    /// The first reply: what confines the worker, set up before any driver
+    /// code ran; `init_pid`, its PID namespace's init as the runner sees it.
+    Sandboxed {
+        facts: crate::sandbox::Facts,
+        init_pid: u32,
+    },
 }
 
 /// A message with the tensors it carries.

@@ -11,8 +11,9 @@ use std::os::fd::FromRawFd;
 /// Serves requests from the process's original stdin, replying on its
 /// original stdout: both are moved to private descriptors first, and 1
 /// points at stderr and 0 at /dev/null, so a driver that prints or reads
-/// cannot corrupt the protocol. Returns the process exit code.
-pub fn serve() -> i32 {
+/// cannot corrupt the protocol. `first` is sent before anything is read
+/// (the sandbox's facts). Returns the process exit code.
+pub fn serve(first: Option<Reply>) -> i32 {
     // SAFETY: plain system calls on file descriptors this process owns and
     // a NUL-terminated path; `dup` returns new descriptors nothing else uses.
     let (reply_fd, request_fd) = unsafe {
@@ -36,6 +37,12 @@ pub fn serve() -> i32 {
     let requests = unsafe { std::fs::File::from_raw_fd(request_fd) };
     let mut input = BufReader::with_capacity(1 << 20, requests);
     let mut open: Option<(Provider, Device)> = None;
+    if let Some(first) = first {
+        if let Err(e) = protocol::write(&mut out, &first, &[]) {
+            eprintln!("vips worker: cannot reply: {e}");
+            return 3;
+        }
+    }
     loop {
         let message: Message<Request> = match protocol::read(&mut input) {
             Ok(m) => m,
@@ -86,6 +93,7 @@ fn handle(
                 Err(e) => failed(e.to_string()),
             }
         }
+        Request::Sandbox(_) => failed("the sandbox is set up once, by the launcher".into()),
         Request::Shutdown => {
             // Destroys the instance, here, where a crash in `destroy` is seen.
             *open = None;

@@ -649,17 +649,22 @@ impl Progress<'_> {
     }
 }
 
-/// The default time a provider gets to run a stage (twice): a minute, plus
-/// a second per MiB of the stage's tensors.
-fn default_timeout(suite: &Suite, stage: &Stage) -> Duration {
-    let bytes: usize = stage
+/// The bytes of a stage's tensors as the document declares them: its
+/// inputs and every node's output.
+pub fn stage_bytes(suite: &Suite, stage: &Stage) -> usize {
+    stage
         .inputs
         .iter()
         .chain(stage.graph.iter().map(|n| &n.output))
         .filter_map(|n| suite.spec(n))
         .map(|s| s.size_bytes())
-        .sum();
-    Duration::from_secs(60 + (bytes >> 20) as u64)
+        .sum()
+}
+
+/// The default time a provider gets to run a stage (twice): a minute, plus
+/// a second per MiB of the stage's tensors.
+fn default_timeout(suite: &Suite, stage: &Stage) -> Duration {
+    Duration::from_secs(60 + (stage_bytes(suite, stage) >> 20) as u64)
 }
 
 fn run_tiers(

@@ -39,6 +39,8 @@ fn failed(result: &mut StageResult, failure: Failure) {
         Failure::Provider(_) => Status::Error,
         Failure::Crashed { .. } => Status::Crashed,
         Failure::Timeout { .. } => Status::Timeout,
+        Failure::MemoryLimit { .. } => Status::MemoryLimit,
+        Failure::ProcessesLeft { .. } => Status::ProcessesLeft,
         Failure::NotLoaded(_) => Status::Missing,
     };
     result.reason = Some(failure.to_string());

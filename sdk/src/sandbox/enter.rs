@@ -1,0 +1,374 @@
+//! The server's side of the sandbox, before any driver code loads: a
+//! private root of read-only binds, the limits, no_new_privs and the
+//! seccomp filter. Each step that the kernel refuses is recorded, never
+//! fatal: the run goes on and its report says what was missing.
+
+use super::facts::{Facts, SECCOMP_FILTER};
+use super::launch::InitArgs;
+use super::policy::{Policy, ETC_FILES, SYSTEM_DIRS};
+use nix::mount::{mount, umount2, MntFlags, MsFlags};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+/// Where the new root is assembled (in this mount namespace only).
+const NEW_ROOT: &str = "/tmp";
+/// Device nodes every worker has.
+const DEVICES: [&str; 5] = ["null", "zero", "full", "random", "urandom"];
+
+/// Applies the policy to this process; what held and what did not.
+pub fn enter(args: &InitArgs) -> Facts {
+    let policy = &args.policy;
+    let mut facts = Facts {
+        namespaces: args.namespaces.clone(),
+        missing: args.missing.clone(),
+        ..Facts::default()
+    };
+    if facts.namespaces.iter().any(|n| n == "mount") {
+        match private_root(policy) {
+            Ok(root) => {
+                facts.private_root = true;
+                facts.binds = root.binds;
+                facts.writable = root.writable;
+                facts.device_nodes = root.devices;
+            }
+            Err(e) => facts.missing.push(format!("private root: {e}")),
+        }
+    } else {
+        facts
+            .missing
+            .push("private root: no mount namespace".to_string());
+    }
+    limits(policy, args, &mut facts);
+    match super::filter::install() {
+        Ok(()) => {
+            facts.no_new_privs = true;
+            facts.seccomp = Some(SECCOMP_FILTER.to_string());
+        }
+        Err(e) => facts.missing.push(format!("seccomp: {e}")),
+    }
+    facts
+}
+
+fn limits(policy: &Policy, args: &InitArgs, facts: &mut Facts) {
+    use nix::sys::resource::{setrlimit, Resource};
+    let mut set = |what: Resource, name: &str, value: u64| match setrlimit(what, value, value) {
+        Ok(()) => true,
+        Err(e) => {
+            facts.missing.push(format!("{name}: {e}"));
+            false
+        }
+    };
+    let core = set(Resource::RLIMIT_CORE, "RLIMIT_CORE", 0);
+    let nproc = set(Resource::RLIMIT_NPROC, "RLIMIT_NPROC", policy.max_processes);
+    let fsize = set(
+        Resource::RLIMIT_FSIZE,
+        "RLIMIT_FSIZE",
+        policy.max_file_bytes,
+    );
+    let data = set(
+        Resource::RLIMIT_DATA,
+        "RLIMIT_DATA",
+        policy.memory_limit_bytes,
+    );
+    facts.core_dumps = !core;
+    facts.max_processes = nproc.then_some(policy.max_processes);
+    facts.max_file_bytes = fsize.then_some(policy.max_file_bytes);
+    if let Some(cg) = &args.cgroup {
+        let version = if Path::new(cg).join("memory.max").exists() {
+            "cgroup v2"
+        } else {
+            "cgroup v1"
+        };
+        facts.memory_limit_by.push(version.to_string());
+    }
+    if data {
+        facts.memory_limit_by.push("rlimit".to_string());
+    }
+    if !facts.memory_limit_by.is_empty() {
+        facts.memory_limit_bytes = Some(policy.memory_limit_bytes);
+    }
+}
+
+struct Root {
+    binds: Vec<String>,
+    writable: Vec<String>,
+    devices: Vec<String>,
+}
+
+fn err(what: impl std::fmt::Display, e: impl std::fmt::Display) -> String {
+    format!("{what}: {e}")
+}
+
+/// An `O_PATH` descriptor of a host path, taken before the new root hides
+/// it (a bind source under /tmp, say), and its `/proc/self/fd` name.
+struct Source {
+    fd: OwnedFd,
+    dir: bool,
+    flags: MsFlags,
+}
+
+impl Source {
+    fn open(path: &Path) -> Result<Source, String> {
+        use nix::fcntl::{open, OFlag};
+        use nix::sys::stat::Mode;
+        let meta = std::fs::metadata(path).map_err(|e| err(path.display(), e))?;
+        let raw = open(path, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())
+            .map_err(|e| err(path.display(), e))?;
+        // SAFETY: `open` returned a fresh descriptor that nothing else owns.
+        let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) };
+        // A bind may not drop its source mount's locked flags (nosuid, nodev,
+        // noexec, atime): keep them when remounting read-only.
+        let flags = nix::sys::statvfs::statvfs(path)
+            .map(|s| {
+                use nix::sys::statvfs::FsFlags as S;
+                let f = s.flags();
+                [
+                    (S::ST_NOSUID, MsFlags::MS_NOSUID),
+                    (S::ST_NODEV, MsFlags::MS_NODEV),
+                    (S::ST_NOEXEC, MsFlags::MS_NOEXEC),
+                    (S::ST_NOATIME, MsFlags::MS_NOATIME),
+                    (S::ST_NODIRATIME, MsFlags::MS_NODIRATIME),
+                    (S::ST_RELATIME, MsFlags::MS_RELATIME),
+                ]
+                .into_iter()
+                .filter(|(s, _)| f.contains(*s))
+                .fold(MsFlags::empty(), |a, (_, m)| a | m)
+            })
+            .unwrap_or(MsFlags::empty());
+        Ok(Source {
+            fd,
+            dir: meta.is_dir(),
+            flags,
+        })
+    }
+
+    fn proc_path(&self) -> PathBuf {
+        PathBuf::from(format!("/proc/self/fd/{}", self.fd.as_raw_fd()))
+    }
+
+    /// Binds this source at `target` (created as a directory or an empty
+    /// file), read-only unless `writable`.
+    fn bind(&self, target: &Path, writable: bool) -> Result<(), String> {
+        if self.dir {
+            std::fs::create_dir_all(target).map_err(|e| err(target.display(), e))?;
+        } else {
+            if let Some(parent) = target.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| err(parent.display(), e))?;
+            }
+            if !target.exists() {
+                std::fs::File::create(target).map_err(|e| err(target.display(), e))?;
+            }
+        }
+        mount(
+            Some(&self.proc_path()),
+            target,
+            None::<&str>,
+            MsFlags::MS_BIND | MsFlags::MS_REC,
+            None::<&str>,
+        )
+        .map_err(|e| err(format!("bind {}", target.display()), e))?;
+        if !writable {
+            mount(
+                None::<&str>,
+                target,
+                None::<&str>,
+                MsFlags::MS_BIND
+                    | MsFlags::MS_REMOUNT
+                    | MsFlags::MS_RDONLY
+                    | MsFlags::MS_NOSUID
+                    | self.flags,
+                None::<&str>,
+            )
+            .map_err(|e| err(format!("read-only {}", target.display()), e))?;
+        }
+        Ok(())
+    }
+}
+
+fn under(root: &Path, path: &Path) -> PathBuf {
+    root.join(path.strip_prefix("/").unwrap_or(path))
+}
+
+/// Builds the new root in a tmpfs, then pivots into it.
+fn private_root(policy: &Policy) -> Result<Root, String> {
+    let root = Path::new(NEW_ROOT);
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(|e| err("making mounts private", e))?;
+    // Every source opened while the host's tree is still visible.
+    let mut plan: Vec<(PathBuf, Option<Source>, Option<PathBuf>, bool)> = Vec::new();
+    let system = SYSTEM_DIRS.iter().chain(&ETC_FILES).map(PathBuf::from);
+    let extra = policy.binds.iter().map(|b| (b.path(), b.writable));
+    for (path, writable) in system.map(|p| (p, false)).chain(extra) {
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if meta.file_type().is_symlink() && SYSTEM_DIRS.iter().any(|d| Path::new(d) == path) {
+            // /lib -> usr/lib on merged-/usr systems: the same link.
+            let target = std::fs::read_link(&path).map_err(|e| err(path.display(), e))?;
+            plan.push((path, None, Some(target), false));
+        } else {
+            plan.push((path.clone(), Some(Source::open(&path)?), None, writable));
+        }
+    }
+    // Parents before children: a provider directory under /usr lands on
+    // /usr's bind.
+    plan.sort_by_key(|(p, ..)| p.components().count());
+    let null = Source::open(Path::new("/dev/null"))?;
+    let devices: Vec<(String, Source)> = device_nodes()
+        .into_iter()
+        .filter_map(|d| Source::open(Path::new(&d)).ok().map(|s| (d, s)))
+        .collect();
+    let gpu = devices
+        .iter()
+        .any(|(d, _)| !DEVICES.iter().any(|n| format!("/dev/{n}") == *d));
+    let sys = if gpu {
+        Some(Source::open(Path::new("/sys"))?)
+    } else {
+        None
+    };
+
+    mount(
+        Some("tmpfs"),
+        root,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some("size=16m,mode=0755"),
+    )
+    .map_err(|e| err("tmpfs for the new root", e))?;
+    let mut out = Root {
+        binds: Vec::new(),
+        writable: Vec::new(),
+        devices: Vec::new(),
+    };
+    for (path, source, link, writable) in &plan {
+        let target = under(root, path);
+        match (source, link) {
+            (_, Some(link)) => {
+                std::os::unix::fs::symlink(link, &target).map_err(|e| err(target.display(), e))?
+            }
+            (Some(source), None) => source.bind(&target, *writable)?,
+            (None, None) => unreachable!("a plan entry is a source or a link"),
+        }
+        let shown = path.display().to_string();
+        if *writable {
+            out.writable.push(shown);
+        } else if policy.binds.iter().any(|b| b.path() == *path) {
+            out.binds.push(shown);
+        }
+    }
+    // /dev: a tmpfs holding only the device nodes a driver needs.
+    let dev = root.join("dev");
+    std::fs::create_dir_all(&dev).map_err(|e| err("/dev", e))?;
+    mount(
+        Some("tmpfs"),
+        &dev,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        Some("size=64k,mode=0755"),
+    )
+    .map_err(|e| err("tmpfs for /dev", e))?;
+    for (name, source) in &devices {
+        source.bind(&under(root, Path::new(name)), true)?;
+        out.devices.push(name.clone());
+    }
+    for (link, to) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
+        std::os::unix::fs::symlink(to, dev.join(link)).map_err(|e| err(link, e))?;
+    }
+    for (dir, opts) in [
+        ("dev/shm", format!("size={},mode=1777", policy.tmp_bytes)),
+        ("tmp", format!("size={},mode=1777", policy.tmp_bytes)),
+    ] {
+        let target = root.join(dir);
+        std::fs::create_dir_all(&target).map_err(|e| err(dir, e))?;
+        mount(
+            Some("tmpfs"),
+            &target,
+            Some("tmpfs"),
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+            Some(opts.as_str()),
+        )
+        .map_err(|e| err(format!("tmpfs for /{dir}"), e))?;
+    }
+    if let Some(sys) = &sys {
+        sys.bind(&root.join("sys"), false)?;
+    }
+    // A fresh /proc of this PID namespace: the runner's is not in it.
+    let proc = root.join("proc");
+    std::fs::create_dir_all(&proc).map_err(|e| err("/proc", e))?;
+    mount(
+        Some("proc"),
+        &proc,
+        Some("proc"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        None::<&str>,
+    )
+    .map_err(|e| err("a new /proc", e))?;
+    // The signing key and the like, wherever a bind shows them.
+    for masked in &policy.masked {
+        use std::os::unix::ffi::OsStrExt;
+        let path = Path::new(std::ffi::OsStr::from_bytes(masked));
+        let target = under(root, path);
+        match std::fs::metadata(&target) {
+            Ok(m) if m.is_dir() => mount(
+                Some("tmpfs"),
+                &target,
+                Some("tmpfs"),
+                MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+                Some("size=4k"),
+            )
+            .map_err(|e| err(format!("masking {}", path.display()), e))?,
+            Ok(_) => null.bind(&target, false)?,
+            Err(_) => {}
+        }
+    }
+    mount(
+        None::<&str>,
+        root,
+        None::<&str>,
+        MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        None::<&str>,
+    )
+    .map_err(|e| err("read-only new root", e))?;
+    // pivot_root(".", "."): the old root ends up on top, and is detached.
+    nix::unistd::chdir(root).map_err(|e| err("chdir", e))?;
+    nix::unistd::pivot_root(".", ".").map_err(|e| err("pivot_root", e))?;
+    umount2(".", MntFlags::MNT_DETACH).map_err(|e| err("detaching the old root", e))?;
+    nix::unistd::chdir("/").map_err(|e| err("chdir /", e))?;
+    drop((plan, devices, null, sys));
+    Ok(out)
+}
+
+/// The device nodes shown: the plain ones, and the GPU drivers' where the
+/// host has them (NVIDIA's, AMD's KFD, DRM render and card nodes).
+fn device_nodes() -> Vec<String> {
+    let mut out: Vec<String> = DEVICES.iter().map(|n| format!("/dev/{n}")).collect();
+    let list = |dir: &str, keep: &dyn Fn(&str) -> bool| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| keep(n))
+                    .map(|n| format!("{dir}/{n}"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    };
+    out.extend(list("/dev", &|n| n.starts_with("nvidia") || n == "kfd"));
+    out.extend(list("/dev/nvidia-caps", &|_| true));
+    out.extend(list("/dev/dri", &|_| true));
+    out.retain(|d| Path::new(d).exists() && !Path::new(d).is_dir());
+    out
+}
