@@ -24,7 +24,7 @@
         src = lib.cleanSource ./.;
         cargoLock.lockFile = ./Cargo.lock;
         outputs = [ "out" "dev" ];
-        cargoBuildFlags = [ "-p" "vips-conformance" "-p" "vips-sdk-capi" "-p" "vsdk-provider-cpu" ]
+        cargoBuildFlags = [ "-p" "vips-conformance" "-p" "vips-sdk-capi" "-p" "vsdk-provider-cpu" "-p" "vips-sdk" ]
           ++ lib.optionals cudaSupport [ "-p" "vsdk-provider-cuda" ]
           ++ lib.optionals rocmSupport [ "-p" "vsdk-provider-hip" ];
         nativeBuildInputs = [ pkgs.pkg-config ];

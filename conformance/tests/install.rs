@@ -72,6 +72,7 @@ fn the_example_engine_runs_checks_and_refuses_uncertified_drivers() {
         "lib/libvips_sdk.a",
         "lib/vips-sdk/providers/libvsdk_provider_cpu.so",
         "bin/vips-conformance",
+        "libexec/vips-sdk/vips-sdk-worker",
         "share/vips-sdk/suites/dinov2-vits14-quick/suite.golden",
         "lib/cmake/VipsSdk/VipsSdkConfig.cmake",
     ] {

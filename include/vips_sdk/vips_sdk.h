@@ -288,17 +288,22 @@ typedef struct vsdk_run_options {
   int32_t chained;          /* 1: the provider's own outputs flow on */
   uint32_t device;          /* device index */
   int32_t no_differential;  /* 1: skip the differential round */
-  int32_t reserved;         /* 0 */
+  int32_t in_process;       /* 1: call the provider in this process (debugging);
+                               0: in the sandboxed worker, as the CLI does */
   uint64_t seed;            /* 0: fresh */
 } vsdk_run_options_t;
 
-/* Runs `suite` on device `options->device` of `provider`, in this process,
- * judged against the SDK's CPU reference provider (found like "cpu"). A
- * failing stage is a result, not an error. `*out` TRANSFERRED:
- * vsdk_results_free. Calls into the provider: concurrent runs on one provider
- * are as safe as the provider's declared concurrency (the SDK serialises a
- * provider declaring VSDK_CONCURRENCY_SERIAL). For certification, run the CLI:
- * it isolates the provider in a worker process. */
+/* Runs `suite` on device `options->device` of `provider`, judged against the
+ * SDK's CPU reference provider (found like "cpu"). By default the provider's
+ * library runs in the SDK's sandboxed worker program (vips-sdk-worker, found
+ * through $VSDK_WORKER, beside libvips_sdk or in <prefix>/libexec/vips-sdk),
+ * the very worker the CLI uses: the same process name, environment and
+ * sandbox, so a driver cannot tell an engine's run from a certification
+ * (docs/runner.md). A failing stage is a result, not an error. `*out`
+ * TRANSFERRED: vsdk_results_free. With `in_process` = 1 the provider handle is
+ * called in this process: concurrent runs on one provider are then as safe as
+ * the provider's declared concurrency (the SDK serialises a provider
+ * declaring VSDK_CONCURRENCY_SERIAL). */
 VSDK_API vsdk_error_t* vsdk_run(const vsdk_suite_t* suite, const vsdk_host_provider_t* provider,
                                 const vsdk_run_options_t* options, vsdk_results_t** out);
 

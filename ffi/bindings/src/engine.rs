@@ -354,7 +354,7 @@ pub struct vsdk_run_options {
     pub chained: i32,
     pub device: u32,
     pub no_differential: i32,
-    pub reserved: i32,
+    pub in_process: i32,
     pub seed: u64,
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
@@ -375,8 +375,8 @@ const _: () = {
         [::core::mem::offset_of!(vsdk_run_options, device) - 36usize];
     ["Offset of field: vsdk_run_options::no_differential"]
         [::core::mem::offset_of!(vsdk_run_options, no_differential) - 40usize];
-    ["Offset of field: vsdk_run_options::reserved"]
-        [::core::mem::offset_of!(vsdk_run_options, reserved) - 44usize];
+    ["Offset of field: vsdk_run_options::in_process"]
+        [::core::mem::offset_of!(vsdk_run_options, in_process) - 44usize];
     ["Offset of field: vsdk_run_options::seed"]
         [::core::mem::offset_of!(vsdk_run_options, seed) - 48usize];
 };

@@ -7,7 +7,10 @@ use crate::suite::SuiteHandle;
 use std::collections::HashMap;
 use std::ffi::{c_char, CString};
 use vips_sdk::compare::Tier;
+use vips_sdk::execution::Backend;
+use vips_sdk::isolation::{worker_program, Failure, Worker, WorkerCommand};
 use vips_sdk::runner::{self, Mode, RunOptions, RunReport, Status};
+use vips_sdk::sandbox::Policy;
 use vips_sdk::{DType, HostTensor, Provider, TensorSpec};
 use vsdk_ffi::engine::{
     vsdk_check_args_t, vsdk_error_t, vsdk_host_provider_t, vsdk_output_record_t,
@@ -364,8 +367,28 @@ pub unsafe extern "C" fn vsdk_run(
                 "no stage matches options->stage_glob",
             ));
         }
-        let device = p.provider.device(o.device).map_err(provider_error)?;
-        let report = runner::run(&s.suite, &device, &reference()?, &opts)
+        let backend = if o.in_process != 0 {
+            Backend::InProcess(p.provider.device(o.device).map_err(provider_error)?)
+        } else {
+            // The CLI's worker: nothing in its process tells a driver that an
+            // engine, not a certification, runs it.
+            let library = p.provider.info().library.clone();
+            let stage_bytes = runner::select(&s.suite, &opts)
+                .into_iter()
+                .map(|st| runner::stage_bytes(&s.suite, st))
+                .max()
+                .unwrap_or(0);
+            let command = WorkerCommand {
+                program: worker_program().map_err(|m| Error::new(VSDK_STATUS_NOT_FOUND, m))?,
+                policy: Policy::for_library(&library, stage_bytes as u64, None),
+            };
+            let worker = Worker::new(command, library, o.device);
+            if let Err(Failure::Provider(m)) = worker.open() {
+                return Err(Error::invalid(m));
+            }
+            Backend::Isolated(Box::new(worker))
+        };
+        let report = runner::run_on(&s.suite, backend, &reference()?, &opts, &mut |_| {})
             .map_err(|e| Error::new(vsdk_ffi::engine::VSDK_STATUS_INVALID_FILE, e.to_string()))?;
         // SAFETY: `out` was checked non-NULL (`check_out`) and, by the header's contract, can hold a handle.
         unsafe {

@@ -199,3 +199,82 @@ fn both_headers_compile_in_one_cpp_translation_unit() {
         "{out}"
     );
 }
+
+/// A driver right only when its process, program or parent is called
+/// vips-conformance (testing/hostile-providers, NAME_DETECTOR), run by an
+/// engine through `vsdk_run`: it gets the CLI's verdict (GELU wrong, so
+/// block_00 FAILs in both rounds), because `vsdk_run` runs it in the same
+/// worker as the CLI. The same library without the misbehaviour passes: the
+/// failure is the driver's, not the harness's. The hostile library is built
+/// here from its C source (into target/tmp: the worker's /tmp is its own),
+/// with the CPU provider beside this test as its target.
+#[test]
+fn vsdk_run_gives_a_name_detecting_driver_the_clis_verdict() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let source = repo().join("testing/hostile-providers/c/hostile.c");
+    let mut libs = Vec::new();
+    for (name, define) in [
+        ("name_detector", "-DHOSTILE_NAME_DETECTOR"),
+        ("working", ""),
+    ] {
+        let lib = dir.path().join(format!("libvsdk_hostile_{name}.so"));
+        let out = Command::new("cc")
+            .args(["-std=c99", "-O1", "-fPIC", "-shared", "-fvisibility=hidden"])
+            .args(["-Wall", "-Wextra", "-Werror"])
+            .arg("-I")
+            .arg(repo().join("include"))
+            .args([define].into_iter().filter(|d| !d.is_empty()))
+            .arg(&source)
+            .args(["-ldl", "-lpthread", "-o"])
+            .arg(&lib)
+            .output()
+            .expect("run cc");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        libs.push(lib);
+    }
+    let programs = tempfile::tempdir().unwrap();
+    let link = shared(programs.path());
+    let (_programs, exe) = build(programs, "cc", "c99", &["run_provider.c"], &link);
+    let run = |lib: &Path| {
+        let out = Command::new(&exe)
+            .arg(lib)
+            .args(["dinov2-vits14-quick", "{preprocess,block_00}"])
+            .env("VSDK_SUITES_PATH", repo().join("conformance/suites"))
+            .env("VSDK_PROVIDER_PATH", target_dir())
+            .env(
+                "VSDK_HOSTILE_TARGET",
+                target_dir().join("libvsdk_provider_cpu.so"),
+            )
+            .output()
+            .expect("run the C program");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+    };
+    let detector = run(&libs[0]);
+    for line in [
+        "main preprocess PASS",
+        "main block_00 FAIL",
+        "differential preprocess PASS",
+        "differential block_00 FAIL",
+        "passed 0",
+    ] {
+        assert!(detector.lines().any(|l| l == line), "{line}: {detector}");
+    }
+    let working = run(&libs[1]);
+    for line in [
+        "main block_00 PASS",
+        "differential block_00 PASS",
+        "passed 1",
+    ] {
+        assert!(working.lines().any(|l| l == line), "{line}: {working}");
+    }
+}

@@ -432,14 +432,16 @@ pub fn verify(
     let mut again = recorded.clone();
     again.assess();
     if (again.verdict, &again.reasons) != (recorded.verdict, &recorded.reasons) {
-        let said = |v: Verdict, reasons: &[String]| match reasons {
-            [] => format!("`{}` (no reasons)", v.label()),
-            _ => format!("`{}` ({})", v.label(), reasons.join("; ")),
+        let listed = |reasons: &[String]| match reasons {
+            [] => "none".to_string(),
+            _ => reasons.join("; "),
         };
         return Err(VerifyError::Statement(format!(
-            "the verdict {} does not follow from the report's own records, which give {}",
-            said(recorded.verdict, &recorded.reasons),
-            said(again.verdict, &again.reasons)
+            "the verdict `{}` does not follow from the report's own records, which give `{}` (reasons: {}); the report's reasons: {}",
+            recorded.verdict.label(),
+            again.verdict.label(),
+            listed(&again.reasons),
+            listed(&recorded.reasons)
         )));
     }
     let subjects = [

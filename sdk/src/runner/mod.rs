@@ -12,6 +12,7 @@ mod identity;
 mod invariants;
 pub mod results;
 mod stage;
+mod timeouts;
 
 pub use identity::{sha256_file, Host, Identity, Reference};
 pub use invariants::InvariantResult;
@@ -28,6 +29,8 @@ use serde::{Deserialize, Serialize};
 use stage::StageContext;
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
+use timeouts::TimedOut;
+pub use timeouts::{FLOOR as TIMEOUT_FLOOR, MULTIPLIER as TIMEOUT_MULTIPLIER};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -75,8 +78,12 @@ pub struct RunOptions {
     pub flake_retries: u32,
     /// Stop after this many failing stages (the rest are MISSING).
     pub max_fails: Option<usize>,
-    /// Per execution of a stage; default from the stage's size.
+    /// Per execution of a stage; default from the reference's cost
+    /// (`timeouts`).
     pub timeout: Option<Duration>,
+    /// After a kernel timed out, later stages using it are TIMEOUT without
+    /// running (and say so); default: every stage is run (deqp-runner's way).
+    pub skip_after_timeout: bool,
     /// Expected failures (see [`Baseline`]).
     pub baseline: Option<Baseline>,
 }
@@ -96,6 +103,7 @@ impl Default for RunOptions {
             flake_retries: 0,
             max_fails: None,
             timeout: None,
+            skip_after_timeout: false,
             baseline: None,
         }
     }
@@ -318,6 +326,9 @@ pub struct StageResult {
     /// Set when a failing stage was drilled into and no operator failed alone.
     pub drill_down_note: Option<String>,
     pub seconds: f64,
+    /// The time the provider was given to run the stage (both runs).
+    #[serde(default)]
+    pub timeout_seconds: f64,
 }
 
 /// Chained mode: one of the component's final outputs against its golden value.
@@ -392,6 +403,9 @@ pub struct Settings {
     pub max_fails: Option<usize>,
     /// A baseline of expected failures was applied.
     pub baseline: bool,
+    /// `--after-timeout skip` (see [`RunOptions::skip_after_timeout`]).
+    #[serde(default)]
+    pub skip_after_timeout: bool,
 }
 
 impl Settings {
@@ -409,6 +423,7 @@ impl Settings {
             flake_retries: opts.flake_retries,
             max_fails: opts.max_fails,
             baseline: opts.baseline.is_some(),
+            skip_after_timeout: opts.skip_after_timeout,
         }
     }
 }
@@ -593,17 +608,24 @@ fn report(suite: &Suite, tiers: Vec<TierReport>, who: [String; 4], opts: &RunOpt
     }
 }
 
-/// What the tier loop shares: the options, the failure count, the observer.
+/// What the tier loop shares: the options, the failure count, the kernels
+/// that timed out, the observer.
 struct Progress<'a> {
     opts: &'a RunOptions,
     failures: usize,
     stopped: Option<String>,
+    timed_out: TimedOut,
     observer: &'a mut dyn FnMut(Event),
 }
 
 impl Progress<'_> {
     /// Applies the baseline, counts failures, reports the result.
     fn record(&mut self, mut result: StageResult) -> StageResult {
+        if result.status == Status::Timeout {
+            if let Some(reason) = &result.reason {
+                self.timed_out.record(&result.stage, reason);
+            }
+        }
         if let Some(baseline) = &self.opts.baseline {
             baseline.apply(&mut result);
         }
@@ -661,10 +683,98 @@ pub fn stage_bytes(suite: &Suite, stage: &Stage) -> usize {
         .sum()
 }
 
-/// The default time a provider gets to run a stage (twice): a minute, plus
-/// a second per MiB of the stage's tensors.
-fn default_timeout(suite: &Suite, stage: &Stage) -> Duration {
-    Duration::from_secs(60 + (stage_bytes(suite, stage) >> 20) as u64)
+/// Chained mode's state across the stages of one tier: the provider's own
+/// outputs (and which stage made each, and whether it passed), and the
+/// outputs stages failed to produce.
+#[derive(Default)]
+struct Chain {
+    produced: HashMap<String, (HostTensor, String, bool)>,
+    missing: HashMap<String, String>,
+}
+
+/// A stage's inputs at a tier: golden, or in chained mode the provider's own.
+struct StageInputs {
+    values: HashMap<String, HostTensor>,
+    /// Every input is a golden tensor.
+    golden: bool,
+    /// Chained: why the inputs are not trustworthy (an upstream stage failed).
+    diverged_upstream: Option<String>,
+}
+
+impl Chain {
+    fn inputs(
+        &self,
+        suite: &Suite,
+        stage: &Stage,
+        tier: Tier,
+        mode: Mode,
+    ) -> Result<StageInputs, SuiteError> {
+        let mut out = StageInputs {
+            values: HashMap::new(),
+            golden: true,
+            diverged_upstream: None,
+        };
+        for name in &stage.inputs {
+            let t = match (mode, self.produced.get(name)) {
+                (Mode::Chained, Some((own, from, passed))) => {
+                    if !passed {
+                        out.diverged_upstream.get_or_insert_with(|| {
+                            format!("its inputs come from `{from}`, which already diverged")
+                        });
+                    }
+                    out.golden = false;
+                    own.clone()
+                }
+                _ => {
+                    if let (Mode::Chained, Some(from)) = (mode, self.missing.get(name)) {
+                        out.diverged_upstream.get_or_insert_with(|| {
+                            format!("`{from}` produced no `{name}`: this stage was fed the golden value")
+                        });
+                    }
+                    to_tier(&*suite.tensor(name)?, tier)
+                }
+            };
+            out.values.insert(name.clone(), t);
+        }
+        Ok(out)
+    }
+
+    fn record(&mut self, stage: &Stage, outputs: &HashMap<String, HostTensor>, passed: bool) {
+        for name in &stage.outputs {
+            if !outputs.contains_key(name) {
+                self.missing.insert(name.clone(), stage.name.clone());
+            }
+        }
+        for (name, t) in outputs {
+            self.produced
+                .insert(name.clone(), (t.clone(), stage.name.clone(), passed));
+        }
+    }
+}
+
+/// The kernels a stage may call: its graph's operators and its own kernel.
+fn kernels_of(stage: &Stage) -> impl Iterator<Item = &str> {
+    stage
+        .graph
+        .iter()
+        .map(|n| n.op.name())
+        .chain(stage.kernel.as_ref().map(|(k, _)| k.as_str()))
+}
+
+impl Progress<'_> {
+    /// `--after-timeout skip`: a stage using a kernel that already timed out
+    /// is TIMEOUT without running (and says so).
+    fn skipped(&mut self, stage: &Stage, tier: Tier, round: Round) -> Option<StageResult> {
+        if !self.opts.skip_after_timeout {
+            return None;
+        }
+        let reason = self.timed_out.skip(kernels_of(stage))?;
+        let mut r = StageResult::empty(&stage.name, tier, round);
+        r.status = Status::Timeout;
+        r.attempts = 0;
+        r.reason = Some(reason);
+        Some(self.record(r))
+    }
 }
 
 fn run_tiers(
@@ -679,20 +789,33 @@ fn run_tiers(
         opts,
         failures: 0,
         stopped: None,
+        timed_out: TimedOut::default(),
         observer,
     };
     let mut tiers = Vec::new();
     for (tier_index, &tier) in opts.tiers.iter().enumerate() {
-        // Chained mode: the provider's own outputs, and which stage made each;
-        // and the outputs of stages that errored or were not supported.
-        let mut produced: HashMap<String, (HostTensor, String, bool)> = HashMap::new();
-        let mut missing: HashMap<String, String> = HashMap::new();
+        let mut chain = Chain::default();
         // Every stage's outputs, for the differential round's replay check.
         let mut main_outputs: HashMap<String, HashMap<String, HostTensor>> = HashMap::new();
         let mut results = Vec::new();
         // Whether the provider runs each stage (decided before a baseline
         // turns NOT SUPPORTED into EXPECTED FAIL).
         let mut supported = Vec::new();
+        let context = |stage, golden_inputs, round, parts: [u64; 2]| StageContext {
+            suite,
+            stage,
+            tier,
+            source,
+            reference,
+            golden_inputs,
+            round,
+            seed: SplitMix::derive(
+                opts.seed,
+                &[tier_index as u64, parts[0], round as u64, parts[1]],
+            ),
+            timeout: opts.timeout,
+            require_deterministic: opts.require_deterministic,
+        };
         progress.planned(tier, Round::Main, stages.len());
         for (stage_index, stage) in stages.iter().enumerate() {
             if progress.stopped.is_some() {
@@ -700,74 +823,31 @@ fn run_tiers(
                 supported.push(true);
                 continue;
             }
-            let mut inputs = HashMap::new();
-            let mut diverged_upstream = None;
-            let mut golden_inputs = true;
-            for name in &stage.inputs {
-                let t = match (opts.mode, produced.get(name)) {
-                    (Mode::Chained, Some((own, from, passed))) => {
-                        if !passed {
-                            diverged_upstream.get_or_insert_with(|| {
-                                format!("its inputs come from `{from}`, which already diverged")
-                            });
-                        }
-                        golden_inputs = false;
-                        own.clone()
-                    }
-                    _ => {
-                        if let (Mode::Chained, Some(from)) = (opts.mode, missing.get(name)) {
-                            diverged_upstream.get_or_insert_with(|| {
-                                format!("`{from}` produced no `{name}`: this stage was fed the golden value")
-                            });
-                        }
-                        to_tier(&*suite.tensor(name)?, tier)
-                    }
-                };
-                inputs.insert(name.clone(), t);
+            if let Some(skipped) = progress.skipped(stage, tier, Round::Main) {
+                results.push(skipped);
+                supported.push(false);
+                continue;
             }
-            let ctx = |round, attempt: u32| StageContext {
-                suite,
-                stage,
-                tier,
-                source,
-                reference,
-                golden_inputs,
-                round,
-                seed: SplitMix::derive(
-                    opts.seed,
-                    &[
-                        tier_index as u64,
-                        stage_index as u64,
-                        round as u64,
-                        attempt.into(),
-                    ],
-                ),
-                timeout: opts
-                    .timeout
-                    .unwrap_or_else(|| default_timeout(suite, stage)),
-                require_deterministic: opts.require_deterministic,
-            };
+            let inputs = chain.inputs(suite, stage, tier, opts.mode)?;
             progress.started(tier, Round::Main, stage);
             let (mut result, outputs) = with_retries(opts.flake_retries, |attempt| {
-                ctx(Round::Main, attempt).run(&inputs)
+                context(
+                    stage,
+                    inputs.golden,
+                    Round::Main,
+                    [stage_index as u64, attempt.into()],
+                )
+                .run(&inputs.values)
             })?;
-            if let Some(upstream) = diverged_upstream {
+            if let Some(upstream) = inputs.diverged_upstream {
                 // Whatever drill-down found, say first where the inputs came from.
                 result.drill_down_note = Some(match result.drill_down_note.take() {
                     Some(n) => format!("{upstream}; {n}"),
                     None => upstream,
                 });
             }
-            let passed = result.status == Status::Pass;
             if opts.mode == Mode::Chained {
-                for name in &stage.outputs {
-                    if !outputs.contains_key(name) {
-                        missing.insert(name.clone(), stage.name.clone());
-                    }
-                }
-                for (name, t) in &outputs {
-                    produced.insert(name.clone(), (t.clone(), stage.name.clone(), passed));
-                }
+                chain.record(stage, &outputs, result.status == Status::Pass);
             }
             main_outputs.insert(stage.name.clone(), outputs);
             supported.push(result.status != Status::NotSupported);
@@ -783,7 +863,7 @@ fn run_tiers(
             })
             .flatten();
         let end_to_end = if opts.mode == Mode::Chained {
-            end_to_end(suite, &stages, tier, &produced)?
+            end_to_end(suite, &stages, tier, &chain.produced)?
         } else {
             Vec::new()
         };
@@ -799,28 +879,16 @@ fn run_tiers(
                 if !runs {
                     continue;
                 }
-                let ctx = StageContext {
-                    suite,
+                if let Some(skipped) = progress.skipped(stage, tier, Round::Differential) {
+                    differential.push(skipped);
+                    continue;
+                }
+                let ctx = context(
                     stage,
-                    tier,
-                    source,
-                    reference,
-                    golden_inputs: false,
-                    round: Round::Differential,
-                    seed: SplitMix::derive(
-                        opts.seed,
-                        &[
-                            tier_index as u64,
-                            stage_index as u64,
-                            Round::Differential as u64,
-                            opts.nonce,
-                        ],
-                    ),
-                    timeout: opts
-                        .timeout
-                        .unwrap_or_else(|| default_timeout(suite, stage)),
-                    require_deterministic: opts.require_deterministic,
-                };
+                    false,
+                    Round::Differential,
+                    [stage_index as u64, opts.nonce],
+                );
                 progress.started(tier, Round::Differential, stage);
                 let result = differential::round(&ctx, main_outputs.get(&stage.name), |name| {
                     Ok(to_tier(&*suite.tensor(name)?, tier))
@@ -914,6 +982,7 @@ impl StageResult {
             drill_down: None,
             drill_down_note: None,
             seconds: 0.0,
+            timeout_seconds: 0.0,
         }
     }
 }

@@ -7,7 +7,7 @@ use super::{invariants, Drift, Execution, OutputResult, Round, Source, StageResu
 use crate::compare::Tier;
 use crate::document::Stage;
 use crate::error_map::{self, ErrorMap};
-use crate::error_model::{self, NodeCheck, Precision, Rules, TierParams};
+use crate::error_model::{self, NodeCheck, Precision, Rules, StageReference, TierParams};
 use crate::execution::Finding;
 use crate::isolation::Failure;
 use crate::suite::{Suite, SuiteError};
@@ -28,7 +28,8 @@ pub(super) struct StageContext<'a> {
     pub round: Round,
     /// Sizes and patterns of the guard regions (fresh for every execution).
     pub seed: u64,
-    pub timeout: Duration,
+    /// Given (`--timeout`), else derived from the reference's cost (`Timeouts`).
+    pub timeout: Option<Duration>,
     pub require_deterministic: bool,
 }
 
@@ -66,9 +67,17 @@ impl StageContext<'_> {
                             .iter()
                             .map(|o| (o.clone(), values[o].clone()))
                             .collect();
-                        if let Err(e) =
-                            self.judge(&mut result, inputs, &values, None, Execution::Captured)
-                        {
+                        let judged = self.reference_of(inputs).and_then(|reference| {
+                            self.judge(
+                                &mut result,
+                                &reference,
+                                &values,
+                                None,
+                                Execution::Captured,
+                                Duration::ZERO,
+                            )
+                        });
+                        if let Err(e) = judged {
                             result.status = Status::Error;
                             result.reason = Some(e);
                         }
@@ -94,12 +103,26 @@ impl StageContext<'_> {
             }
         };
         result.execution = Some(execution);
+        // The reference first: its cost on this host sets the timeout, and
+        // the verdict reuses it.
+        let computed = Instant::now();
+        let reference = match self.reference_of(inputs) {
+            Ok(r) => r,
+            Err(e) => {
+                result.reason = Some(e);
+                return finish(result, HashMap::new());
+            }
+        };
+        let timeout = self
+            .timeout
+            .unwrap_or_else(|| super::timeouts::of_reference(computed.elapsed()));
+        result.timeout_seconds = timeout.as_secs_f64();
         let program = match execution {
             Execution::Decomposed => graph_program(self.tier.float_dtype(), stage),
             Execution::Fused => fused_program(self.suite, stage, self.tier),
             Execution::Captured => unreachable!("planned for a device"),
         };
-        let ran = match run_program(backend, &program, stage, inputs, self.seed, self.timeout) {
+        let ran = match run_program(backend, &program, stage, inputs, self.seed, timeout) {
             Ok(ran) => ran,
             Err(f) => {
                 failed(&mut result, f);
@@ -112,13 +135,15 @@ impl StageContext<'_> {
             .iter()
             .map(|o| (o.clone(), ran.values[o].clone()))
             .collect();
-        match self.judge(
+        let judged = self.judge(
             &mut result,
-            inputs,
+            &reference,
             &ran.values,
             Some(&ran.repeat),
             execution,
-        ) {
+            timeout,
+        );
+        match judged {
             Ok(()) => self.apply_findings(&mut result),
             Err(e) => {
                 result.status = Status::Error;
@@ -185,15 +210,18 @@ impl StageContext<'_> {
     fn judge(
         &self,
         result: &mut StageResult,
-        inputs: &HashMap<String, HostTensor>,
+        reference: &StageReference,
         values: &HashMap<String, HostTensor>,
         repeat: Option<&HashMap<String, HostTensor>>,
         execution: Execution,
+        timeout: Duration,
     ) -> Result<(), String> {
         let (stage, tier) = (self.stage, self.tier);
-        let params = *self.params();
-        let reference = error_model::stage_reference(stage, tier, inputs, self.reference, &params)
-            .map_err(|e| format!("the reference could not run: {e}"))?;
+        let inputs: HashMap<String, HostTensor> = stage
+            .inputs
+            .iter()
+            .map(|n| (n.clone(), values[n].clone()))
+            .collect();
         let rules = Rules {
             nan: stage.nan,
             allowed_over_fraction: stage.mismatch_fraction,
@@ -294,7 +322,7 @@ impl StageContext<'_> {
                 Source::Provider(backend) => {
                     let program = graph_program(tier.float_dtype(), stage);
                     Some(
-                        run_program(backend, &program, stage, inputs, self.seed, self.timeout)
+                        run_program(backend, &program, stage, &inputs, self.seed, timeout)
                             .map_err(|f| f.to_string())
                             .and_then(|ran| self.check_nodes(&ran.values)),
                     )
@@ -337,6 +365,12 @@ impl StageContext<'_> {
         }
         result.status = if passed { Status::Pass } else { Status::Fail };
         Ok(())
+    }
+
+    /// The float64 reference and bounds of the stage from `inputs`.
+    fn reference_of(&self, inputs: &HashMap<String, HostTensor>) -> Result<StageReference, String> {
+        error_model::stage_reference(self.stage, self.tier, inputs, self.reference, self.params())
+            .map_err(|e| format!("the reference could not run: {e}"))
     }
 
     fn check_nodes(&self, values: &HashMap<String, HostTensor>) -> Result<Vec<NodeCheck>, String> {

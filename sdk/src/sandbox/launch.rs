@@ -271,9 +271,6 @@ fn init(go: i32, args: i32, status: i32, user: bool, exe: &CString) -> isize {
     // inherited; `fork` in a single-threaded process; the child execs at once
     // (or exits), touching nothing else.
     unsafe {
-        // Dies with the launcher (killed by the runner): the kernel then
-        // kills everything in this PID namespace.
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
         let mut byte = 0u8;
         if libc::read(go, (&mut byte as *mut u8).cast(), 1) != 1 {
             return 1; // the launcher is gone
@@ -284,6 +281,19 @@ fn init(go: i32, args: i32, status: i32, user: bool, exe: &CString) -> isize {
             if libc::setresgid(0, 0, 0) != 0 || libc::setresuid(0, 0, 0) != 0 {
                 return 1;
             }
+        }
+        // Dies with the launcher (killed by the runner): the kernel then
+        // kills everything in this PID namespace. Set after the credentials
+        // change, which clears it; and if the launcher died before, the
+        // status pipe has no reader left.
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        let mut probe = libc::pollfd {
+            fd: status,
+            events: libc::POLLOUT,
+            revents: 0,
+        };
+        if libc::poll(&mut probe, 1, 0) < 0 || probe.revents & libc::POLLERR != 0 {
+            return 1;
         }
         let server = libc::fork();
         if server < 0 {

@@ -128,6 +128,7 @@ impl PidNamespace {
             .filter(|pid| {
                 std::fs::metadata(format!("/proc/{pid}/ns/pid"))
                     .is_ok_and(|m| m.ino() == self.inode)
+                    && !zombie(*pid)
             })
             .map(|pid| {
                 let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))
@@ -169,6 +170,16 @@ impl PidNamespace {
         loop {
             let left = self.members();
             if left.is_empty() {
+                // Reaps the init's zombie when the runner is its subreaper.
+                // SAFETY: waitpid on one PID without blocking; ECHILD when it
+                // is not this process's child.
+                unsafe {
+                    libc::waitpid(
+                        self.init as libc::pid_t,
+                        std::ptr::null_mut(),
+                        libc::WNOHANG,
+                    )
+                };
                 return true;
             }
             if Instant::now() >= deadline {
@@ -188,11 +199,27 @@ pub fn runner_non_dumpable() -> bool {
     unsafe { libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0) == 0 }
 }
 
+/// A process that ended and waits to be reaped (runs nothing, holds
+/// nothing; the orphaned init's zombie waits for the host's init).
+fn zombie(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        // The state follows the command name's closing parenthesis.
+        s.rsplit_once(')')
+            .and_then(|(_, rest)| rest.trim_start().chars().next())
+            .is_some_and(|c| c == 'Z' || c == 'X')
+    })
+}
+
 /// Makes this process non-dumpable: no process of the same user can then
-/// read or write its memory through `/proc/<pid>/mem` or ptrace. Returns
-/// whether it holds.
+/// read or write its memory through `/proc/<pid>/mem` or ptrace; and the
+/// subreaper of its descendants, so a worker's orphaned init is reaped here.
+/// Returns whether non-dumpable holds. For a program that is only a runner
+/// (the CLI): an engine linking the C library keeps its own settings.
 pub fn protect_runner() -> bool {
     // SAFETY: prctl on this process with integer arguments.
-    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    }
     runner_non_dumpable()
 }
