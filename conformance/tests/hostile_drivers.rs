@@ -4,10 +4,22 @@
 //! worker process: the misbehaving stage gets its verdict, every other stage
 //! is reported as it is, the results files are written, and the exit code is
 //! 0 only for a pass.
+//!
+//! Then the drivers that game or attack the runner (issue 22): right only in
+//! some runs (by call count, output fill, address, process name), stealing
+//! the signing key, leaving a daemon to rewrite the report, writing into the
+//! runner's memory, leaving 150 detached processes, taking 20 GiB. Each gets
+//! NOT CERTIFIED or a clear error, with the key unread, nothing left running
+//! and the runner alive. The tests kill whatever such a driver may have left
+//! (by process name, when they end, passing or not); the fork and memory
+//! drivers run only in the sandboxed worker, never in process.
 
 use serde_json::Value;
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 use vsdk_hostile_providers as hostile;
 
 fn test_dir() -> PathBuf {
@@ -76,31 +88,120 @@ impl Run {
 }
 
 fn run_with(lib: &str, extra: &[&str], env: &[(&str, &Path)]) -> Run {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let output = dir.path().join("results.json");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_vips-conformance"));
-    cmd.args([
-        "run",
-        "dinov2-vits14-quick",
-        "--stage",
-        STAGES,
-        "--provider",
-        lib,
-    ])
-    .arg("--output")
-    .arg(&output)
-    .args(extra)
-    .env("VSDK_PROVIDER_PATH", test_dir())
-    .env(hostile::TARGET_ENV, test_dir().join(vips_sdk_file("cpu")))
-    .current_dir(env!("CARGO_MANIFEST_DIR").to_owned() + "/..");
-    for (k, v) in env {
-        cmd.env(k, v);
+    let extra: Vec<OsString> = extra.iter().map(OsString::from).collect();
+    let env: Vec<(&str, OsString)> = env.iter().map(|(k, v)| (*k, v.into())).collect();
+    Cli {
+        extra,
+        env,
+        ..Cli::new(lib)
     }
+    .run()
+}
+
+/// One `vips-conformance run` of the quick suite on a hostile driver.
+struct Cli<'a> {
+    lib: &'a str,
+    stages: &'a str,
+    extra: Vec<OsString>,
+    env: Vec<(&'a str, OsString)>,
+    /// Started through `sh`, with this file open as descriptor 3 (for
+    /// `--sign-key-fd 3`).
+    fd_3: Option<PathBuf>,
+    /// The results path as [`hostile::NEEDLE_ENV`].
+    output_as_needle: bool,
+    /// RLIMIT_AS for the CLI and everything it starts: a safety net for
+    /// drivers that take memory, whatever the runner's own limit does.
+    address_space: Option<u64>,
+}
+
+impl<'a> Cli<'a> {
+    fn new(lib: &'a str) -> Cli<'a> {
+        Cli {
+            lib,
+            stages: STAGES,
+            extra: Vec::new(),
+            env: Vec::new(),
+            fd_3: None,
+            output_as_needle: false,
+            address_space: None,
+        }
+    }
+
+    fn arg(mut self, a: impl Into<OsString>) -> Self {
+        self.extra.push(a.into());
+        self
+    }
+
+    fn env(mut self, k: &'a str, v: impl Into<OsString>) -> Self {
+        self.env.push((k, v.into()));
+        self
+    }
+
+    fn run(self) -> Run {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let output = dir.path().join("results.json");
+        let bin = env!("CARGO_BIN_EXE_vips-conformance");
+        let mut cmd = match &self.fd_3 {
+            None => Command::new(bin),
+            Some(file) => {
+                let mut sh = Command::new("sh");
+                sh.args(["-c", "f=$1; shift; exec \"$@\" 3<\"$f\"", "sh"])
+                    .arg(file)
+                    .arg(bin);
+                sh
+            }
+        };
+        cmd.args([
+            "run",
+            "dinov2-vits14-quick",
+            "--stage",
+            self.stages,
+            "--provider",
+            self.lib,
+        ])
+        .arg("--output")
+        .arg(&output)
+        .args(&self.extra)
+        .env("VSDK_PROVIDER_PATH", test_dir())
+        .env(hostile::TARGET_ENV, test_dir().join(vips_sdk_file("cpu")))
+        .current_dir(repo());
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        if self.output_as_needle {
+            cmd.env(hostile::NEEDLE_ENV, &output);
+        }
+        if let Some(bytes) = self.address_space {
+            let limit = libc::rlimit {
+                rlim_cur: bytes,
+                rlim_max: bytes,
+            };
+            // SAFETY: setrlimit is async-signal-safe and touches nothing of
+            // the parent's; `limit` is a plain copy.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::setrlimit(libc::RLIMIT_AS, &limit) == 0 {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                });
+            }
+        }
+        finish(cmd, dir, &output)
+    }
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn finish(mut cmd: Command, dir: tempfile::TempDir, output: &Path) -> Run {
     let out = cmd.output().expect("run vips-conformance");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(!stderr.contains("panicked"), "{stderr}");
-    let text = std::fs::read_to_string(&output).unwrap_or_default();
+    let text = std::fs::read_to_string(output).unwrap_or_default();
     let report = serde_json::from_str(&text).unwrap_or(Value::Null);
     Run {
         code: out.status.code().expect("exited"),
@@ -252,13 +353,20 @@ fn a_replaying_memoriser_is_caught_by_the_differential_round() {
     let envs = |v: &Vec<(&'static str, PathBuf)>| {
         v.iter().map(|(k, p)| (*k, p.clone())).collect::<Vec<_>>()
     };
+    // The worker sees the tape directory only where the runner binds it:
+    // writable to record, read-only to replay.
+    let tape_dir = tape.path().to_str().unwrap();
     let record = envs(&env("record"));
     let refs: Vec<(&str, &Path)> = record.iter().map(|(k, p)| (*k, p.as_path())).collect();
-    let r = run_with(hostile::REPLAY, &["--no-differential"], &refs);
+    let r = run_with(
+        hostile::REPLAY,
+        &["--no-differential", "--sandbox-bind-rw", tape_dir],
+        &refs,
+    );
     assert_eq!(r.code, 0, "recording computes: {}", r.stdout);
     let replay = envs(&env("replay"));
     let refs: Vec<(&str, &Path)> = replay.iter().map(|(k, p)| (*k, p.as_path())).collect();
-    let r = run_with(hostile::REPLAY, &[], &refs);
+    let r = run_with(hostile::REPLAY, &["--sandbox-bind", tape_dir], &refs);
     assert_eq!(r.code, 1, "{}", r.stdout);
     assert_eq!(r.report["passed"], false);
     // The main round replays what it recorded: preprocess and patch_embed
@@ -363,7 +471,13 @@ fn a_flake_is_flaky_never_a_pass() {
     let file = marker.path().join("struck");
     let r = run_with(
         hostile::FLAKY,
-        &["--flake-retries", "2", "--no-differential"],
+        &[
+            "--flake-retries",
+            "2",
+            "--no-differential",
+            "--sandbox-bind-rw",
+            marker.path().to_str().unwrap(),
+        ],
         &[("VSDK_HOSTILE_MARKER", &file)],
     );
     assert_eq!(r.code, 1, "{}", r.stdout);
@@ -431,4 +545,510 @@ fn an_unwritable_output_fails_before_the_run() {
         "{err}"
     );
     assert!(out.stdout.is_empty(), "nothing ran");
+}
+
+// ---------------------------------------------------------------------------
+// Drivers that game or attack the runner (issue 22)
+// ---------------------------------------------------------------------------
+
+/// A key pair from `keygen` and where the signed report goes.
+struct Signing {
+    dir: tempfile::TempDir,
+    key: PathBuf,
+    public: PathBuf,
+    report: PathBuf,
+}
+
+impl Signing {
+    fn new() -> Signing {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let key = dir.path().join("k.pem");
+        let out = Command::new(env!("CARGO_BIN_EXE_vips-conformance"))
+            .arg("keygen")
+            .arg(&key)
+            .output()
+            .expect("run keygen");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Signing {
+            public: dir.path().join("k.pub.pem"),
+            report: dir.path().join("report.json"),
+            key,
+            dir,
+        }
+    }
+
+    /// `--report R --sign-key K`.
+    fn args(&self) -> Vec<OsString> {
+        vec![
+            "--report".into(),
+            self.report.clone().into(),
+            "--sign-key".into(),
+            self.key.clone().into(),
+        ]
+    }
+
+    /// The key's base64 body (what a thief would have to show).
+    fn secret(&self) -> String {
+        let pem = std::fs::read_to_string(&self.key).unwrap();
+        let body: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
+        assert!(body.len() >= 40, "{pem}");
+        body
+    }
+
+    fn statement(&self) -> Value {
+        let text = std::fs::read_to_string(&self.report).expect("the report was written");
+        let envelope: Value = serde_json::from_str(&text).expect("the report is JSON");
+        let payload =
+            vips_sdk::certify::dsse::decode_base64(envelope["payload"].as_str().unwrap()).unwrap();
+        serde_json::from_slice(&payload).unwrap()
+    }
+
+    fn verdict(&self) -> String {
+        self.statement()["predicate"]["verdict"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    fn reasons(&self) -> Vec<String> {
+        self.statement()["predicate"]["reasons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_str().unwrap().to_string())
+            .collect()
+    }
+
+    /// `verify R --pubkey PUB` says the signature holds (the verdict may
+    /// still be NOT CERTIFIED: exit code 1).
+    fn signature_verifies(&self) -> bool {
+        let out = Command::new(env!("CARGO_BIN_EXE_vips-conformance"))
+            .arg("verify")
+            .arg(&self.report)
+            .arg("--pubkey")
+            .arg(&self.public)
+            .output()
+            .expect("run verify");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        stdout.contains(&format!("{}: signature verified", self.report.display()))
+    }
+}
+
+/// Live processes whose `/proc/<pid>/comm` is `name` (a zombie is dead: not
+/// counted).
+fn processes_named(name: &str) -> Vec<i32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse().ok()) else {
+            continue;
+        };
+        let comm = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        // The state follows the command in parentheses (which may hold spaces).
+        let state = stat.rsplit_once(") ").and_then(|(_, r)| r.chars().next());
+        if comm.trim_end_matches('\n') == name && !matches!(state, Some('Z' | 'X') | None) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// When dropped (a failing test too), kills every process with one of
+/// these names: what a hostile driver may have left behind.
+struct Reaper(&'static [&'static str]);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        for _ in 0..50 {
+            let left: Vec<i32> = self.0.iter().flat_map(|n| processes_named(n)).collect();
+            if left.is_empty() {
+                return;
+            }
+            for pid in left {
+                // SAFETY: no memory effects; at worst the process is gone.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// The report's NOT CERTIFIED names `stages` failing in the main round and
+/// in the differential round (an empty list: no such reason).
+fn fails_in_report(s: &Signing, main: &[&str], differential: &[&str]) {
+    assert_eq!(s.verdict(), "NOT CERTIFIED");
+    let reasons = s.reasons();
+    for (round, stages) in [
+        ("failing stages: ", main),
+        (
+            "failing stages in the differential round (fresh inputs): ",
+            differential,
+        ),
+    ] {
+        let found: Vec<&String> = reasons.iter().filter(|r| r.starts_with(round)).collect();
+        if stages.is_empty() {
+            assert!(found.is_empty(), "{reasons:?}");
+        } else {
+            assert_eq!(
+                found,
+                [&format!("{round}{}", stages.join(", "))],
+                "{reasons:?}"
+            );
+        }
+    }
+}
+
+/// The stage's failure is put on GELU: the first run's drill-down names it
+/// as the first operator out of its bound, or the reason names it as the
+/// operator out of bounds in the repeat.
+fn gelu_blamed(stage: &Value) -> bool {
+    stage["drill_down"]["op"] == "vsdk.gelu@1"
+        || stage["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("operator 18 `vsdk.gelu@1`"))
+}
+
+/// A driver right in one of a stage's two runs of GELU and wrong (×1.01)
+/// in the other: the wrong run is judged, so block_00 FAILs in both rounds
+/// (each runs it twice) and the report is NOT CERTIFIED for it. Returns the
+/// run for the variant's own checks.
+fn wrong_in_one_run(lib: &str) -> Run {
+    let signing = Signing::new();
+    let r = Cli {
+        extra: signing.args(),
+        ..Cli::new(lib)
+    }
+    .run();
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    for round in ["main", "differential"] {
+        assert_eq!(r.status(round, BAD), "fail", "{round}: {}", r.stdout);
+        assert!(gelu_blamed(r.stage(round, BAD)), "{round}: {}", r.stdout);
+    }
+    r.others_pass(BAD);
+    assert!(
+        r.csv().contains("fp32,isolated,main,block_00,FAIL"),
+        "{}",
+        r.csv()
+    );
+    fails_in_report(&signing, &[BAD], &[BAD]);
+    assert!(signing.signature_verifies());
+    r
+}
+
+#[test]
+fn right_then_wrong_by_call_count_is_not_certified() {
+    let r = wrong_in_one_run(hostile::RIGHT_THEN_WRONG_COUNT);
+    // Whichever run got the even call, it is named.
+    for round in ["main", "differential"] {
+        let reason = r.reason(round, BAD);
+        assert!(
+            reason.contains("out of bounds") || reason.contains("hidden_act"),
+            "{round}: {reason}"
+        );
+    }
+}
+
+#[test]
+fn right_then_wrong_by_fill_pattern_is_not_certified() {
+    let r = wrong_in_one_run(hostile::RIGHT_THEN_WRONG_FILL);
+    // Right on the 0xFF poison of run 1, wrong on run 2's zeros.
+    for round in ["main", "differential"] {
+        let reason = r.reason(round, BAD);
+        assert!(
+            reason.starts_with(
+                "run 2 of 2 (the repeat on the same inputs) is out of bounds although run 1 passed"
+            ),
+            "{round}: {reason}"
+        );
+    }
+}
+
+/// Wrong where bit 6 of the output's address is set: the runner places
+/// every buffer afresh (random guard sizes), so over 12 blocks × 2 rounds ×
+/// 2 runs some GELU output lands there (all 48 missing it: 2^-48 if the
+/// placement is random). Every block it hit fails; the rest pass.
+#[test]
+fn right_then_wrong_by_address_is_not_certified() {
+    let signing = Signing::new();
+    let r = Cli {
+        stages: "{preprocess,patch_embed,block_*,final_norm}",
+        extra: signing.args(),
+        ..Cli::new(hostile::RIGHT_THEN_WRONG_ADDRESS)
+    }
+    .run();
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    r.others_pass("");
+    let mut failing = [Vec::new(), Vec::new()];
+    for (i, round) in ["main", "differential"].into_iter().enumerate() {
+        for b in 0..12 {
+            let stage = format!("block_{b:02}");
+            match r.status(round, &stage).as_str() {
+                "pass" => {}
+                "fail" => {
+                    assert!(gelu_blamed(r.stage(round, &stage)), "{round} {stage}");
+                    failing[i].push(stage);
+                }
+                other => panic!("{round} {stage}: {other}: {}", r.stdout),
+            }
+        }
+    }
+    assert!(
+        !failing[0].is_empty() || !failing[1].is_empty(),
+        "no block failed: {}",
+        r.stdout
+    );
+    let main: Vec<&str> = failing[0].iter().map(String::as_str).collect();
+    let differential: Vec<&str> = failing[1].iter().map(String::as_str).collect();
+    fails_in_report(&signing, &main, &differential);
+}
+
+/// Right only when the process, its program or its parent is called
+/// vips-conformance: the worker must not be.
+#[test]
+fn a_driver_that_behaves_only_under_the_runners_name_is_not_certified() {
+    wrong_in_both_runs(hostile::NAME_DETECTOR);
+}
+
+fn wrong_in_both_runs(lib: &str) {
+    let signing = Signing::new();
+    let r = Cli {
+        extra: signing.args(),
+        ..Cli::new(lib)
+    }
+    .run();
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    for round in ["main", "differential"] {
+        assert_eq!(r.status(round, BAD), "fail", "{round}: {}", r.stdout);
+        assert!(gelu_blamed(r.stage(round, BAD)), "{round}: {}", r.stdout);
+    }
+    r.others_pass(BAD);
+    fails_in_report(&signing, &[BAD], &[BAD]);
+}
+
+/// What a run wrote: its output, the results files and the report.
+fn everything_written(r: &Run, signing: &Signing) -> Vec<(String, String)> {
+    let mut texts = vec![
+        ("stdout".to_string(), r.stdout.clone()),
+        ("stderr".to_string(), r.stderr.clone()),
+    ];
+    for dir in [r.dir.path(), signing.dir.path()] {
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name != "k.pem" {
+                let bytes = std::fs::read(entry.path()).unwrap_or_default();
+                texts.push((name, String::from_utf8_lossy(&bytes).into_owned()));
+            }
+        }
+    }
+    texts
+}
+
+/// The key thief looks for the signing key in the runner's command line and
+/// environment, every process's, its own descriptors, and the very path
+/// the test names: given by path (in a directory the worker is shown),
+/// by `$VIPS_SIGN_KEY`, or by descriptor, the key is never found. It
+/// forwards correctly when it finds nothing, so the stages pass: proof that
+/// nothing was found, besides the key's absence from everything written.
+#[test]
+fn a_key_thief_never_sees_the_signing_key() {
+    for way in ["--sign-key", "VIPS_SIGN_KEY", "--sign-key-fd"] {
+        let signing = Signing::new();
+        let secret = signing.secret();
+        let shown = signing.dir.path().to_str().unwrap().to_string();
+        let mut cli = Cli::new(hostile::KEY_THIEF)
+            .env(hostile::KEY_PATH_ENV, &signing.key)
+            .arg("--report")
+            .arg(&signing.report);
+        cli = match way {
+            // In a directory bound into the worker: only the runner's mask
+            // hides it there.
+            "--sign-key" => cli
+                .arg("--sign-key")
+                .arg(&signing.key)
+                .arg("--sandbox-bind")
+                .arg(&shown),
+            "VIPS_SIGN_KEY" => cli
+                .env("VIPS_SIGN_KEY", &signing.key)
+                .arg("--sandbox-bind")
+                .arg(&shown),
+            // A descriptor has no path the runner could hide: the file's
+            // directory is not shown to the worker.
+            _ => Cli {
+                fd_3: Some(signing.key.clone()),
+                ..cli.arg("--sign-key-fd").arg("3")
+            },
+        };
+        let r = cli.run();
+        assert_eq!(r.code, 0, "{way}: {}{}", r.stdout, r.stderr);
+        for round in ["main", "differential"] {
+            assert_eq!(
+                r.status(round, BAD),
+                "pass",
+                "{way}: {round}: {}",
+                r.reason(round, BAD)
+            );
+        }
+        for (what, text) in everything_written(&r, &signing) {
+            for leak in [secret.as_str(), hostile::STOLEN, "PRIVATE KEY"] {
+                assert!(!text.contains(leak), "{way}: {what} holds {leak}");
+            }
+        }
+        assert!(signing.signature_verifies(), "{way}: signed with the key");
+    }
+}
+
+/// The rewriter's daemon waits for the report to settle (or the runner to
+/// go) and overwrites it: it must be dead before the runner exits, so the
+/// report still verifies, unchanged, 2 s later. Leaving it is itself a
+/// failure (PROCESSES LEFT).
+#[test]
+fn a_report_rewriting_daemon_does_not_outlive_the_run() {
+    let _reaper = Reaper(&[hostile::REWRITER_NAME]);
+    let signing = Signing::new();
+    let r = Cli {
+        extra: signing.args(),
+        ..Cli::new(hostile::REPORT_REWRITER)
+    }
+    .env(hostile::REPORT_PATH_ENV, &signing.report)
+    .run();
+    assert_eq!(processes_named(hostile::REWRITER_NAME), Vec::<i32>::new());
+    // The daemon is started by create, so the first stage's worker left it.
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert_eq!(r.status("main", "preprocess"), "processes_left");
+    assert!(
+        r.reason("main", "preprocess").contains("(create)"),
+        "{}",
+        r.reason("main", "preprocess")
+    );
+    assert_eq!(signing.verdict(), "NOT CERTIFIED");
+    assert!(
+        signing
+            .reasons()
+            .contains(&"stages PROCESSES LEFT: preprocess".to_string()),
+        "{:?}",
+        signing.reasons()
+    );
+    let written = std::fs::read(&signing.report).expect("the report");
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        std::fs::read(&signing.report).unwrap() == written,
+        "the report changed after the run: {}",
+        String::from_utf8_lossy(&std::fs::read(&signing.report).unwrap())
+    );
+    assert!(!String::from_utf8_lossy(&written).contains(hostile::REWRITTEN));
+    assert!(signing.signature_verifies());
+    assert_eq!(processes_named(hostile::REWRITER_NAME), Vec::<i32>::new());
+}
+
+/// The memory writer looks for the results path in the runner's memory
+/// (through /proc/<pid>/mem) and changes its first byte: the results still
+/// go where they were asked, and the runner ends normally.
+#[test]
+fn a_driver_cannot_write_into_the_runners_memory() {
+    let r = Cli {
+        output_as_needle: true,
+        ..Cli::new(hostile::MEM_WRITER)
+    }
+    .run();
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("verdict: PASS"), "{}", r.stdout);
+    let output = r.dir.path().join("results.json");
+    assert!(
+        r.report.is_object(),
+        "{} did not read back",
+        output.display()
+    );
+    assert_eq!(r.report["passed"], true);
+    assert!(r.csv().contains("fp32,isolated,main,block_00,PASS"));
+    // Where the results would have gone with the path's first byte changed.
+    let text = output.to_str().unwrap();
+    let changed = repo().join(format!("X{}", &text[1..]));
+    assert!(!changed.exists(), "{}", changed.display());
+}
+
+/// 150 detached processes asleep for 10 minutes: killed with the worker,
+/// confirmed gone before the results are written, and the stage is marked.
+#[test]
+fn processes_left_behind_are_killed_and_fail_the_run() {
+    let _reaper = Reaper(&[hostile::ORPHAN_NAME]);
+    let signing = Signing::new();
+    let r = Cli {
+        extra: signing.args(),
+        ..Cli::new(hostile::FORK_DETACH)
+    }
+    .run();
+    assert_eq!(processes_named(hostile::ORPHAN_NAME), Vec::<i32>::new());
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert_eq!(r.status("main", BAD), "processes_left", "{}", r.stdout);
+    assert!(r.stdout.contains("PROCESSES LEFT"), "{}", r.stdout);
+    assert!(
+        r.csv()
+            .contains("fp32,isolated,main,block_00,PROCESSES LEFT"),
+        "{}",
+        r.csv()
+    );
+    assert_eq!(r.report["passed"], false);
+    assert_eq!(signing.verdict(), "NOT CERTIFIED");
+    let reasons = signing.reasons();
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.starts_with("stages PROCESSES LEFT: ") && r.contains(BAD)),
+        "{reasons:?}"
+    );
+    for s in ["preprocess", "patch_embed"] {
+        assert_eq!(r.status("main", s), "pass", "{s}: {}", r.stdout);
+    }
+}
+
+/// 20 GiB in 256 MiB pieces against `--memory-limit 512`: the limit kills
+/// the worker (MEMORY LIMIT) or refuses the allocation (the driver's own
+/// error), and the runner carries on. An 8 GiB address-space limit on the
+/// whole CLI is a safety net for this host, not the limit under test: a
+/// driver getting past 512 MiB fails the test.
+#[test]
+fn the_memory_limit_stops_a_20_gib_allocation() {
+    let signing = Signing::new();
+    let r = Cli {
+        extra: signing.args(),
+        address_space: Some(8 << 30),
+        ..Cli::new(hostile::ALLOCATOR)
+    }
+    .arg("--memory-limit")
+    .arg("512")
+    .run();
+    assert_eq!(r.code, 1, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("verdict: FAIL"), "{}", r.stdout);
+    assert_eq!(
+        r.report["identity"]["sandbox"]["memory_limit_bytes"],
+        512u64 << 20
+    );
+    let status = r.status("main", BAD);
+    let reason = r.reason("main", BAD);
+    match status.as_str() {
+        "memory_limit" => assert!(r.stdout.contains("MEMORY LIMIT"), "{}", r.stdout),
+        "error" => {
+            let after = reason
+                .split("malloc of 256 MiB failed after ")
+                .nth(1)
+                .and_then(|t| t.split(" MiB").next())
+                .and_then(|n| n.parse::<u64>().ok())
+                .unwrap_or_else(|| panic!("not the driver's malloc failure: {reason}"));
+            assert!(after < 512, "{after} MiB allocated under a 512 MiB limit");
+        }
+        other => panic!("{other}: {reason}"),
+    }
+    assert_eq!(r.status("main", "preprocess"), "pass");
+    assert_eq!(signing.verdict(), "NOT CERTIFIED");
+    let reasons = signing.reasons();
+    assert!(
+        reasons
+            .iter()
+            .any(|x| x.starts_with("stages ") && x.contains(BAD)),
+        "{reasons:?}"
+    );
 }
