@@ -31,6 +31,9 @@ pub fn print(r: &RunReport) {
                 ", in process"
             }
         );
+        if let Some(sandbox) = &id.sandbox {
+            println!("worker sandbox: {}", sandbox.summary());
+        }
         if let Some(note) = &id.claim_note {
             println!("note: {note}");
         }

@@ -13,6 +13,7 @@ use vips_sdk::certify::{
 };
 use vips_sdk::compare::Tier;
 use vips_sdk::runner::{self, RunOptions, Status};
+use vips_sdk::sandbox::{Facts, NAMESPACES, SECCOMP_FILTER};
 use vips_sdk::suite::Suite;
 use vips_sdk::Provider;
 
@@ -199,10 +200,79 @@ fn demo_run(opts: RunOptions) -> (Suite, Predicate) {
     (suite, p)
 }
 
+/// The facts of a worker that had every protection (what `run` records
+/// on a host that grants them all: conformance/tests exercise the real one).
+fn full_sandbox() -> Facts {
+    Facts {
+        namespaces: NAMESPACES.map(String::from).to_vec(),
+        no_new_privs: true,
+        seccomp: Some(SECCOMP_FILTER.into()),
+        private_root: true,
+        memory_limit_bytes: Some(1 << 30),
+        memory_limit_by: vec!["cgroup v1".into(), "rlimit".into()],
+        max_processes: Some(264),
+        max_file_bytes: Some(1 << 30),
+        core_dumps: false,
+        runner_non_dumpable: true,
+        tree_confirmed_dead: true,
+        ..Facts::default()
+    }
+}
+
 fn isolated(mut p: Predicate) -> Predicate {
     p.run.isolated = true;
+    p.run.sandbox = Some(full_sandbox());
     p.assess();
     p
+}
+
+#[test]
+fn a_worker_lacking_any_protection_certifies_nothing() {
+    let (_, p) = demo_run(RunOptions::default());
+    let p = isolated(p);
+    assert_eq!(p.verdict, Verdict::Certified, "{:?}", p.reasons);
+    type Weaken = fn(&mut Facts);
+    let cases: [(Weaken, &str); 10] = [
+        (
+            |f| f.namespaces.retain(|n| n != "user"),
+            "no user namespace",
+        ),
+        (|f| f.namespaces.retain(|n| n != "pid"), "no pid namespace"),
+        (|f| f.no_new_privs = false, "no no_new_privs"),
+        (|f| f.seccomp = None, "no seccomp filter"),
+        (
+            |f| f.seccomp = Some("vsdk-worker-v0".into()),
+            "no seccomp filter",
+        ),
+        (|f| f.private_root = false, "saw the host's files"),
+        (|f| f.memory_limit_by.clear(), "no memory limit"),
+        (|f| f.core_dumps = true, "core dumps allowed"),
+        (|f| f.runner_non_dumpable = false, "the runner was dumpable"),
+        (|f| f.tree_confirmed_dead = false, "not confirmed gone"),
+    ];
+    for (weaken, reason) in cases {
+        let mut q = p.clone();
+        weaken(q.run.sandbox.as_mut().unwrap());
+        q.assess();
+        assert_eq!(q.verdict, Verdict::NotCertified, "{reason}");
+        assert!(
+            q.reasons
+                .iter()
+                .any(|r| r.contains("not fully sandboxed") && r.contains(reason)),
+            "{reason}: {:?}",
+            q.reasons
+        );
+    }
+    let mut q = p.clone();
+    q.run.sandbox = None;
+    q.assess();
+    assert!(
+        q.reasons
+            .iter()
+            .any(|r| r.contains("sandbox is not recorded")),
+        "{:?}",
+        q.reasons
+    );
 }
 
 fn signed(p: &Predicate, key: &SigningKey) -> Envelope {
@@ -358,8 +428,8 @@ fn reasons_name_what_keeps_a_run_from_being_certified() {
     );
 
     // A flaky stage, an expected failure: never a pass.
-    let (_, mut p) = demo_run(RunOptions::default());
-    p.run.isolated = true;
+    let (_, p) = demo_run(RunOptions::default());
+    let mut p = isolated(p);
     p.stages[1].status = Status::Flaky;
     p.stages[2].status = Status::ExpectedFail;
     p.assess();

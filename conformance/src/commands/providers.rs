@@ -87,6 +87,17 @@ pub fn run(extra: Vec<String>, json: bool) -> super::Outcome {
             .collect();
         eprintln!("no providers found; searched: {}", dirs.join(", "));
     }
+    if !json {
+        // What a worker of `run` gets here, probed once with the CPU provider.
+        vips_sdk::sandbox::tree::protect_runner();
+        let sandbox = Provider::locate("cpu")
+            .map_err(|e| e.to_string())
+            .and_then(|lib| vips_sdk::isolation::probe_sandbox(&lib));
+        match sandbox {
+            Ok(facts) => println!("worker sandbox: {}", facts.summary()),
+            Err(e) => println!("worker sandbox: could not be probed: {e}"),
+        }
+    }
     let mut failed = 0;
     let mut report = Vec::new();
     for (name, path) in targets {

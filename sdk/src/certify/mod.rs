@@ -464,3 +464,56 @@ pub fn verify(
     }
     Ok(statement)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_twice_is_refused_at_any_depth_and_named() {
+        for (json, path) in [
+            (r#"{"a": 1, "a": 2}"#, "a"),
+            (
+                r#"{"x": [{"b": 1}, {"c": {"d": 1, "d": [2]}}]}"#,
+                "x[1].c.d",
+            ),
+            (r#"[{"k": {}}, {"k": 1, "k": 1}]"#, "[1].k"),
+            // The first in document order, as a streaming reader meets it.
+            (r#"{"a": {"b": 1, "b": 2}, "a": 3}"#, "a.b"),
+        ] {
+            let e = unique_keys(json.as_bytes()).unwrap_err();
+            assert!(
+                e.contains(&format!("the key `{path}` appears twice")),
+                "{e}"
+            );
+        }
+        assert!(unique_keys(br#"{"a": {"a": 1}, "b": [{"a": 1}, {"a": 2}]}"#).is_ok());
+        assert!(unique_keys(b"{} x").is_err(), "trailing characters");
+        let e = parse_envelope(
+            br#"{"payload": "", "payload": "", "payloadType": "t", "signatures": []}"#,
+        )
+        .unwrap_err();
+        assert!(e.contains("the key `payload` appears twice"), "{e}");
+    }
+
+    #[test]
+    fn an_envelope_must_be_in_the_form_we_write() {
+        let ok = r#"{"payload": "", "payloadType": "t", "signatures": [{"keyid": "k", "sig": "AA=="}, {"sig": ""}]}"#;
+        assert!(parse_envelope(ok.as_bytes()).is_ok());
+        for (bad, says) in [
+            (r#"["", "t", []]"#, "`the document` is not as the runner writes it"),
+            (
+                r#"{"payload": "", "payloadType": "t", "signatures": [{"keyid": null, "sig": ""}]}"#,
+                "`signatures[0].keyid` is not as the runner writes it: null where it writes nothing",
+            ),
+            (
+                r#"{"payload": "", "payloadType": "t", "signatures": [["k", "s"]]}"#,
+                "`signatures[0]`",
+            ),
+            (r#"{"payload": "", "payloadType": "t"}"#, "missing field `signatures`"),
+        ] {
+            let e = parse_envelope(bad.as_bytes()).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
+}

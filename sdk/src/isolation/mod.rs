@@ -84,6 +84,20 @@ pub fn worker_program() -> Result<PathBuf, String> {
         })
 }
 
+/// What a worker gets on this host: a sandboxed worker started with the
+/// provider `library`, asked, and shut down.
+pub fn probe_sandbox(library: &std::path::Path) -> Result<Facts, String> {
+    let command = WorkerCommand {
+        program: worker_program()?,
+        policy: Policy::for_library(library, 0, None),
+    };
+    let worker = Worker::new(command, library.to_path_buf(), 0);
+    worker.open().map_err(|f| f.to_string())?;
+    let facts = worker.sandbox();
+    worker.close().map_err(|f| f.to_string())?;
+    facts.ok_or_else(|| "the worker did not report its sandbox".to_string())
+}
+
 /// The worker program's `main`: the launcher, or with [`SERVE_ARG`] the
 /// sandboxed server. Returns the exit code.
 pub fn worker_main() -> i32 {
@@ -182,12 +196,26 @@ impl std::fmt::Display for Failure {
                 )?;
                 with_stderr(f, stderr)
             }
-            Failure::ProcessesLeft { during, names } => write!(
-                f,
-                "the driver left {} process(es) running {during} ({}): all were killed with the worker",
-                names.len(),
-                names.join(", ")
-            ),
+            Failure::ProcessesLeft { during, names } => {
+                // By name, counted: a fork bomb is one line.
+                let mut counted: Vec<(&str, usize)> = Vec::new();
+                for n in names {
+                    match counted.iter_mut().find(|(m, _)| m == n) {
+                        Some((_, c)) => *c += 1,
+                        None => counted.push((n, 1)),
+                    }
+                }
+                let listed: Vec<String> = counted
+                    .iter()
+                    .map(|(n, c)| if *c == 1 { format!("`{n}`") } else { format!("`{n}` x{c}") })
+                    .collect();
+                write!(
+                    f,
+                    "the driver left {} process(es) running {during} ({}): all were killed with the worker",
+                    names.len(),
+                    listed.join(", ")
+                )
+            }
         }
     }
 }

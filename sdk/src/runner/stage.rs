@@ -349,8 +349,10 @@ impl StageContext<'_> {
                     failed = failed.as_ref().map(unmapped);
                     result.nodes = checks;
                 }
+                // A failure of the repeat alone is said in the reason.
+                let repeat_only = first_passed && !repeat_failed.is_empty();
                 if !passed {
-                    if failed.is_none() {
+                    if failed.is_none() && !repeat_only {
                         result.drill_down_note = Some(match execution {
                             Execution::Fused => "every operator is within its own bound when fed the provider's own inputs: the error of the fused kernel accumulates across operators",
                             _ => "every operator is within its own bound: the stage fails on its outputs (above)",

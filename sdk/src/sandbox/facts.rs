@@ -89,6 +89,40 @@ impl Facts {
         out
     }
 
+    /// One line for people: what held, or what is lacking.
+    pub fn summary(&self) -> String {
+        let lacking = self.lacking();
+        let memory = self
+            .memory_limit_bytes
+            .map_or("no memory limit".to_string(), |b| {
+                format!(
+                    "memory {} MiB ({})",
+                    b >> 20,
+                    self.memory_limit_by.join(", ")
+                )
+            });
+        let held = format!(
+            "{} namespaces; seccomp {}; {}; {} device node(s)",
+            self.namespaces.join(", "),
+            self.seccomp.as_deref().unwrap_or("none"),
+            memory,
+            self.device_nodes.len()
+        );
+        if lacking.is_empty() {
+            format!("full ({held})")
+        } else {
+            let why = if self.missing.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", self.missing.join("; "))
+            };
+            format!(
+                "INCOMPLETE, nothing can be certified: {} ({held}){why}",
+                lacking.join("; ")
+            )
+        }
+    }
+
     /// The weaker of two workers' facts (a run restarts workers; a report
     /// records what held for all of them).
     pub fn weakest(self, other: &Facts) -> Facts {
