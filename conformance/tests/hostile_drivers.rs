@@ -561,7 +561,10 @@ struct Signing {
 
 impl Signing {
     fn new() -> Signing {
-        let dir = tempfile::tempdir().expect("temp dir");
+        Signing::in_dir(tempfile::tempdir().expect("temp dir"))
+    }
+
+    fn in_dir(dir: tempfile::TempDir) -> Signing {
         let key = dir.path().join("k.pem");
         let out = Command::new(env!("CARGO_BIN_EXE_vips-conformance"))
             .arg("keygen")
@@ -849,14 +852,27 @@ fn everything_written(r: &Run, signing: &Signing) -> Vec<(String, String)> {
 
 /// The key thief looks for the signing key in the runner's command line and
 /// environment, every process's, its own descriptors, and the very path
-/// the test names: given by path (in a directory the worker is shown),
-/// by `$VIPS_SIGN_KEY`, or by descriptor, the key is never found. It
-/// forwards correctly when it finds nothing, so the stages pass: proof that
-/// nothing was found, besides the key's absence from everything written.
+/// the test names: given by path or by `$VIPS_SIGN_KEY` (world-readable, in
+/// a directory shown to the worker: only the runner's mask hides it), or by
+/// descriptor, the key is never found. It forwards correctly when it finds
+/// nothing, so the stages pass: proof that nothing was found, besides the
+/// key's absence from everything written.
 #[test]
 fn a_key_thief_never_sees_the_signing_key() {
+    use std::os::unix::fs::PermissionsExt;
     for way in ["--sign-key", "VIPS_SIGN_KEY", "--sign-key-fd"] {
-        let signing = Signing::new();
+        let signing = if way == "--sign-key-fd" {
+            Signing::new()
+        } else {
+            // Outside /tmp (the worker's /tmp is its own), readable by any
+            // user the worker could be mapped to.
+            let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+            let signing = Signing::in_dir(dir);
+            let mode = |m| std::fs::Permissions::from_mode(m);
+            std::fs::set_permissions(signing.dir.path(), mode(0o755)).unwrap();
+            std::fs::set_permissions(&signing.key, mode(0o644)).unwrap();
+            signing
+        };
         let secret = signing.secret();
         let shown = signing.dir.path().to_str().unwrap().to_string();
         let mut cli = Cli::new(hostile::KEY_THIEF)
