@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The cost of running the provider in a worker process: the quick DINOv2
-# suite on the CPU provider, in process (--no-isolate) and isolated, rounds
+# suite on the CPU provider, in process (--no-isolate) and isolated (the
+# sandboxed worker, every run judged), rounds
 # alternated back to back, same seed; prints the medians (docs/benchmarks.md).
 # Usage: tools/bench_isolation.sh [ROUNDS] [SUITE] [extra run options...]
 set -euo pipefail
@@ -8,7 +9,7 @@ cd "$(dirname "$0")/.."
 rounds=${1:-9}
 suite=${2:-dinov2-vits14-quick}
 shift $(( $# > 2 ? 2 : $# ))
-cargo build --release -q -p vips-conformance -p vsdk-provider-cpu
+cargo build --release -q -p vips-conformance -p vsdk-provider-cpu -p vips-sdk
 cli=target/release/vips-conformance
 export VSDK_PROVIDER_PATH=target/release
 now() { date +%s.%N; }

@@ -29,7 +29,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run a suite on a provider and print the per-stage results.
-    Run(commands::run::Args),
+    Run(Box<commands::run::Args>),
     /// Judge stage outputs computed elsewhere (captured tensors) against a suite.
     Check(commands::check::Args),
     /// List the suites found, or the stages of one.
@@ -77,7 +77,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let result = match Cli::parse().command {
-        Command::Run(args) => commands::run::run(args),
+        Command::Run(args) => commands::run::run(*args),
         Command::List { suite, json } => commands::list::run(suite, json),
         Command::Check(args) => commands::check::run(args),
         Command::Inspect { file, json } => {

@@ -166,6 +166,7 @@ fn protocol_seeds() -> Vec<(&'static str, Vec<u8>)> {
         shape: shape.to_vec(),
     };
     let x = HostTensor::from_vec(&[2, 2], vec![1.0f32, 2.0, 3.0, 4.0]).unwrap();
+    let x_repeat = HostTensor::from_vec(&[2, 2], vec![1.0f32, 2.0, 3.0, 4.5]).unwrap();
     let b = HostTensor::from_vec(&[3], vec![1u8, 2, 3]).unwrap();
     let mut step = Step::new("vsdk.add", 1, &vips_sdk::Attrs::new());
     step.attrs = vec![
@@ -239,9 +240,21 @@ fn protocol_seeds() -> Vec<(&'static str, Vec<u8>)> {
     let stream = [
         message(&Reply::Running(0), &[]),
         message(&Reply::Running(1), &[]),
-        message(&ran, &[&x]),
+        // Both runs' outputs: the repeat differs in one element.
+        message(&ran, &[&x, &x_repeat]),
     ]
     .concat();
+    let policy = vips_sdk::sandbox::Policy::for_library(
+        std::path::Path::new("/opt/v/lib.so"),
+        1 << 20,
+        None,
+    );
+    let facts = vips_sdk::sandbox::Facts {
+        namespaces: vips_sdk::sandbox::NAMESPACES.map(String::from).to_vec(),
+        seccomp: Some(vips_sdk::sandbox::SECCOMP_FILTER.into()),
+        missing: vec!["cgroup: read-only file system".into()],
+        ..Default::default()
+    };
     vec![
         (
             "seed-open",
@@ -262,6 +275,17 @@ fn protocol_seeds() -> Vec<(&'static str, Vec<u8>)> {
         ),
         ("seed-run", message(&run, &[&x, &b])),
         ("seed-shutdown", message(&Request::Shutdown, &[])),
+        ("seed-sandbox", message(&Request::Sandbox(policy), &[])),
+        (
+            "seed-sandboxed",
+            message(
+                &Reply::Sandboxed {
+                    facts,
+                    init_pid: 4242,
+                },
+                &[],
+            ),
+        ),
         ("seed-opened", message(&opened, &[])),
         (
             "seed-supported",

@@ -576,6 +576,9 @@ impl Worker {
     }
 
     fn start_and_open(&self, state: &mut State) -> Result<(), Failure> {
+        if let Some(m) = self.command.policy.inaccessible(&self.library) {
+            return Err(Failure::Provider(m));
+        }
         {
             let live = self.spawn()?;
             use std::os::unix::ffi::OsStrExt;

@@ -65,11 +65,14 @@ fn limits(policy: &Policy, args: &InitArgs, facts: &mut Facts) {
         "RLIMIT_FSIZE",
         policy.max_file_bytes,
     );
-    let data = set(
-        Resource::RLIMIT_DATA,
-        "RLIMIT_DATA",
-        policy.memory_limit_bytes,
-    );
+    // With a cgroup counting touched memory (and OOM kills: MEMORY LIMIT),
+    // RLIMIT_DATA only stops absurd reservations: twice the limit. Alone,
+    // it is the limit.
+    let data_limit = match &args.cgroup {
+        Some(_) => policy.memory_limit_bytes.saturating_mul(2),
+        None => policy.memory_limit_bytes,
+    };
+    let data = set(Resource::RLIMIT_DATA, "RLIMIT_DATA", data_limit);
     facts.core_dumps = !core;
     facts.max_processes = nproc.then_some(policy.max_processes);
     facts.max_file_bytes = fsize.then_some(policy.max_file_bytes);
@@ -246,6 +249,11 @@ fn private_root(policy: &Policy) -> Result<Root, String> {
         writable: Vec::new(),
         devices: Vec::new(),
     };
+    // The private /tmp first: binds of paths under the host's /tmp (a
+    // provider in a temporary directory) land on it, not under it.
+    let tmp = root.join("tmp");
+    std::fs::create_dir_all(&tmp).map_err(|e| err("/tmp", e))?;
+    private_tmp(&tmp, policy.tmp_bytes)?;
     for (path, source, link, writable) in &plan {
         let target = under(root, path);
         match (source, link) {
@@ -285,21 +293,9 @@ fn private_root(policy: &Policy) -> Result<Root, String> {
     ] {
         std::os::unix::fs::symlink(to, dev.join(link)).map_err(|e| err(link, e))?;
     }
-    for (dir, opts) in [
-        ("dev/shm", format!("size={},mode=1777", policy.tmp_bytes)),
-        ("tmp", format!("size={},mode=1777", policy.tmp_bytes)),
-    ] {
-        let target = root.join(dir);
-        std::fs::create_dir_all(&target).map_err(|e| err(dir, e))?;
-        mount(
-            Some("tmpfs"),
-            &target,
-            Some("tmpfs"),
-            MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-            Some(opts.as_str()),
-        )
-        .map_err(|e| err(format!("tmpfs for /{dir}"), e))?;
-    }
+    let shm = root.join("dev/shm");
+    std::fs::create_dir_all(&shm).map_err(|e| err("/dev/shm", e))?;
+    private_tmp(&shm, policy.tmp_bytes)?;
     if let Some(sys) = &sys {
         sys.bind(&root.join("sys"), false)?;
     }
@@ -347,6 +343,18 @@ fn private_root(policy: &Policy) -> Result<Root, String> {
     nix::unistd::chdir("/").map_err(|e| err("chdir /", e))?;
     drop((plan, devices, null, sys));
     Ok(out)
+}
+
+/// A tmpfs of `bytes` at `target`, writable by all (sticky).
+fn private_tmp(target: &Path, bytes: u64) -> Result<(), String> {
+    mount(
+        Some("tmpfs"),
+        target,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some(format!("size={bytes},mode=1777").as_str()),
+    )
+    .map_err(|e| err(format!("tmpfs for {}", target.display()), e))
 }
 
 /// The device nodes shown: the plain ones, and the GPU drivers' where the

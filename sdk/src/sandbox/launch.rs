@@ -18,7 +18,6 @@ use super::facts::NAMESPACES;
 use super::policy::Policy;
 use crate::isolation::protocol::{self, Request};
 use serde::{Deserialize, Serialize};
-use std::ffi::CString;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
@@ -97,12 +96,20 @@ fn try_launch() -> Result<i32, String> {
         }
         None => None,
     };
-    let exe = std::env::current_exe().map_err(|e| format!("this program's path: {e}"))?;
-    let exe = CString::new(exe.as_os_str().as_encoded_bytes())
-        .map_err(|_| "this program's path holds a NUL".to_string())?;
     let (go_read, go_write) = pipe()?;
     let (args_read, args_write) = pipe()?;
     let (status_read, status_write) = pipe()?;
+    // This program, opened (after the pipes, so that it never sits at
+    // descriptor 3, where the server finds its arguments) while the launcher
+    // may still read it: the
+    // server, `nobody` outside when the runner is root, execs it by
+    // descriptor wherever it lives.
+    let exe = nix::fcntl::open(
+        "/proc/self/exe",
+        nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .map_err(|e| format!("this program's file: {e}"))?;
 
     use nix::sched::CloneFlags as F;
     let all =
@@ -123,8 +130,7 @@ fn try_launch() -> Result<i32, String> {
     let mut obtained = None;
     for flags in attempts {
         let user = flags.contains(F::CLONE_NEWUSER);
-        let exe = exe.clone();
-        let init = Box::new(move || init(go_fd, args_fd, status_fd, user, &exe));
+        let init = Box::new(move || init(go_fd, args_fd, status_fd, user, exe));
         // SAFETY: this process is single-threaded (nothing has started a
         // thread), so the child's copy of the address space is consistent;
         // `stack` outlives the call and the child runs on its own copy.
@@ -208,7 +214,7 @@ fn flags_names(flags: nix::sched::CloneFlags) -> Vec<&'static str> {
 fn map_user(pid: i32, root: bool) -> Result<(), String> {
     let proc = format!("/proc/{pid}");
     let (uid, gid) = if root {
-        (65534, 65534)
+        (super::policy::NOBODY, super::policy::NOBODY)
     } else {
         (
             nix::unistd::geteuid().as_raw(),
@@ -266,7 +272,7 @@ fn mirror(status: i32) -> i32 {
 
 /// The init: runs in the clone child, on the launcher's small stack, in
 /// the new namespaces. Returns its exit code.
-fn init(go: i32, args: i32, status: i32, user: bool, exe: &CString) -> isize {
+fn init(go: i32, args: i32, status: i32, user: bool, exe: i32) -> isize {
     // SAFETY: plain system calls on this process and descriptors it
     // inherited; `fork` in a single-threaded process; the child execs at once
     // (or exits), touching nothing else.
@@ -313,7 +319,10 @@ fn init(go: i32, args: i32, status: i32, user: bool, exe: &CString) -> isize {
             let argv0 = c"vips-sdk-worker";
             let serve = c"--serve";
             let argv = [argv0.as_ptr(), serve.as_ptr(), std::ptr::null()];
-            libc::execv(exe.as_ptr(), argv.as_ptr());
+            extern "C" {
+                static environ: *const *const libc::c_char;
+            }
+            libc::fexecve(exe, argv.as_ptr(), environ);
             libc::_exit(127);
         }
         libc::close(args);

@@ -49,6 +49,9 @@ pub struct Policy {
     pub masked: Vec<Vec<u8>>,
 }
 
+/// The user a root runner's worker is outside its namespace.
+pub const NOBODY: u32 = 65534;
+
 /// 1 GiB, plus 16 times the largest stage's tensors: both runs of a stage
 /// with its guards are about 3 times, a GPU driver's host-side staging
 /// about as much again.
@@ -148,6 +151,42 @@ impl Policy {
         let path = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
         self.binds.retain(|b| b.path() != path);
         self.binds.push(Bind::of(&path, writable));
+    }
+
+    /// Why the worker could not use `library` or a writable bind: when the
+    /// runner is root the worker is `nobody` outside its namespace and reads
+    /// the host's files as "other" (mode bits, not ownership, decide).
+    pub fn inaccessible(&self, library: &Path) -> Option<String> {
+        use std::os::unix::fs::MetadataExt;
+        if !nix::unistd::geteuid().is_root() {
+            return None;
+        }
+        let lacks = |p: &Path, bits: u32| {
+            std::fs::metadata(p).is_ok_and(|m| m.uid() != NOBODY && m.mode() & bits != bits)
+        };
+        let fix = "the worker runs as `nobody` (uid 65534) outside its sandbox";
+        if lacks(library, 0o004) {
+            return Some(format!(
+                "{}: not readable by other users: {fix}; `chmod o+r` it",
+                library.display()
+            ));
+        }
+        if let Some(dir) = library.parent().filter(|d| lacks(d, 0o001)) {
+            return Some(format!(
+                "{}: not searchable by other users: {fix}; `chmod o+x` the provider's directory",
+                dir.display()
+            ));
+        }
+        self.binds
+            .iter()
+            .filter(|b| b.writable && lacks(&b.path(), 0o003))
+            .map(|b| {
+                format!(
+                    "--sandbox-bind-rw {}: not writable by other users: {fix}; `chmod o+wx` it or `chown 65534` it",
+                    b.path().display()
+                )
+            })
+            .next()
     }
 
     /// Hides `path` (a file such as the signing key) wherever it would show.

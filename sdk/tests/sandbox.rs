@@ -1,0 +1,138 @@
+//! The worker's sandbox on this host: every protection a certificate needs
+//! holds (CI runs on the project's machine kind, which grants them all: a
+//! host that refuses one fails here, naming it), the filter answers as
+//! documented, and the worker's environment keeps nothing else.
+
+use vips_sdk::isolation::{self, Failure, Worker, WorkerCommand};
+use vips_sdk::sandbox::{filter, worker_env, Policy};
+use vips_sdk::Provider;
+
+fn worker() -> Worker {
+    let library = Provider::locate("cpu").expect("the CPU provider is built");
+    let command = WorkerCommand {
+        program: env!("CARGO_BIN_EXE_vips-sdk-worker").into(),
+        policy: Policy::for_library(&library, 1 << 20, None),
+    };
+    Worker::new(command, library, 0)
+}
+
+#[test]
+fn a_worker_gets_every_protection_and_ends_with_nothing_left() {
+    let w = worker();
+    w.open().expect("the CPU provider loads in the sandbox");
+    let facts = w.sandbox().expect("the worker reported its sandbox");
+    // The test harness is not the CLI: it did not make itself non-dumpable.
+    let lacking: Vec<String> = facts
+        .lacking()
+        .into_iter()
+        .filter(|l| !l.contains("runner was dumpable"))
+        .collect();
+    assert!(lacking.is_empty(), "{lacking:?}; facts: {facts:?}");
+    assert!(facts.missing.is_empty(), "{:?}", facts.missing);
+    assert!(facts
+        .binds
+        .iter()
+        .any(|b| library_dir().starts_with(b) || b == &library_dir()));
+    w.close().expect("a clean shutdown");
+}
+
+fn library_dir() -> String {
+    let lib = Provider::locate("cpu").unwrap().canonicalize().unwrap();
+    lib.parent().unwrap().display().to_string()
+}
+
+#[test]
+fn the_probe_reports_the_same_sandbox() {
+    let lib = Provider::locate("cpu").unwrap();
+    std::env::set_var(isolation::WORKER_ENV, env!("CARGO_BIN_EXE_vips-sdk-worker"));
+    let facts = isolation::probe_sandbox(&lib).expect("probe");
+    assert!(facts.namespaces.len() == 5, "{facts:?}");
+    assert!(
+        facts.summary().contains("seccomp vsdk-worker-v1"),
+        "{}",
+        facts.summary()
+    );
+}
+
+#[test]
+fn a_missing_worker_program_is_a_clear_error() {
+    let library = Provider::locate("cpu").unwrap();
+    let command = WorkerCommand {
+        program: "/nonexistent/vips-sdk-worker".into(),
+        policy: Policy::for_library(&library, 0, None),
+    };
+    match Worker::new(command, library, 0).open() {
+        Err(Failure::Crashed { how, .. }) => {
+            assert!(how.contains("/nonexistent/vips-sdk-worker"), "{how}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn the_environment_keeps_only_the_allowed_variables() {
+    std::env::set_var("VIPS_SIGN_KEY", "/secret/key.pem");
+    std::env::set_var("SOME_TOKEN", "x");
+    std::env::set_var("VSDK_HOSTILE_TARGET", "/lib/x.so");
+    std::env::set_var("CUDA_VISIBLE_DEVICES", "0");
+    let env = worker_env();
+    let has = |k: &str| env.iter().any(|(n, _)| n == k);
+    assert!(!has("VIPS_SIGN_KEY") && !has("SOME_TOKEN"));
+    assert!(has("VSDK_HOSTILE_TARGET") && has("CUDA_VISIBLE_DEVICES"));
+    assert!(env.iter().any(|(n, v)| n == "HOME" && v == "/tmp"));
+}
+
+/// The filter in a child process: a denied call is EPERM, an unlisted one
+/// ENOSYS, an allowed one works, and clone with a namespace flag is refused.
+#[test]
+fn the_filter_answers_as_documented() {
+    // SAFETY: the child only makes raw system calls and `_exit`s: nothing
+    // that needs the test harness's other threads (no allocation after the
+    // filter is compiled, which happens before the fork).
+    let programs = filter::programs().expect("the filter compiles");
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork");
+    if pid == 0 {
+        // SAFETY: as above; each check's result becomes one bit of the exit code.
+        unsafe {
+            let ok = seccompiler::apply_filter(&programs[0]).is_ok()
+                && seccompiler::apply_filter(&programs[1]).is_ok();
+            if !ok {
+                libc::_exit(100);
+            }
+            let errno = || *libc::__errno_location();
+            let mut bad = 0;
+            if libc::syscall(libc::SYS_ptrace, libc::PTRACE_TRACEME, 0, 0, 0) != -1
+                || errno() != libc::EPERM
+            {
+                bad |= 1;
+            }
+            if libc::syscall(libc::SYS_process_vm_readv, 1, 0, 0, 0, 0, 0) != -1
+                || errno() != libc::EPERM
+            {
+                bad |= 2;
+            }
+            // Not on the allow list: ENOSYS.
+            if libc::syscall(libc::SYS_syslog, 3, 0, 0) != -1 || errno() != libc::ENOSYS {
+                bad |= 4;
+            }
+            if libc::syscall(libc::SYS_getpid) <= 0 {
+                bad |= 8;
+            }
+            let flags = (libc::CLONE_NEWUSER | libc::SIGCHLD) as libc::c_long;
+            if libc::syscall(libc::SYS_clone, flags, 0, 0, 0, 0) != -1 || errno() != libc::ENOSYS {
+                bad |= 16;
+            }
+            libc::_exit(bad);
+        }
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child forked above.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert!(libc::WIFEXITED(status), "the child died: {status}");
+    let code = libc::WEXITSTATUS(status);
+    assert_eq!(
+        code, 0,
+        "failed checks (bits: 1 ptrace, 2 process_vm_readv, 4 ENOSYS, 8 getpid, 16 clone with a namespace; 100 the filter did not install)"
+    );
+}
