@@ -166,6 +166,16 @@ pub enum Finding {
     RepeatOutOfBounds { tensor: String },
 }
 
+impl Finding {
+    /// Found by the guards: a write outside the kernel's own tensors.
+    pub fn scribbled(&self) -> bool {
+        matches!(
+            self,
+            Finding::OutOfBounds { .. } | Finding::Corrupted { .. }
+        )
+    }
+}
+
 impl std::fmt::Display for Finding {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

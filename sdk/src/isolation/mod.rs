@@ -803,29 +803,14 @@ impl Worker {
                 let values: Vec<_> = names.into_iter().zip(tensors).collect();
                 // Only what the guards saw comes from the worker; what the two
                 // runs show is recomputed here from the values themselves.
-                let mut findings: Vec<_> = findings
-                    .into_iter()
-                    .filter(|f| {
-                        matches!(
-                            f,
-                            crate::execution::Finding::OutOfBounds { .. }
-                                | crate::execution::Finding::Corrupted { .. }
-                        )
-                    })
-                    .collect();
+                let mut findings: Vec<_> = findings.into_iter().filter(|f| f.scribbled()).collect();
+                let scribbled = !findings.is_empty();
                 findings.extend(crate::execution::two_runs(program, &values, &repeat));
                 let executed = Executed {
                     values,
                     repeat,
                     findings,
                 };
-                let scribbled = executed.findings.iter().any(|f| {
-                    matches!(
-                        f,
-                        crate::execution::Finding::OutOfBounds { .. }
-                            | crate::execution::Finding::Corrupted { .. }
-                    )
-                });
                 if scribbled {
                     // A kernel that scribbled may have corrupted the worker:
                     // the next request gets a fresh one.

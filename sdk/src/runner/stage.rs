@@ -158,9 +158,7 @@ impl StageContext<'_> {
     /// outputs look like.
     fn apply_findings(&self, result: &mut StageResult) {
         let first = |pred: fn(&Finding) -> bool| result.findings.iter().find(|f| pred(f)).cloned();
-        let scribbled =
-            |f: &Finding| matches!(f, Finding::OutOfBounds { .. } | Finding::Corrupted { .. });
-        let verdict = if let Some(f) = first(scribbled) {
+        let verdict = if let Some(f) = first(Finding::scribbled) {
             Some((Status::OutOfBounds, f))
         } else if let Some(f) = first(|f| matches!(f, Finding::Unwritten { .. })) {
             Some((Status::Unwritten, f))
