@@ -203,7 +203,7 @@ PREDICATE = {  # sdk/src/certify/predicate.rs
     "component": {f: STR for f in ("id", "version", "document_sha256", "golden", "golden_sha256")},
     "tier": oneof("fp32", "fp16", "bf16", "exact"),
     "mode": oneof("isolated", "chained"),
-    "sdk": {"version": STR, "runner_sha256": STR},
+    "sdk": {"version": STR, "runner_sha256": STR, "worker_sha256": opt(STR)},
     "provider": {"library": STR, "library_sha256": STR, "name": STR, "vendor": STR,
                  "version": STR, "abi_version": U32, "claim_note": opt(STR)},
     "device": {"name": STR, "driver_version": STR, "memory_bytes": U64, "stable_id": STR},

@@ -139,10 +139,15 @@ fn tier_path(template: &Path, tier: Tier) -> PathBuf {
     PathBuf::from(template.to_string_lossy().replace("{tier}", tier.name()))
 }
 
-/// A temporary name beside `path`, unique to this process.
+/// A temporary name beside `path`, unique to this process and not
+/// guessable (a directory the worker may write must not let it plant one).
 fn temp_beside(path: &Path) -> PathBuf {
     let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(format!(".tmp-{}", std::process::id()));
+    name.push(format!(
+        ".tmp-{}-{:016x}",
+        std::process::id(),
+        vips_sdk::execution::runtime_seed()
+    ));
     path.with_file_name(name)
 }
 

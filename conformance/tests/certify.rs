@@ -441,7 +441,8 @@ fn a_filtered_run_is_not_certified_though_it_passes() {
 fn a_flaky_driver_is_not_certified() {
     let dir = tempfile::tempdir().unwrap();
     let report = dir.path().join("r.json");
-    let marker = dir.path().join("struck");
+    let shared = shared_dir();
+    let marker = shared.path().join("struck");
     let r = cli_env(
         &[
             "run",
@@ -450,6 +451,8 @@ fn a_flaky_driver_is_not_certified() {
             hostile::FLAKY,
             "--flake-retries",
             "2",
+            "--sandbox-bind-rw",
+            s(shared.path()),
             "--report",
             s(&report),
         ],
@@ -463,13 +466,24 @@ fn a_flaky_driver_is_not_certified() {
     );
 }
 
+/// A directory the worker may write (`--sandbox-bind-rw`): when the runner
+/// is root the worker is `nobody` outside its sandbox.
+fn shared_dir() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    dir
+}
+
 #[test]
 fn the_memorising_driver_is_not_certified() {
     let dir = tempfile::tempdir().unwrap();
-    let tape = dir.path().join("tape");
-    std::fs::create_dir(&tape).unwrap();
+    let shared = shared_dir();
+    let tape = shared.path().to_path_buf();
     let report = dir.path().join("r.json");
     let record = Path::new("record");
+    // The tape is written where the runner lets the worker write, and read
+    // back where it lets it read.
     let r = cli_env(
         &[
             "run",
@@ -477,6 +491,8 @@ fn the_memorising_driver_is_not_certified() {
             "--provider",
             hostile::REPLAY,
             "--no-differential",
+            "--sandbox-bind-rw",
+            s(&tape),
         ],
         &[(hostile::TAPE_ENV, &tape), (hostile::MODE_ENV, record)],
     );
@@ -487,6 +503,8 @@ fn the_memorising_driver_is_not_certified() {
             "demo-mlp",
             "--provider",
             hostile::REPLAY,
+            "--sandbox-bind",
+            s(&tape),
             "--report",
             s(&report),
         ],
@@ -522,8 +540,8 @@ fn a_memoriser_prepared_for_a_chosen_seed_is_not_certified() {
     // The driver records a whole run, differential round included, with a
     // seed it knows the certification will use (shards share one).
     let dir = tempfile::tempdir().unwrap();
-    let tape = dir.path().join("tape");
-    std::fs::create_dir(&tape).unwrap();
+    let shared = shared_dir();
+    let tape = shared.path().to_path_buf();
     let report = dir.path().join("r.json");
     let with = |mode: &str, extra: &[&str]| {
         let mode = PathBuf::from(mode);
@@ -531,6 +549,11 @@ fn a_memoriser_prepared_for_a_chosen_seed_is_not_certified() {
             (hostile::TAPE_ENV, tape.as_path()),
             (hostile::MODE_ENV, mode.as_path()),
         ];
+        let bind = if mode == Path::new("record") {
+            "--sandbox-bind-rw"
+        } else {
+            "--sandbox-bind"
+        };
         let mut args = vec![
             "run",
             "demo-mlp",
@@ -538,6 +561,8 @@ fn a_memoriser_prepared_for_a_chosen_seed_is_not_certified() {
             hostile::REPLAY,
             "--seed",
             "99",
+            bind,
+            s(&tape),
             "--report",
             s(&report),
         ];

@@ -12,7 +12,6 @@ use vips_sdk::certify::Statement;
 use vips_sdk::execution::Backend;
 use vips_sdk::isolation::{Failure, Worker, WorkerCommand};
 use vips_sdk::runner::{self, Baseline, Event, Mode, RunOptions, RunReport};
-use vips_sdk::sandbox::Policy;
 use vips_sdk::suite::Suite;
 use vips_sdk::Provider;
 
@@ -281,11 +280,6 @@ pub fn run(args: Args) -> super::Outcome {
         Backend::InProcess(device)
     } else {
         let library = Provider::locate(&args.provider).map_err(|e| e.to_string())?;
-        let stage_bytes = runner::select(&suite, &opts)
-            .into_iter()
-            .map(|s| runner::stage_bytes(&suite, s))
-            .max()
-            .unwrap_or(0);
         let memory = args
             .memory_limit
             .map(|m| {
@@ -294,22 +288,18 @@ pub fn run(args: Args) -> super::Outcome {
                     .ok_or_else(|| format!("--memory-limit {m}: expected MiB, at least 16"))
             })
             .transpose()?;
-        let mut policy = Policy::for_library(&library, stage_bytes as u64, memory);
+        let mut command = WorkerCommand::for_run(&suite, &opts, &library, memory)?;
         for (paths, writable) in [(&args.sandbox_bind, false), (&args.sandbox_bind_rw, true)] {
             for p in paths {
                 if !p.exists() {
                     return Err(format!("--sandbox-bind {}: no such path", p.display()));
                 }
-                policy.bind(p, writable);
+                command.policy.bind(p, writable);
             }
         }
         if let Some(path) = key.as_ref().and_then(KeySource::path) {
-            policy.mask(path);
+            command.policy.mask(path);
         }
-        let command = WorkerCommand {
-            program: vips_sdk::isolation::worker_program()?,
-            policy,
-        };
         let worker = Worker::new(command, library, args.device);
         // A library that does not load is a usage error, as in process; one
         // that crashes while loading gets its verdict (CRASHED).
@@ -331,8 +321,20 @@ pub fn run(args: Args) -> super::Outcome {
     let code = args.common.finish(&report, &suite, &mut files)?;
     if let Some(report_files) = report_files {
         // Every worker is gone (run_on released the provider and confirmed
-        // its processes ended): only now is the key read.
-        let signer = key.map(KeySource::read).transpose()?;
+        // its processes ended): only now is the key read, and only if that
+        // was confirmed.
+        let confirmed = report
+            .identity
+            .as_ref()
+            .and_then(|id| id.sandbox.as_ref())
+            .is_none_or(|s| s.tree_confirmed_dead);
+        let signer = match key {
+            Some(_) if !confirmed => {
+                eprintln!("warning: a worker's processes could not be confirmed gone: the signing key is not read, the report is written unsigned");
+                None
+            }
+            key => key.map(KeySource::read).transpose()?,
+        };
         let statements = Statement::of_run(&suite, &report);
         report_files.write(&statements, signer.as_ref(), args.common.json)?;
     }

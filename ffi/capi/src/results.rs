@@ -8,9 +8,8 @@ use std::collections::HashMap;
 use std::ffi::{c_char, CString};
 use vips_sdk::compare::Tier;
 use vips_sdk::execution::Backend;
-use vips_sdk::isolation::{worker_program, Failure, Worker, WorkerCommand};
+use vips_sdk::isolation::{Failure, Worker, WorkerCommand};
 use vips_sdk::runner::{self, Mode, RunOptions, RunReport, Status};
-use vips_sdk::sandbox::Policy;
 use vips_sdk::{DType, HostTensor, Provider, TensorSpec};
 use vsdk_ffi::engine::{
     vsdk_check_args_t, vsdk_error_t, vsdk_host_provider_t, vsdk_output_record_t,
@@ -373,15 +372,8 @@ pub unsafe extern "C" fn vsdk_run(
             // The CLI's worker: nothing in its process tells a driver that an
             // engine, not a certification, runs it.
             let library = p.provider.info().library.clone();
-            let stage_bytes = runner::select(&s.suite, &opts)
-                .into_iter()
-                .map(|st| runner::stage_bytes(&s.suite, st))
-                .max()
-                .unwrap_or(0);
-            let command = WorkerCommand {
-                program: worker_program().map_err(|m| Error::new(VSDK_STATUS_NOT_FOUND, m))?,
-                policy: Policy::for_library(&library, stage_bytes as u64, None),
-            };
+            let command = WorkerCommand::for_run(&s.suite, &opts, &library, None)
+                .map_err(|m| Error::new(VSDK_STATUS_NOT_FOUND, m))?;
             let worker = Worker::new(command, library, o.device);
             if let Err(Failure::Provider(m)) = worker.open() {
                 return Err(Error::invalid(m));

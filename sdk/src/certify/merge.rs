@@ -177,6 +177,11 @@ pub fn merge(mut shards: Vec<Predicate>) -> Result<Predicate, MergeError> {
             .nondeterministic_stages
             .append(&mut p.determinism.nondeterministic_stages);
         merged.run.isolated &= p.run.isolated;
+        // What held for every shard's workers: the weakest sandbox.
+        merged.run.sandbox = match (merged.run.sandbox.take(), &p.run.sandbox) {
+            (Some(a), Some(b)) => Some(a.weakest(b)),
+            _ => None,
+        };
         merged.run.nonce_given |= p.run.nonce_given;
         merged.run.baseline |= p.run.baseline;
         merged.run.flake_retries = merged.run.flake_retries.min(p.run.flake_retries);

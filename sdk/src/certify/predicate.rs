@@ -74,6 +74,9 @@ pub struct SdkRef {
     pub version: String,
     /// The runner binary that judged the run.
     pub runner_sha256: String,
+    /// The worker program that confined the provider and reported the
+    /// sandbox's facts (`None` in process).
+    pub worker_sha256: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -387,6 +390,7 @@ impl Predicate {
             sdk: SdkRef {
                 version: id.sdk_version.clone(),
                 runner_sha256: id.runner_sha256.clone(),
+                worker_sha256: id.worker_sha256.clone(),
             },
             provider,
             device,

@@ -109,6 +109,14 @@ impl Backend {
         }
     }
 
+    /// The worker program (`None` in process).
+    pub fn worker_program(&self) -> Option<std::path::PathBuf> {
+        match self {
+            Backend::InProcess(_) => None,
+            Backend::Isolated(w) => Some(w.program().to_path_buf()),
+        }
+    }
+
     /// What confined the worker (`None` in process).
     pub fn sandbox(&self) -> Option<crate::sandbox::Facts> {
         match self {
@@ -121,8 +129,10 @@ impl Backend {
         matches!(self, Backend::Isolated(_))
     }
 
-    /// Releases the provider; a crash in its `destroy` is an error.
-    pub fn close(self) -> Result<(), Failure> {
+    /// Releases the provider (and ends its worker: after this, the sandbox
+    /// facts say whether every worker's processes were confirmed gone); a
+    /// crash in its `destroy` is an error.
+    pub fn close(&self) -> Result<(), Failure> {
         match self {
             Backend::InProcess(_) => Ok(()),
             Backend::Isolated(w) => w.close(),

@@ -32,6 +32,29 @@ pub struct WorkerCommand {
     pub policy: Policy,
 }
 
+impl WorkerCommand {
+    /// The sandboxed worker for a run of `suite` on `library`, the same for
+    /// the CLI and the C library: the worker program, and a policy whose
+    /// memory limit follows the largest selected stage unless `memory`
+    /// (bytes) is given.
+    pub fn for_run(
+        suite: &crate::suite::Suite,
+        opts: &crate::runner::RunOptions,
+        library: &std::path::Path,
+        memory: Option<u64>,
+    ) -> Result<WorkerCommand, String> {
+        let stage_bytes = crate::runner::select(suite, opts)
+            .into_iter()
+            .map(|s| crate::runner::stage_bytes(suite, s))
+            .max()
+            .unwrap_or(0);
+        Ok(WorkerCommand {
+            program: worker_program()?,
+            policy: Policy::for_library(library, stage_bytes as u64, memory),
+        })
+    }
+}
+
 /// The worker program's name, and the environment variable that overrides
 /// where it is found.
 pub const WORKER_PROGRAM: &str = "vips-sdk-worker";
@@ -63,7 +86,7 @@ pub fn worker_program() -> Result<PathBuf, String> {
     {
         dirs.push(dir.clone());
         // cargo's test programs live in target/<profile>/deps.
-        if let Some(parent) = dir.parent() {
+        if let Some(parent) = dir.parent().filter(|_| dir.ends_with("deps")) {
             dirs.push(parent.to_path_buf());
         }
         dirs.push(dir.join("../libexec/vips-sdk"));
@@ -317,7 +340,8 @@ impl Live {
             }
         };
         let _ = child.wait();
-        end_tree(ns, cgroup.as_ref(), child.id(), &confirmed);
+        end_tree(ns.as_ref(), &confirmed);
+        drop(cgroup);
         status.map_or("stopped answering".into(), describe)
     }
 
@@ -328,37 +352,11 @@ impl Live {
     }
 }
 
-/// Ends every process of a worker (its PID namespace; without one, its
-/// cgroup's processes) and waits until none is left; `confirmed` is cleared
-/// when that cannot be shown.
-fn end_tree(
-    ns: Option<PidNamespace>,
-    cgroup: Option<&Cgroup>,
-    launcher: u32,
-    confirmed: &std::sync::atomic::AtomicBool,
-) {
-    let patience = Duration::from_secs(10);
-    let gone = match (ns, cgroup) {
-        (Some(ns), _) => ns.end(patience),
-        (None, Some(cg)) => {
-            let deadline = Instant::now() + patience;
-            loop {
-                let pids = cg.pids();
-                if pids.is_empty() {
-                    break true;
-                }
-                if Instant::now() >= deadline {
-                    break false;
-                }
-                for pid in pids.into_iter().filter(|&p| p != launcher) {
-                    // SAFETY: SIGKILL to a process of the worker's cgroup.
-                    unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            }
-        }
-        (None, None) => false,
-    };
+/// Ends every process of a worker (its PID namespace) and waits until none
+/// is left; `confirmed` is cleared when that cannot be shown (no PID
+/// namespace: the worker's processes cannot all be found).
+fn end_tree(ns: Option<&PidNamespace>, confirmed: &std::sync::atomic::AtomicBool) {
+    let gone = ns.is_some_and(|ns| ns.end(Duration::from_secs(10)));
     if !gone {
         confirmed.store(false, std::sync::atomic::Ordering::SeqCst);
     }
@@ -463,6 +461,10 @@ impl Worker {
     /// What the provider and device said about themselves at the last open.
     pub fn opened(&self) -> Option<(ProviderInfo, DeviceInfo)> {
         self.lock().opened.clone()
+    }
+
+    pub fn program(&self) -> &std::path::Path {
+        &self.command.program
     }
 
     pub fn library(&self) -> &std::path::Path {
@@ -594,6 +596,16 @@ impl Worker {
                     mut facts,
                     init_pid,
                 } => {
+                    // Never load a driver that could read the signing key.
+                    if !self.command.policy.masked.is_empty() && !facts.private_root {
+                        if let Some(live) = state.live.take() {
+                            live.death();
+                        }
+                        return Err(Failure::Provider(format!(
+                            "the worker's sandbox could not hide the signing key (no private root: {}): the provider is not loaded; run where mount namespaces are allowed, or without --report",
+                            facts.missing.join("; ")
+                        )));
+                    }
                     facts.runner_non_dumpable = crate::sandbox::tree::runner_non_dumpable();
                     facts.tree_confirmed_dead = true;
                     if let Some(live) = state.live.as_mut() {
@@ -689,7 +701,11 @@ impl Worker {
         match reply {
             Ok(Ok(m)) => {
                 // What the driver started must have ended with its call.
-                let left = live.ns.map(|ns| ns.leftovers()).unwrap_or_default();
+                let left = live
+                    .ns
+                    .as_ref()
+                    .map(|ns| ns.leftovers())
+                    .unwrap_or_default();
                 if left.is_empty() {
                     return Ok(m);
                 }
@@ -833,7 +849,7 @@ impl Worker {
 
     /// Shuts the worker down: the provider's `destroy` runs there, and a
     /// crash in it is reported like any other.
-    pub fn close(self) -> Result<(), Failure> {
+    pub fn close(&self) -> Result<(), Failure> {
         let mut state = self.lock();
         if state.live.is_none() {
             return Ok(());
@@ -861,12 +877,7 @@ impl Drop for Worker {
         if let Some(mut live) = state.live.take() {
             let _ = live.child.kill();
             let _ = live.child.wait();
-            end_tree(
-                live.ns,
-                live.cgroup.as_ref(),
-                live.child.id(),
-                &self.confirmed,
-            );
+            end_tree(live.ns.as_ref(), &self.confirmed);
         }
     }
 }

@@ -20,6 +20,9 @@ pub struct Identity {
     pub sdk_version: String,
     pub runner: String,
     pub runner_sha256: String,
+    /// The worker program (`None` in process).
+    #[serde(default)]
+    pub worker_sha256: Option<String>,
     /// The provider ran in a worker process.
     pub isolated: bool,
     /// What confined the worker (`None`: in process).
@@ -169,6 +172,7 @@ impl Identity {
             sdk_version: env!("CARGO_PKG_VERSION").to_string(),
             runner_sha256: hash_or_reason(&runner),
             runner: runner.display().to_string(),
+            worker_sha256: backend.worker_program().map(|p| hash_or_reason(&p)),
             isolated: backend.isolated(),
             sandbox: backend.sandbox(),
             host: Host::this(),

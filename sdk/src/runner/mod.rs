@@ -506,6 +506,11 @@ pub fn run_on(
     let claims = backend.claims();
     let identity = Identity::of(&backend, claims.clone(), reference);
     let mut teardown = backend.close().err().map(|f| f.to_string());
+    // What held for every worker, the last one's end included.
+    let identity = Identity {
+        sandbox: backend.sandbox(),
+        ..identity
+    };
     if library_sha256.as_deref() != Some(identity.library_sha256.as_str()) {
         teardown.get_or_insert_with(|| {
             format!(

@@ -311,6 +311,19 @@ impl StageContext<'_> {
             let r = invariants::check(inv, &values[inv.tensor()]);
             passed &= r.held;
             result.invariants.push(r);
+            // The repeat's invariants too, where its bits differ.
+            let tensor = inv.tensor();
+            if let Some(b) = repeat
+                .map(|r| &r[tensor])
+                .filter(|b| b.bytes != values[tensor].bytes)
+            {
+                if !invariants::check(inv, b).held {
+                    passed = false;
+                    result.findings.push(Finding::RepeatOutOfBounds {
+                        tensor: tensor.to_string(),
+                    });
+                }
+            }
         }
         // Every operator by its own error: in a decomposed run always (its
         // intermediates are at hand); in a fused one, to locate a failure.

@@ -24,9 +24,13 @@ pub struct TimedOut {
 }
 
 impl TimedOut {
-    /// Records the kernel a timeout names (`` `vsdk.gelu`@1 ``), if any.
+    /// Records the kernel a timeout's reason names (`` while running
+    /// `vsdk.gelu`@1 ``, the runner's own words), if any.
     pub fn record(&mut self, stage: &str, reason: &str) {
-        if let Some(kernel) = reason.split('`').nth(1) {
+        let named = reason
+            .split_once("while running `")
+            .and_then(|(_, rest)| rest.split_once('`'));
+        if let Some((kernel, _)) = named {
             self.kernels
                 .entry(kernel.to_string())
                 .or_insert_with(|| stage.to_string());

@@ -39,6 +39,9 @@ pub fn enter(args: &InitArgs) -> Facts {
             .push("private root: no mount namespace".to_string());
     }
     limits(policy, args, &mut facts);
+    if let Err(e) = drop_capabilities() {
+        facts.missing.push(format!("dropping capabilities: {e}"));
+    }
     match super::filter::install() {
         Ok(()) => {
             facts.no_new_privs = true;
@@ -47,6 +50,51 @@ pub fn enter(args: &InitArgs) -> Facts {
         Err(e) => facts.missing.push(format!("seccomp: {e}")),
     }
     facts
+}
+
+/// Drops every capability (bounding set, ambient, then the sets): root
+/// inside the namespace keeps no power over the mounts the sandbox made.
+fn drop_capabilities() -> Result<(), String> {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Default, Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const VERSION_3: u32 = 0x2008_0522;
+    let last = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+        .ok()
+        .and_then(|t| t.trim().parse::<libc::c_ulong>().ok())
+        .unwrap_or(63);
+    // SAFETY: prctl with integer arguments on this process; capset with a
+    // header and two data words laid out as <linux/capability.h> says.
+    unsafe {
+        for cap in 0..=last {
+            libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0);
+        }
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        );
+        let mut header = Header {
+            version: VERSION_3,
+            pid: 0,
+        };
+        let data = [Data::default(); 2];
+        if libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()) != 0 {
+            return Err(std::io::Error::last_os_error().to_string());
+        }
+    }
+    Ok(())
 }
 
 fn limits(policy: &Policy, args: &InitArgs, facts: &mut Facts) {
@@ -166,7 +214,9 @@ impl Source {
             Some(&self.proc_path()),
             target,
             None::<&str>,
-            MsFlags::MS_BIND | MsFlags::MS_REC,
+            // Not recursive: a submount would stay writable under a
+            // read-only remount of the top.
+            MsFlags::MS_BIND,
             None::<&str>,
         )
         .map_err(|e| err(format!("bind {}", target.display()), e))?;

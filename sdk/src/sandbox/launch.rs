@@ -99,11 +99,10 @@ fn try_launch() -> Result<i32, String> {
     let (go_read, go_write) = pipe()?;
     let (args_read, args_write) = pipe()?;
     let (status_read, status_write) = pipe()?;
-    // This program, opened (after the pipes, so that it never sits at
-    // descriptor 3, where the server finds its arguments) while the launcher
-    // may still read it: the
-    // server, `nobody` outside when the runner is root, execs it by
-    // descriptor wherever it lives.
+    // This program, opened while the launcher can read it: the server
+    // (`nobody` outside when the runner is root) execs it by descriptor,
+    // wherever it lives. Opened after the pipes, so that it never sits at
+    // descriptor 3, where the server finds its arguments.
     let exe = nix::fcntl::open(
         "/proc/self/exe",
         nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_CLOEXEC,
@@ -151,18 +150,7 @@ fn try_launch() -> Result<i32, String> {
     if flags.contains(F::CLONE_NEWUSER) {
         map_user(pid.as_raw(), root)?;
     }
-    let namespaces: Vec<String> = NAMESPACES
-        .into_iter()
-        .zip([
-            F::CLONE_NEWUSER,
-            F::CLONE_NEWPID,
-            F::CLONE_NEWNS,
-            F::CLONE_NEWIPC,
-            F::CLONE_NEWNET,
-        ])
-        .filter(|(_, f)| flags.contains(*f))
-        .map(|(n, _)| n.to_string())
-        .collect();
+    let namespaces = flags_names(flags).into_iter().map(String::from).collect();
     let args = InitArgs {
         policy,
         namespaces,
@@ -193,16 +181,18 @@ fn try_launch() -> Result<i32, String> {
     Ok(mirror(status))
 }
 
+/// The namespaces `flags` create, by the names of [`NAMESPACES`].
 fn flags_names(flags: nix::sched::CloneFlags) -> Vec<&'static str> {
     use nix::sched::CloneFlags as F;
     [
-        (F::CLONE_NEWUSER, "user"),
-        (F::CLONE_NEWPID, "pid"),
-        (F::CLONE_NEWNS, "mount"),
-        (F::CLONE_NEWIPC, "ipc"),
-        (F::CLONE_NEWNET, "net"),
+        F::CLONE_NEWUSER,
+        F::CLONE_NEWPID,
+        F::CLONE_NEWNS,
+        F::CLONE_NEWIPC,
+        F::CLONE_NEWNET,
     ]
     .into_iter()
+    .zip(NAMESPACES)
     .filter(|(f, _)| flags.contains(*f))
     .map(|(_, n)| n)
     .collect()
@@ -344,8 +334,14 @@ fn init(go: i32, args: i32, status: i32, user: bool, exe: i32) -> isize {
 
 /// The server's arguments from the launcher (descriptor 3), bounded.
 pub fn read_init_args() -> Result<InitArgs, String> {
-    // SAFETY: descriptor 3 is the arguments' pipe the init placed there;
-    // this File owns it from now on.
+    let fifo = nix::sys::stat::fstat(3).is_ok_and(|s| s.st_mode & libc::S_IFMT == libc::S_IFIFO);
+    if !fifo {
+        return Err(format!(
+            "{SERVE_ARG}: descriptor 3 is not the launcher's pipe (this program is started by the runner)"
+        ));
+    }
+    // SAFETY: descriptor 3 is open and a pipe: the arguments' pipe the init
+    // placed there; this File owns it from now on.
     let mut pipe = unsafe { std::fs::File::from_raw_fd(3) };
     let mut len = [0u8; 8];
     pipe.read_exact(&mut len)

@@ -79,13 +79,6 @@ impl Cgroup {
             })
             .unwrap_or(0)
     }
-
-    /// The processes still in it.
-    pub fn pids(&self) -> Vec<u32> {
-        std::fs::read_to_string(self.dir.join("cgroup.procs"))
-            .map(|t| t.lines().filter_map(|l| l.trim().parse().ok()).collect())
-            .unwrap_or_default()
-    }
 }
 
 impl Drop for Cgroup {
@@ -95,17 +88,29 @@ impl Drop for Cgroup {
     }
 }
 
-/// A worker's PID namespace, by the inode of its `ns/pid` link.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A worker's PID namespace, by the inode of its `ns/pid` link, and a
+/// pidfd of its init (a signal through it cannot reach a process that
+/// reused the PID).
+#[derive(Debug)]
 pub struct PidNamespace {
     inode: u64,
     /// The init's PID in the runner's namespace.
     pub init: u32,
+    pidfd: std::os::fd::OwnedFd,
 }
 
 impl PidNamespace {
     /// The namespace of process `init`, when it is not the runner's own.
     pub fn of(init: u32) -> Option<PidNamespace> {
+        use std::os::fd::FromRawFd;
+        // SAFETY: pidfd_open takes a PID and flags, returns a new descriptor or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, init as libc::pid_t, 0) };
+        if fd < 0 {
+            return None;
+        }
+        // SAFETY: a fresh descriptor from pidfd_open, owned from here.
+        let pidfd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) };
+        // Read after the pidfd is held: the same process, alive.
         let theirs = std::fs::metadata(format!("/proc/{init}/ns/pid"))
             .ok()?
             .ino();
@@ -113,6 +118,7 @@ impl PidNamespace {
         (theirs != ours).then_some(PidNamespace {
             inode: theirs,
             init,
+            pidfd,
         })
     }
 
@@ -157,19 +163,24 @@ impl PidNamespace {
         m
     }
 
-    /// Kills the init (the kernel then kills the rest) and waits until no
-    /// process of the namespace is left: `false` if some outlived `patience`.
+    /// Kills the init through its pidfd (the kernel then kills every other
+    /// process of the namespace) and waits until none is left: `false` if
+    /// some outlived `patience`.
     pub fn end(&self, patience: Duration) -> bool {
-        // SAFETY: sends SIGKILL to a PID; at worst it names a process that
-        // already ended (ESRCH), never one outside this namespace while the
-        // init's namespace link still matches (checked by `members`).
-        let kill = |pid: u32| unsafe {
-            libc::kill(pid as libc::pid_t, libc::SIGKILL);
+        use std::os::fd::AsRawFd;
+        // SAFETY: pidfd_send_signal on the init's own pidfd; no siginfo.
+        unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                self.pidfd.as_raw_fd(),
+                libc::SIGKILL,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            )
         };
         let deadline = Instant::now() + patience;
         loop {
-            let left = self.members();
-            if left.is_empty() {
+            if self.members().is_empty() {
                 // Reaps the init's zombie when the runner is its subreaper.
                 // SAFETY: waitpid on one PID without blocking; ECHILD when it
                 // is not this process's child.
@@ -184,9 +195,6 @@ impl PidNamespace {
             }
             if Instant::now() >= deadline {
                 return false;
-            }
-            for (pid, _) in &left {
-                kill(*pid);
             }
             std::thread::sleep(Duration::from_millis(5));
         }
