@@ -424,6 +424,10 @@ impl Worker {
     /// A worker for `library`'s device `device`; nothing starts until
     /// [`Worker::open`] or the first request.
     pub fn new(command: WorkerCommand, library: PathBuf, device: u32) -> Worker {
+        // The path the worker opens must resolve inside its private root,
+        // which holds the library's real directory and none of the
+        // components (`bin/..`, links) a search path may have taken.
+        let library = library.canonicalize().unwrap_or(library);
         Worker {
             command,
             library,
