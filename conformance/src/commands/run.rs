@@ -265,14 +265,6 @@ pub fn run(args: Args) -> super::Outcome {
         .map(|p| ReportFiles::create(p, &opts.tiers))
         .transpose()?;
     let mut files = args.common.result_files()?;
-    if let Some(reports) = &report_files {
-        let paths: Vec<String> = reports.paths().map(|p| p.display().to_string()).collect();
-        files.remark(format!(
-            "This run also wrote its certification report ({}), {}: its page, with the verdict and the signature checked, is `vips-conformance report REPORT --html OUT --pubkey PUB.pem`.",
-            paths.join(", "),
-            if key.is_some() { "signed" } else { "unsigned" }
-        ));
-    }
     let backend = if args.no_isolate {
         let device = Provider::open_by_name(&args.provider)
             .and_then(|p| p.device(args.device))
@@ -318,23 +310,34 @@ pub fn run(args: Args) -> super::Outcome {
     });
     bars.clear();
     let report = report.map_err(|e| e.to_string())?;
+    // Every worker is gone (run_on released the provider and confirmed its
+    // processes ended): only now is the key read, and only if that was
+    // confirmed.
+    let confirmed = report
+        .identity
+        .as_ref()
+        .and_then(|id| id.sandbox.as_ref())
+        .is_none_or(|s| s.tree_confirmed_dead);
+    let signer = match key {
+        Some(_) if !confirmed => {
+            eprintln!("warning: a worker's processes could not be confirmed gone: the signing key is not read, the report is written unsigned");
+            None
+        }
+        key => key.map(KeySource::read).transpose()?,
+    };
+    if let Some(reports) = &report_files {
+        let paths: Vec<String> = reports.paths().map(|p| p.display().to_string()).collect();
+        files.remark(format!(
+            "This run also wrote its certification report ({}), {}: its page, with the verdict and the signature checked, is `vips-conformance report REPORT --html OUT --pubkey PUB.pem`.",
+            paths.join(", "),
+            match &signer {
+                Some(s) => format!("signed by {}", s.id),
+                None => "unsigned".into(),
+            }
+        ));
+    }
     let code = args.common.finish(&report, &suite, &mut files)?;
     if let Some(report_files) = report_files {
-        // Every worker is gone (run_on released the provider and confirmed
-        // its processes ended): only now is the key read, and only if that
-        // was confirmed.
-        let confirmed = report
-            .identity
-            .as_ref()
-            .and_then(|id| id.sandbox.as_ref())
-            .is_none_or(|s| s.tree_confirmed_dead);
-        let signer = match key {
-            Some(_) if !confirmed => {
-                eprintln!("warning: a worker's processes could not be confirmed gone: the signing key is not read, the report is written unsigned");
-                None
-            }
-            key => key.map(KeySource::read).transpose()?,
-        };
         let statements = Statement::of_run(&suite, &report);
         report_files.write(&statements, signer.as_ref(), args.common.json)?;
     }
