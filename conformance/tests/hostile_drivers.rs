@@ -296,6 +296,41 @@ fn a_hang_times_out() {
     r.others_pass(BAD);
 }
 
+/// Without `--timeout` a stage gets 2 s + 50 x its reference's measured
+/// time; with `--after-timeout skip`, later stages calling the kernel that
+/// hung are TIMEOUT without running, and say so (the settings too).
+#[test]
+fn a_hang_costs_its_derived_timeout_and_later_stages_may_be_skipped() {
+    let r = Cli {
+        stages: "{preprocess,block_00,block_01}",
+        ..Cli::new(hostile::HANG)
+    }
+    .arg("--after-timeout")
+    .arg("skip")
+    .run();
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    let given = r.stage("main", BAD)["timeout_seconds"].as_f64().unwrap();
+    assert!(
+        given >= vips_sdk::runner::TIMEOUT_FLOOR.as_secs_f64() && given < 60.0,
+        "{given}"
+    );
+    assert!(
+        r.reason("main", BAD).contains(&format!(
+            "no answer within {given:.1} s while running `vsdk.gelu`@1"
+        )),
+        "{}",
+        r.reason("main", BAD)
+    );
+    assert_eq!(r.status("main", "block_01"), "timeout");
+    assert_eq!(
+        r.reason("main", "block_01"),
+        "not run: `vsdk.gelu` timed out in stage block_00 (--after-timeout skip)"
+    );
+    assert_eq!(r.stage("main", "block_01")["attempts"], 0);
+    assert_eq!(r.status("main", "preprocess"), "pass");
+    assert_eq!(r.report["settings"]["skip_after_timeout"], true);
+}
+
 #[test]
 fn a_write_just_past_an_output_is_out_of_bounds() {
     let r = run(hostile::OOB_NEAR, &[]);

@@ -215,11 +215,6 @@ impl StageContext<'_> {
         timeout: Duration,
     ) -> Result<(), String> {
         let (stage, tier) = (self.stage, self.tier);
-        let inputs: HashMap<String, HostTensor> = stage
-            .inputs
-            .iter()
-            .map(|n| (n.clone(), values[n].clone()))
-            .collect();
         let rules = Rules {
             nan: stage.nan,
             allowed_over_fraction: stage.mismatch_fraction,
@@ -260,43 +255,10 @@ impl StageContext<'_> {
             });
         }
         let first_passed = passed;
-        let mut repeat_failed = Vec::new();
-        for (name, b) in repeat
-            .into_iter()
-            .flat_map(|r| stage.outputs.iter().map(move |n| (n, &r[n])))
-            .filter(|(n, b)| values[*n].bytes != b.bytes)
-        {
-            let expected = reference.values[name].to_f64_vec();
-            let j = error_model::judge(b, &expected, &reference.bounds[name], rules);
-            if !j.passed {
-                repeat_failed.push(format!("`{name}` (|e| {:.3e})", j.max_e));
-                result.findings.push(Finding::RepeatOutOfBounds {
-                    tensor: name.clone(),
-                });
-            }
-        }
-        // A decomposed repeat: each operator by its own error too.
-        if let (Some(r), Execution::Decomposed) = (repeat, execution) {
-            let differs = stage
-                .graph
-                .iter()
-                .any(|n| values[&n.output].bytes != r[&n.output].bytes);
-            if differs {
-                for c in self
-                    .check_nodes(r)?
-                    .into_iter()
-                    .filter(|c| !c.judgement.passed)
-                {
-                    repeat_failed.push(format!(
-                        "operator {} `{}` (|e| {:.3e})",
-                        c.node, c.op, c.judgement.max_e
-                    ));
-                    result
-                        .findings
-                        .push(Finding::RepeatOutOfBounds { tensor: c.output });
-                }
-            }
-        }
+        let repeat_failed = match repeat {
+            Some(r) => self.judge_repeat(result, reference, values, r, execution, rules)?,
+            None => Vec::new(),
+        };
         if !repeat_failed.is_empty() {
             passed = false;
             result.findings.dedup();
@@ -332,6 +294,11 @@ impl StageContext<'_> {
             Execution::Fused if !passed => match self.source {
                 Source::Provider(backend) => {
                     let program = graph_program(tier.float_dtype(), stage);
+                    let inputs: HashMap<String, HostTensor> = stage
+                        .inputs
+                        .iter()
+                        .map(|n| (n.clone(), values[n].clone()))
+                        .collect();
                     Some(
                         run_program(backend, &program, stage, &inputs, self.seed, timeout)
                             .map_err(|f| f.to_string())
@@ -378,6 +345,50 @@ impl StageContext<'_> {
         }
         result.status = if passed { Status::Pass } else { Status::Fail };
         Ok(())
+    }
+
+    /// Judges the repeat (run 2 of 2 on the same inputs) wherever its bits
+    /// differ from the first run's: outputs against the same reference and
+    /// bounds, and in a decomposed run each operator by its own error.
+    /// Returns what failed, in words (a finding is recorded for each).
+    fn judge_repeat(
+        &self,
+        result: &mut StageResult,
+        reference: &StageReference,
+        values: &HashMap<String, HostTensor>,
+        repeat: &HashMap<String, HostTensor>,
+        execution: Execution,
+        rules: Rules,
+    ) -> Result<Vec<String>, String> {
+        let stage = self.stage;
+        let differs = |name: &String| values[name].bytes != repeat[name].bytes;
+        let mut failed = Vec::new();
+        for name in stage.outputs.iter().filter(|n| differs(n)) {
+            let expected = reference.values[name].to_f64_vec();
+            let j = error_model::judge(&repeat[name], &expected, &reference.bounds[name], rules);
+            if !j.passed {
+                failed.push(format!("`{name}` (|e| {:.3e})", j.max_e));
+                result.findings.push(Finding::RepeatOutOfBounds {
+                    tensor: name.clone(),
+                });
+            }
+        }
+        if execution == Execution::Decomposed && stage.graph.iter().any(|n| differs(&n.output)) {
+            for c in self
+                .check_nodes(repeat)?
+                .into_iter()
+                .filter(|c| !c.judgement.passed)
+            {
+                failed.push(format!(
+                    "operator {} `{}` (|e| {:.3e})",
+                    c.node, c.op, c.judgement.max_e
+                ));
+                result
+                    .findings
+                    .push(Finding::RepeatOutOfBounds { tensor: c.output });
+            }
+        }
+        Ok(failed)
     }
 
     /// The float64 reference and bounds of the stage from `inputs`.
