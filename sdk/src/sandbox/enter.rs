@@ -238,6 +238,14 @@ impl Source {
     }
 }
 
+/// How a host path appears in the new root.
+enum Shown {
+    /// The same symbolic link (`/lib -> usr/lib`).
+    Link(PathBuf),
+    /// Bound from the source, writable or not.
+    Bind(Source, bool),
+}
+
 fn under(root: &Path, path: &Path) -> PathBuf {
     root.join(path.strip_prefix("/").unwrap_or(path))
 }
@@ -254,7 +262,7 @@ fn private_root(policy: &Policy) -> Result<Root, String> {
     )
     .map_err(|e| err("making mounts private", e))?;
     // Every source opened while the host's tree is still visible.
-    let mut plan: Vec<(PathBuf, Option<Source>, Option<PathBuf>, bool)> = Vec::new();
+    let mut plan: Vec<(PathBuf, Shown)> = Vec::new();
     let system = SYSTEM_DIRS.iter().chain(&ETC_FILES).map(PathBuf::from);
     let extra = policy.binds.iter().map(|b| (b.path(), b.writable));
     for (path, writable) in system.map(|p| (p, false)).chain(extra) {
@@ -264,9 +272,10 @@ fn private_root(policy: &Policy) -> Result<Root, String> {
         if meta.file_type().is_symlink() && SYSTEM_DIRS.iter().any(|d| Path::new(d) == path) {
             // /lib -> usr/lib on merged-/usr systems: the same link.
             let target = std::fs::read_link(&path).map_err(|e| err(path.display(), e))?;
-            plan.push((path, None, Some(target), false));
+            plan.push((path, Shown::Link(target)));
         } else {
-            plan.push((path.clone(), Some(Source::open(&path)?), None, writable));
+            let source = Source::open(&path)?;
+            plan.push((path, Shown::Bind(source, writable)));
         }
     }
     // Parents before children: a provider directory under /usr lands on
@@ -304,20 +313,21 @@ fn private_root(policy: &Policy) -> Result<Root, String> {
     let tmp = root.join("tmp");
     std::fs::create_dir_all(&tmp).map_err(|e| err("/tmp", e))?;
     private_tmp(&tmp, policy.tmp_bytes)?;
-    for (path, source, link, writable) in &plan {
+    for (path, shown) in &plan {
         let target = under(root, path);
-        match (source, link) {
-            (_, Some(link)) => {
+        let name = path.display().to_string();
+        match shown {
+            Shown::Link(link) => {
                 std::os::unix::fs::symlink(link, &target).map_err(|e| err(target.display(), e))?
             }
-            (Some(source), None) => source.bind(&target, *writable)?,
-            (None, None) => unreachable!("a plan entry is a source or a link"),
-        }
-        let shown = path.display().to_string();
-        if *writable {
-            out.writable.push(shown);
-        } else if policy.binds.iter().any(|b| b.path() == *path) {
-            out.binds.push(shown);
+            Shown::Bind(source, writable) => {
+                source.bind(&target, *writable)?;
+                if *writable {
+                    out.writable.push(name);
+                } else if policy.binds.iter().any(|b| b.path() == *path) {
+                    out.binds.push(name);
+                }
+            }
         }
     }
     // /dev: a tmpfs holding only the device nodes a driver needs.
