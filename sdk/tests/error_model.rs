@@ -6,17 +6,21 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::path::Path;
 use vips_sdk::compare::{NanPolicy, Tier};
-use vips_sdk::error_model::{judge, Precision, Rules};
+use vips_sdk::error_model::{judge, Precision, Rules, Statistics};
 use vips_sdk::golden::GoldenFile;
 use vips_sdk::runner::{self, Mode, RunOptions, Status};
 use vips_sdk::suite::Suite;
 use vips_sdk::{DType, Device, HostTensor, Provider};
 
+/// The bias test at `bias` (z limit; ratio 0.1) or none; rms factor 3.
 fn rules(bias: Option<f64>) -> Rules {
     Rules {
         nan: NanPolicy::Fail,
         allowed_over_fraction: 0.0,
-        bias: bias.map(|z| (z, 0.1)),
+        statistics: Statistics {
+            rms_factor: 3.0,
+            bias: bias.map(|z| (z, 0.1)),
+        },
     }
 }
 
@@ -45,7 +49,7 @@ fn sample(n: usize, errors: impl Fn(&mut ChaCha8Rng) -> f64) -> (HostTensor, Vec
 #[test]
 fn errors_within_their_bounds_pass_with_ordered_margins() {
     let (a, r, b) = sample(20_000, |g| g.gen_range(-0.9..0.9));
-    let j = judge(&a, &r, &b, rules(Some(8.0)));
+    let j = judge(&a, &r, &b, Some(&b), rules(Some(8.0)));
     assert!(j.passed, "{j:?}");
     assert_eq!(j.over_bound, 0);
     assert!(j.max_e > 0.8 && j.max_e <= 0.9 + 1e-9, "{j:?}");
@@ -80,7 +84,7 @@ fn the_judgement_does_not_depend_on_the_thread_count() {
             .num_threads(threads)
             .build()
             .unwrap()
-            .install(|| judge(&a, &r, &b, rules(Some(8.0))))
+            .install(|| judge(&a, &r, &b, Some(&b), rules(Some(8.0))))
     };
     let one = on(1);
     assert!(one.passed, "{one:?}");
@@ -106,12 +110,14 @@ fn one_element_past_its_bound_fails_and_is_named() {
             .collect(),
     )
     .unwrap();
-    let j = judge(&a, &r, &b, rules(None));
+    let j = judge(&a, &r, &b, Some(&b), rules(None));
     assert!(!j.passed);
     assert_eq!(j.over_bound, 1);
     let w = j.worst.unwrap();
     assert_eq!(w.index, vec![i / 10, i % 10]);
     assert!((j.max_e - 1.5).abs() < 1e-9 && w.actual == bad && w.reference == r[i]);
+    // The least tolerance that passes: the bound 1.5 times larger.
+    assert!((j.tolerance_factor.unwrap() - 1.5).abs() < 1e-9);
     assert!(j
         .reason
         .unwrap()
@@ -121,14 +127,46 @@ fn one_element_past_its_bound_fails_and_is_named() {
         allowed_over_fraction: 1.0 / 5000.0,
         ..rules(None)
     };
-    assert!(judge(&a, &r, &b, budget).passed);
+    assert!(judge(&a, &r, &b, Some(&b), budget).passed);
+}
+
+#[test]
+fn errors_inside_every_bound_but_too_large_for_correct_rounding_fail_the_rms_test() {
+    // |e| ≤ 0.9 everywhere, but σ is a tenth of the bound: rms t ≈ 5.2.
+    let (a, r, b) = sample(20_000, |g| g.gen_range(-0.9..0.9));
+    let sigma: Vec<f64> = b.iter().map(|b| b / 10.0).collect();
+    let j = judge(&a, &r, &b, Some(&sigma), rules(Some(8.0)));
+    assert_eq!(j.over_bound, 0);
+    let rms = j.rms_t.unwrap();
+    assert!((rms - 9.0 / 3f64.sqrt()).abs() < 0.2, "{j:?}");
+    assert!(
+        !j.passed && j.reason.as_ref().unwrap().contains("rms"),
+        "{j:?}"
+    );
+    assert!(
+        (j.tolerance_factor.unwrap() - rms / 3.0).abs() < 1e-9,
+        "{j:?}"
+    );
+    // The same errors with σ at a third of the bound pass (rms t ≈ 1.6).
+    let sigma: Vec<f64> = b.iter().map(|b| b / 3.0).collect();
+    let j = judge(&a, &r, &b, Some(&sigma), rules(Some(8.0)));
+    assert!(j.passed && j.tolerance_factor.is_none(), "{j:?}");
+    // Elements whose σ is 0 are left to their bound.
+    let sigma: Vec<f64> = b
+        .iter()
+        .enumerate()
+        .map(|(i, b)| if i % 2 == 0 { 0.0 } else { b / 3.0 })
+        .collect();
+    let j = judge(&a, &r, &b, Some(&sigma), rules(Some(8.0)));
+    assert!(j.passed, "{j:?}");
+    assert!(judge(&a, &r, &b, None, rules(Some(8.0))).rms_t.is_none());
 }
 
 #[test]
 fn a_bias_inside_every_bound_fails_the_bias_test_only() {
     // Every element 0.05 of its bound high, plus noise: |e| < 1 everywhere.
     let (a, r, b) = sample(50_000, |g| 0.05 + g.gen_range(-0.3..0.3));
-    let j = judge(&a, &r, &b, rules(Some(8.0)));
+    let j = judge(&a, &r, &b, Some(&b), rules(Some(8.0)));
     assert_eq!(j.over_bound, 0);
     assert!(
         j.bias_z.unwrap() > 8.0 && j.bias_ratio.unwrap() > 0.1,
@@ -136,11 +174,11 @@ fn a_bias_inside_every_bound_fails_the_bias_test_only() {
     );
     assert!(!j.passed && j.reason.unwrap().contains("systematic bias"));
     // Without the bias test (not a dot product) it passes.
-    assert!(judge(&a, &r, &b, rules(None)).passed);
+    assert!(judge(&a, &r, &b, Some(&b), rules(None)).passed);
     // A bias significant on a large tensor (z ≈ 19) but small next to the
     // spread (0.02 of the rms) passes: slightly correlated rounding errors do that.
     let (a, r, b) = sample(1_000_000, |g| 0.01 + g.gen_range(-0.9..0.9));
-    let j = judge(&a, &r, &b, rules(Some(8.0)));
+    let j = judge(&a, &r, &b, Some(&b), rules(Some(8.0)));
     assert!(
         j.bias_z.unwrap() > 8.0 && j.bias_ratio.unwrap() < 0.1,
         "{j:?}"
@@ -158,16 +196,16 @@ fn nan_and_inf_follow_the_reference() {
         nan: NanPolicy::Allow,
         ..rules(None)
     };
-    assert!(judge(&same, &r, &b, allow).passed);
+    assert!(judge(&same, &r, &b, Some(&b), allow).passed);
     // NaN where the reference is NaN still fails when the stage says `nan: fail`.
-    assert!(!judge(&same, &r, &b, rules(None)).passed);
+    assert!(!judge(&same, &r, &b, Some(&b), rules(None)).passed);
     for bad in [
         vec![1.0, 0.0, f64::INFINITY, -2.0],
         vec![f64::NAN, f64::NAN, f64::INFINITY, -2.0],
         vec![1.0, f64::NAN, f64::MAX, -2.0],
         vec![1.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY],
     ] {
-        let j = judge(&t(bad.clone()), &r, &b, allow);
+        let j = judge(&t(bad.clone()), &r, &b, Some(&b), allow);
         assert!(!j.passed && j.max_e.is_infinite(), "{bad:?}: {j:?}");
     }
 }

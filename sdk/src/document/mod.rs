@@ -596,6 +596,7 @@ impl<F: Fn(Location, &str, String) -> DocumentError> Validator<'_, F> {
                 positive(t.lambda, "lambda"),
                 positive(t.bias_z, "bias_z"),
                 positive(t.bias_ratio, "bias_ratio"),
+                positive(t.rms_factor, "rms_factor"),
                 positive(e2e.and_then(|e| e.rel_l2), "end_to_end.rel_l2"),
                 match e2e.and_then(|e| e.cosine) {
                     Some(c) if !(c > 0.0 && c <= 1.0) => {
@@ -610,6 +611,7 @@ impl<F: Fn(Location, &str, String) -> DocumentError> Validator<'_, F> {
             p.lambda = t.lambda.unwrap_or(p.lambda);
             p.bias_z = t.bias_z.unwrap_or(p.bias_z);
             p.bias_ratio = t.bias_ratio.unwrap_or(p.bias_ratio);
+            p.rms_factor = t.rms_factor.unwrap_or(p.rms_factor);
             p.lsb = t.lsb.unwrap_or(p.lsb);
             if let Some(e) = e2e {
                 p.end_to_end.rel_l2 = e.rel_l2.unwrap_or(p.end_to_end.rel_l2);

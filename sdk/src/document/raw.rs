@@ -82,12 +82,15 @@ pub struct RawTolerance {
     /// Confidence factor of the accumulation bounds (docs/error-model.md).
     #[serde(default)]
     pub lambda: Option<f64>,
-    /// Dot-product operators: largest allowed bias z-score.
+    /// Largest allowed bias z-score of the errors.
     #[serde(default)]
     pub bias_z: Option<f64>,
-    /// Dot-product operators: largest allowed |mean e| / rms e.
+    /// Largest allowed |mean t| / rms t.
     #[serde(default)]
     pub bias_ratio: Option<f64>,
+    /// Largest allowed rms of the error in units of a correct implementation's.
+    #[serde(default)]
+    pub rms_factor: Option<f64>,
     /// Integer outputs: allowed difference in units.
     #[serde(default)]
     pub lsb: Option<u64>,

@@ -3,7 +3,7 @@
 //! decomposed run against the reference fed that node's own inputs.
 
 use super::ops::{self, Call, Reference};
-use super::{judge, Judgement, Precision, Rules, TierParams};
+use super::{judge, Judgement, Precision, Rules, Statistics, TierParams};
 use crate::compare::{NanPolicy, Tier};
 use crate::document::Stage;
 use crate::error_map::ErrorMap;
@@ -17,6 +17,9 @@ pub struct StageReference {
     /// float64 for float outputs.
     pub values: HashMap<String, HostTensor>,
     pub bounds: HashMap<String, Vec<f64>>,
+    /// The standard deviation of a correct implementation's error: each
+    /// operator's rounding model propagated like the bound, without λ.
+    pub sigmas: HashMap<String, Vec<f64>>,
 }
 
 /// Computes the stage's reference and per-element bound from `inputs`, the
@@ -31,12 +34,16 @@ pub fn stage_reference(
     let r = Reference(reference);
     // float64 values: the stage's inputs widened when first read.
     let mut values: HashMap<String, HostTensor> = HashMap::new();
+    // The tier's specs: a captured input may be wider than the tier (an
+    // engine that fed a float32 value on at bf16); its values are used as given.
     let mut specs: HashMap<String, TensorSpec> = inputs
         .iter()
-        .map(|(k, v)| (k.clone(), v.spec.clone()))
+        .map(|(k, v)| (k.clone(), crate::runner::tier_spec(&v.spec, tier)))
         .collect();
-    // The variance E² of each tensor's error (absent: exact).
+    // The variance E² of each tensor's error at confidence 1 (absent: exact),
+    // and the variance σ² of a correct implementation's.
     let mut vars: HashMap<String, HostTensor> = HashMap::new();
+    let mut svars: HashMap<String, HostTensor> = HashMap::new();
     // The last node that reads each tensor: its float64 value and variance
     // are dropped after it (a block's weights and intermediates in float64
     // are several times the float32 tensors), except the stage's outputs.
@@ -66,24 +73,22 @@ pub fn stage_reference(
             params,
         };
         let ev = ops::evaluate(&r, &call)?;
-        let in_vars: Vec<Option<&HostTensor>> = node.inputs.iter().map(|n| vars.get(n)).collect();
-        let propagated = ops::propagate(&r, &call, &in_vars, &ev.value)?;
         // The node's own error adds as one more independent term, at
         // confidence 1: the stage's bound applies λ once, to the whole sum
         // (Hoeffding: a sum of independent errors bounded by B_k exceeds
         // λ·√(Σ B_k²) with probability below 2·exp(−λ²/2)).
-        let local = ev.local(1.0).into_iter().map(|b| b * b);
-        let total: Vec<f64> = match propagated {
-            Some(p) => p
-                .to_f64_vec()
-                .iter()
-                .zip(local)
-                .map(|(a, b)| a + b)
-                .collect(),
-            None => local.collect(),
-        };
-        if total.iter().any(|&e| e > 0.0) {
-            vars.insert(node.output.clone(), ops::dense(&ev.value.spec.shape, total));
+        for (all, own) in [(&mut vars, ev.local(1.0)), (&mut svars, ev.sigma.clone())] {
+            let in_vars: Vec<Option<&HostTensor>> =
+                node.inputs.iter().map(|n| all.get(n)).collect();
+            let propagated = ops::propagate(&r, &call, &in_vars, &ev.value)?;
+            let own = own.into_iter().map(|b| b * b);
+            let total: Vec<f64> = match propagated {
+                Some(p) => p.to_f64_vec().iter().zip(own).map(|(a, b)| a + b).collect(),
+                None => own.collect(),
+            };
+            if total.iter().any(|&e| e > 0.0) {
+                all.insert(node.output.clone(), ops::dense(&ev.value.spec.shape, total));
+            }
         }
         specs.insert(node.output.clone(), out_spec);
         if last_read.contains_key(node.output.as_str()) || stage.outputs.contains(&node.output) {
@@ -91,17 +96,20 @@ pub fn stage_reference(
         } else {
             // Read by no node and not an output of the stage.
             vars.remove(&node.output);
+            svars.remove(&node.output);
         }
         for n in &node.inputs {
             if last_read[n.as_str()] == i && !stage.outputs.contains(n) {
                 values.remove(n);
                 vars.remove(n);
+                svars.remove(n);
             }
         }
     }
     let mut out = StageReference {
         values: HashMap::new(),
         bounds: HashMap::new(),
+        sigmas: HashMap::new(),
     };
     for name in &stage.outputs {
         let v = values
@@ -124,7 +132,12 @@ pub fn stage_reference(
                     .collect()
             },
         );
+        let sigma = svars.get(name).map_or_else(
+            || vec![0.0; v.spec.numel()],
+            |v| v.to_f64_vec().into_iter().map(f64::sqrt).collect(),
+        );
         out.bounds.insert(name.clone(), b);
+        out.sigmas.insert(name.clone(), sigma);
         out.values.insert(name.clone(), v);
     }
     Ok(out)
@@ -190,10 +203,10 @@ pub fn check_nodes(
         let rules = Rules {
             nan,
             allowed_over_fraction,
-            bias: ev.dot.then_some((params.bias_z, params.bias_ratio)),
+            statistics: Statistics::of(params, ev.accumulates),
         };
         let (expected, bound) = (ev.value.to_f64_vec(), ev.local(params.lambda));
-        let judgement = judge(actual, &expected, &bound, rules);
+        let judgement = judge(actual, &expected, &bound, Some(&ev.sigma), rules);
         let error_map = (!judgement.passed).then(|| {
             ErrorMap::of(
                 &actual.to_f64_vec(),

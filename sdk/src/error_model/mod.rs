@@ -19,6 +19,7 @@ mod graph;
 mod ops;
 
 pub use graph::{check_nodes, stage_reference, NodeCheck, StageReference};
+pub use ops::accumulates;
 
 use crate::compare::{NanPolicy, Tier};
 use crate::{DType, HostTensor};
@@ -83,6 +84,11 @@ pub struct TierParams {
     /// shared by a row of outputs) make a tiny bias significant on a large
     /// tensor without making it large.
     pub bias_ratio: f64,
+    /// The statistical limit: the largest allowed rms of `t = (a − r) / σ`,
+    /// the error in units of the standard deviation σ a correct
+    /// implementation's error has (each operator's rounding model, propagated
+    /// like the bound). Element bounds are worst cases; this is the typical case.
+    pub rms_factor: f64,
     /// Integer outputs may differ from the reference by this many units.
     pub lsb: u64,
     pub end_to_end: EndToEnd,
@@ -109,6 +115,7 @@ impl TierParams {
             lambda: 6.0,
             bias_z: 8.0,
             bias_ratio: 0.1,
+            rms_factor: 3.0,
             lsb: 0,
             end_to_end,
         }
@@ -148,19 +155,57 @@ pub struct Judgement {
     /// `√(mean e²)`.
     #[serde(with = "crate::json_float")]
     pub rms_e: f64,
-    /// Dot-product operators: `Σe / √(Σe²)` (None where not tested).
+    /// The statistical criterion: `√(mean t²)` with `t = (a − r) / σ`, the
+    /// error in units of a correct implementation's (None where not tested:
+    /// integer and data-movement tensors, whose bound is exact).
+    #[serde(default, with = "crate::json_float::option")]
+    pub rms_t: Option<f64>,
+    /// `Σt / √(Σt²)`: a z-score of the mean error (None where not tested:
+    /// only errors made of many roundings, see `Statistics::bias`).
     #[serde(with = "crate::json_float::option")]
     pub bias_z: Option<f64>,
-    /// Dot-product operators: `mean e / rms e` (None where not tested).
+    /// `mean t / rms t` (None where not tested).
     #[serde(with = "crate::json_float::option")]
     pub bias_ratio: Option<f64>,
     /// Largest `|actual − reference|` over finite pairs.
     #[serde(with = "crate::json_float")]
     pub max_abs_error: f64,
+    /// `‖a − r‖₂ / ‖r‖₂` against the float64 reference, over finite pairs.
+    #[serde(default, with = "crate::json_float")]
+    pub rel_l2_error: f64,
     pub worst: Option<WorstElement>,
     pub passed: bool,
+    /// A failure: the least factor by which the bound and σ would have to
+    /// grow for the element and rms criteria to pass (a bias fails at any
+    /// bound: then absent). `null` when no factor would do (a NaN).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::json_float::option"
+    )]
+    pub tolerance_factor: Option<f64>,
     /// Why it failed, in words.
     pub reason: Option<String>,
+}
+
+/// The statistical criteria of a float tensor (docs/error-model.md, section 3).
+#[derive(Debug, Clone, Copy)]
+pub struct Statistics {
+    /// Largest allowed `√(mean t²)`.
+    pub rms_factor: f64,
+    /// A bias fails when both `|Σt| / √(Σt²)` and `|mean t| / rms t`
+    /// exceed these; None: the mean is not tested (see `ops::accumulates`).
+    pub bias: Option<(f64, f64)>,
+}
+
+impl Statistics {
+    /// The criteria at `params`, the mean tested when `bias`.
+    pub fn of(params: &TierParams, bias: bool) -> Statistics {
+        Statistics {
+            rms_factor: params.rms_factor,
+            bias: bias.then_some((params.bias_z, params.bias_ratio)),
+        }
+    }
 }
 
 /// How a tensor is judged.
@@ -169,9 +214,8 @@ pub struct Rules {
     pub nan: NanPolicy,
     /// Fraction of elements allowed outside their bound.
     pub allowed_over_fraction: f64,
-    /// Test the bias of the errors (dot-product operators): fail when both
-    /// `|z|` and `|mean e| / rms e` exceed these.
-    pub bias: Option<(f64, f64)>,
+    /// The statistical criteria, where the tensor has a σ.
+    pub statistics: Statistics,
 }
 
 /// The normalised error `e = (actual − reference) / bound` of one element:
@@ -209,8 +253,14 @@ const JUDGE_BLOCK: usize = 1 << 14;
 #[derive(Default)]
 struct Tally {
     over: u64,
-    sum: f64,
-    sumsq: f64,
+    sumsq_e: f64,
+    /// Σt, Σt² and their count over finite pairs with σ > 0.
+    sum_t: f64,
+    sumsq_t: f64,
+    count_t: u64,
+    /// ‖a − r‖² and ‖r‖² over finite pairs.
+    sumsq_d: f64,
+    sumsq_r: f64,
     max_abs: f64,
     /// The first element of the largest |e|, and that |e|.
     worst: Option<(usize, f64)>,
@@ -221,18 +271,29 @@ struct Tally {
 impl Tally {
     /// Writes |e| of elements `at..` into `e` and counts them.
     fn of(
-        a: &[f64],
-        reference: &[f64],
-        bound: &[f64],
+        (a, reference, bound): (&[f64], &[f64], &[f64]),
+        sigma: Option<&[f64]>,
         at: usize,
-        rules: Rules,
+        nan: NanPolicy,
         e: &mut [f64],
     ) -> Tally {
         let mut t = Tally::default();
         for (i, (((&x, &r), &b), m_out)) in a.iter().zip(reference).zip(bound).zip(e).enumerate() {
-            let ei = element_error(x, r, b, rules.nan);
+            let ei = element_error(x, r, b, nan);
             if x.is_finite() && r.is_finite() {
-                t.max_abs = t.max_abs.max((x - r).abs());
+                let d = x - r;
+                t.max_abs = t.max_abs.max(d.abs());
+                // (A difference may overflow: it is left to the bound.)
+                if (d * d).is_finite() && (r * r).is_finite() {
+                    t.sumsq_d += d * d;
+                    t.sumsq_r += r * r;
+                }
+                let ti = sigma.map_or(f64::NAN, |s| d / s[i]);
+                if ti.is_finite() && sigma.is_some_and(|s| s[i] > 0.0) {
+                    t.sum_t += ti;
+                    t.sumsq_t += ti * ti;
+                    t.count_t += 1;
+                }
             } else if ei != 0.0 {
                 t.nonfinite.get_or_insert(at + i);
             }
@@ -244,8 +305,7 @@ impl Tally {
                 t.worst = Some((at + i, m));
             }
             if m.is_finite() {
-                t.sum += ei;
-                t.sumsq += ei * ei;
+                t.sumsq_e += ei * ei;
             }
             *m_out = m;
         }
@@ -256,8 +316,12 @@ impl Tally {
     fn then(self, next: Tally) -> Tally {
         Tally {
             over: self.over + next.over,
-            sum: self.sum + next.sum,
-            sumsq: self.sumsq + next.sumsq,
+            sumsq_e: self.sumsq_e + next.sumsq_e,
+            sum_t: self.sum_t + next.sum_t,
+            sumsq_t: self.sumsq_t + next.sumsq_t,
+            count_t: self.count_t + next.count_t,
+            sumsq_d: self.sumsq_d + next.sumsq_d,
+            sumsq_r: self.sumsq_r + next.sumsq_r,
             max_abs: self.max_abs.max(next.max_abs),
             worst: match (self.worst, next.worst) {
                 (Some((_, w)), Some((j, m))) if m > w => Some((j, m)),
@@ -270,11 +334,23 @@ impl Tally {
 }
 
 /// Judges `actual` against the float64 `reference` with per-element `bound`
-/// (all three the same length, row-major over `shape`).
-pub fn judge(actual: &HostTensor, reference: &[f64], bound: &[f64], rules: Rules) -> Judgement {
+/// and, for float tensors, `sigma`, the standard deviation of a correct
+/// implementation's error (all the same length, row-major over `shape`).
+/// Elements whose σ is 0 (exact, or flushed) are left to their bound.
+pub fn judge(
+    actual: &HostTensor,
+    reference: &[f64],
+    bound: &[f64],
+    sigma: Option<&[f64]>,
+    rules: Rules,
+) -> Judgement {
     let a = actual.to_f64_vec();
     assert_eq!(a.len(), reference.len(), "a reference per element");
     assert_eq!(a.len(), bound.len(), "a bound per element");
+    assert!(
+        sigma.is_none_or(|s| s.len() == a.len()),
+        "a sigma per element"
+    );
     let mut e = vec![0.0; a.len()];
     // Blocks of a fixed size, tallied in parallel and combined in order: the
     // sums do not depend on the number of threads.
@@ -285,25 +361,16 @@ pub fn judge(actual: &HostTensor, reference: &[f64], bound: &[f64], rules: Rules
             let at = blk * JUDGE_BLOCK;
             let end = at + e.len();
             Tally::of(
-                &a[at..end],
-                &reference[at..end],
-                &bound[at..end],
+                (&a[at..end], &reference[at..end], &bound[at..end]),
+                sigma.map(|s| &s[at..end]),
                 at,
-                rules,
+                rules.nan,
                 e,
             )
         })
         .collect::<Vec<_>>()
         .into_iter()
         .fold(Tally::default(), Tally::then);
-    let Tally {
-        over,
-        sum,
-        sumsq,
-        max_abs,
-        worst,
-        nonfinite: nonfinite_reason,
-    } = tally;
     let n = e.len();
     // Percentiles, largest first: a selection leaves the values at or below
     // it in front, so the next one searches only those.
@@ -314,36 +381,65 @@ pub fn judge(actual: &HostTensor, reference: &[f64], bound: &[f64], rules: Rules
         }
         *e[..=upto].select_nth_unstable_by(k, f64::total_cmp).1
     };
+    let allowed = (rules.allowed_over_fraction * n as f64).floor() as u64;
+    // The |e| the bound must reach for `allowed` elements at most to lie past it.
+    let needed_e = if tally.over > allowed {
+        pct(n - 1, n - 1 - allowed as usize)
+    } else {
+        0.0
+    };
     let p99 = pct(n.saturating_sub(1), rank(0.99));
     let p90 = pct(rank(0.99), rank(0.9));
     let p50 = pct(rank(0.9), rank(0.5));
-    let max_e = worst.map_or(0.0, |(_, m)| m);
-    let bias_z = rules
-        .bias
-        .map(|_| if sumsq > 0.0 { sum / sumsq.sqrt() } else { 0.0 });
+    let max_e = tally.worst.map_or(0.0, |(_, m)| m);
+    let stats = rules.statistics;
+    let tested = tally.count_t > 0;
+    let rms_t = tested.then(|| (tally.sumsq_t / tally.count_t as f64).sqrt());
+    let bias_z = (tested && stats.bias.is_some()).then(|| {
+        if tally.sumsq_t > 0.0 {
+            tally.sum_t / tally.sumsq_t.sqrt()
+        } else {
+            0.0
+        }
+    });
     // z / √n = mean / rms.
-    let bias_ratio = bias_z.map(|z| z / (n.max(1) as f64).sqrt());
-    let allowed = (rules.allowed_over_fraction * n as f64).floor() as u64;
+    let bias_ratio = bias_z.map(|z| z / (tally.count_t as f64).sqrt());
     let mut reason = None;
-    if over > allowed {
-        reason = Some(match nonfinite_reason {
+    let mut factor = None;
+    let rms_over = rms_t.filter(|&r| r > stats.rms_factor);
+    if tally.over > allowed {
+        factor = Some(needed_e);
+        reason = Some(match tally.nonfinite {
             Some(i) => format!(
-                "{over} of {n} elements outside their bound (a NaN or Inf where the reference has {} at flat index {i})",
-                reference[i]
+                "{} of {n} elements outside their bound (a NaN or Inf where the reference has {} at flat index {i})",
+                tally.over, reference[i]
             ),
-            None => format!("{over} of {n} elements outside their bound (largest |e| {max_e:.3})"),
+            None => format!(
+                "{} of {n} elements outside their bound (largest |e| {max_e:.3})",
+                tally.over
+            ),
         });
-    } else if let (Some(z), Some(ratio), Some((z_limit, ratio_limit))) =
-        (bias_z, bias_ratio, rules.bias)
+    }
+    if let Some(r) = rms_over {
+        factor = Some(factor.map_or(r / stats.rms_factor, |f: f64| f.max(r / stats.rms_factor)));
+        reason.get_or_insert_with(|| {
+            format!(
+                "the error's rms is {r:.2} times what a correct implementation shows (limit {})",
+                stats.rms_factor
+            )
+        });
+    }
+    if let (None, Some(z), Some(ratio), Some((z_limit, ratio_limit))) =
+        (&reason, bias_z, bias_ratio, stats.bias)
     {
         if z.abs() > z_limit && ratio.abs() > ratio_limit {
             reason = Some(format!(
-                "systematic bias: the mean normalised error is {z:.1} standard deviations from 0 (limit {z_limit}) and {:.2} of the errors' rms (limit {ratio_limit})",
-                ratio.abs()
+                "systematic bias: the mean error is {z:.1} standard deviations from 0 (limit {z_limit}) and {:.2} of the errors' rms (limit {ratio_limit})",
+                ratio.abs(),
             ));
         }
     }
-    let worst = worst.map(|(i, _)| WorstElement {
+    let worst = tally.worst.map(|(i, _)| WorstElement {
         index: crate::compare::unravel(i, &actual.spec.shape),
         actual: a[i],
         reference: reference[i],
@@ -351,21 +447,28 @@ pub fn judge(actual: &HostTensor, reference: &[f64], bound: &[f64], rules: Rules
     });
     Judgement {
         elements: n as u64,
-        over_bound: over,
+        over_bound: tally.over,
         max_e,
         p50_e: p50,
         p90_e: p90,
         p99_e: p99,
         rms_e: if n > 0 {
-            (sumsq / n as f64).sqrt()
+            (tally.sumsq_e / n as f64).sqrt()
         } else {
             0.0
         },
+        rms_t,
         bias_z,
         bias_ratio,
-        max_abs_error: max_abs,
+        max_abs_error: tally.max_abs,
+        rel_l2_error: if tally.sumsq_r > 0.0 {
+            (tally.sumsq_d / tally.sumsq_r).sqrt()
+        } else {
+            tally.sumsq_d.sqrt()
+        },
         worst,
         passed: reason.is_none(),
+        tolerance_factor: factor.map(|f| if f.is_finite() { f.max(1.0) } else { f }),
         reason,
     }
 }

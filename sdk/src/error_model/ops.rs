@@ -54,8 +54,12 @@ pub(super) struct Evaluated {
     /// outright plus accumulations bounded with confidence λ.
     fixed: Vec<f64>,
     scaled: Vec<f64>,
-    /// A dot product (linear, conv2d): its errors are also tested for bias.
-    pub dot: bool,
+    /// The standard deviation of a correct implementation's error, per
+    /// element (`rounding model` below): the statistical criteria's unit.
+    /// All zero for exact operators.
+    pub sigma: Vec<f64>,
+    /// The mean of the error is tested too (`accumulates`).
+    pub accumulates: bool,
 }
 
 impl Evaluated {
@@ -114,18 +118,17 @@ pub(super) fn evaluate(r: &Reference, c: &Call) -> Result<Evaluated, Error> {
             value,
             fixed: vec![c.params.lsb as f64; n],
             scaled: vec![0.0; n],
-            dot: false,
+            sigma: vec![0.0; n],
+            accumulates: false,
         });
     };
     let v = value.to_f64_vec();
-    let mut dot = false;
     let exact = |b: Vec<f64>| {
         let n = b.len();
         (b, vec![0.0; n])
     };
     let (fixed, scaled) = match c.node {
         Node::Linear | Node::Conv2d(_) => {
-            dot = true;
             let mags: Vec<HostTensor> = c.inputs.iter().map(|t| abs(t)).collect();
             let refs: Vec<&HostTensor> = mags.iter().collect();
             let bnd = r.exec(c.op, c.attrs, &refs)?.to_f64_vec();
@@ -198,12 +201,104 @@ pub(super) fn evaluate(r: &Reference, c: &Call) -> Result<Evaluated, Error> {
         }
         Node::ResizePilBicubic { .. } => exact(vec![c.params.lsb as f64; v.len()]),
     };
+    let sigma = sigma(r, c, &value, &v, p, &fixed, &scaled)?;
     Ok(Evaluated {
         value,
         fixed,
         scaled,
-        dot,
+        sigma,
+        accumulates: accumulates(c.op),
     })
+}
+
+/// Operators whose error is a sum of many roundings (dot products): their
+/// errors average out, so a mean away from 0 is a biased kernel (one that
+/// rounds up, or accumulates too narrowly). An elementwise operator's error is
+/// a fixed function of its input value, and on data with few distinct values
+/// (an 8-bit image divided by 255) a correctly rounded result has a mean error
+/// of 0.85 of its rms: their mean is not tested.
+pub fn accumulates(op: Op) -> bool {
+    matches!(op, Op::Linear | Op::Conv2d | Op::Sdpa)
+}
+
+/// The variance of one rounding to nearest of `x` at unit roundoff `u`: the
+/// error is uniform on ±half an ulp, and half an ulp is at most `u·|x|`.
+fn rounding_var(u: f64, x: f64) -> f64 {
+    u * u * x * x / 3.0
+}
+
+/// The error variance, in units of `u²/3`, of a sum of `n` terms computed one
+/// after the other (the order a blocked GEMM or a loop follows; pairwise and
+/// tree orders have smaller partial sums): each addition rounds its partial
+/// sum `s_k`, so the variance is `Σ s_k²·u²/3`. For terms in no particular
+/// order with total `v` and squares summing to `q`, the partial sums drift
+/// towards `v` with a random walk about that line: `E Σ s_k² ≈ n·(v²/3 +
+/// q/6)`. Each term's own rounding (a product) adds `q`.
+fn sum_var(n: usize, v: f64, q: f64) -> f64 {
+    let n = n.max(1) as f64;
+    n * (v * v / 3.0 + q / 6.0) + q
+}
+
+/// The standard deviation of a correct implementation's error, per element
+/// (docs/error-model.md, "The rounding model"): each rounding an independent
+/// error uniform on ±half an ulp, sums in sequence. Where the operator is
+/// exact it is 0. (The per-operator rules return variances.)
+fn sigma(
+    r: &Reference,
+    c: &Call,
+    value: &HostTensor,
+    v: &[f64],
+    p: Precision,
+    fixed: &[f64],
+    scaled: &[f64],
+) -> Result<Vec<f64>, Error> {
+    let (u, ua) = (p.u, p.u_acc);
+    // A result computed in float32 and stored narrower is rounded twice.
+    let stored = |v: f64| {
+        rounding_var(u, v) + if u > ua { rounding_var(ua, v) } else { 0.0 } + p.tiny * p.tiny / 3.0
+    };
+    let var: Vec<f64> = match c.node {
+        Node::Linear | Node::Conv2d(_) => {
+            let squares: Vec<HostTensor> = c.inputs.iter().map(|t| square(t)).collect();
+            let refs: Vec<&HostTensor> = squares.iter().collect();
+            let q = r.exec(c.op, c.attrs, &refs)?.to_f64_vec();
+            let w = &c.inputs[1].spec.shape;
+            let n = w[1..].iter().product::<usize>() + usize::from(c.inputs.len() == 3);
+            v.iter()
+                .zip(&q)
+                .map(|(&v, &q)| stored(v) + ua * ua / 3.0 * sum_var(n, v, q))
+                .collect()
+        }
+        Node::Add | Node::Sub | Node::Mul | Node::Cast(_) => v.iter().map(|&v| stored(v)).collect(),
+        Node::Div => v.iter().map(|&v| stored(v) + rounding_var(ua, v)).collect(),
+        Node::Gelu => {
+            // erf to about an ulp of 1 + erf, times |x|/2, and the products.
+            let x = c.inputs[0].to_f64_vec();
+            v.iter()
+                .zip(&x)
+                .map(|(&v, &x)| stored(v) + rounding_var(ua, 2.0 * v.abs() + x.abs()))
+                .collect()
+        }
+        Node::Softmax { axis } => {
+            let x = c.inputs[0].to_f64_vec();
+            softmax_sigma(&x, v, &value.spec.shape, *axis, p)
+        }
+        Node::LayerNorm { axis, eps } => layer_norm_sigma(c.inputs, *axis, *eps, p),
+        Node::Sdpa(s) => sdpa_sigma(c.inputs, s.scale, p),
+        // Coordinates and taps computed in float32 make the resize's error
+        // depend on the implementation's arithmetic more than on rounding:
+        // the local bound at λ = 1 stands in for a standard deviation.
+        Node::ResizeBicubic(_) => fixed
+            .iter()
+            .zip(scaled)
+            .map(|(f, s)| (f + s).powi(2) / 3.0)
+            .collect(),
+        Node::Crop(_) | Node::Reshape | Node::Permute { .. } | Node::Concat { .. } => {
+            vec![0.0; v.len()]
+        }
+        Node::ResizePilBicubic { .. } => vec![0.0; v.len()],
+    };
+    Ok(var.into_iter().map(f64::sqrt).collect())
 }
 
 /// Propagates the errors already in the inputs to the output, to first
@@ -394,6 +489,28 @@ fn softmax_local(
     out
 }
 
+/// Softmax's rounding model (variances): the exponent's argument (`u·|x − max|`), `exp`
+/// (an ulp), the sum of `n` positive terms whose partial sums reach the total
+/// (`n/2` of them, on average, once the largest term is in), the division,
+/// and the stored result.
+fn softmax_sigma(x: &[f64], p_out: &[f64], shape: &[usize], axis: usize, p: Precision) -> Vec<f64> {
+    let (outer, n, inner) = lanes(shape, axis);
+    let mut out = vec![0.0; x.len()];
+    for o in 0..outer {
+        for i in 0..inner {
+            let at = |j: usize| (o * n + j) * inner + i;
+            let m = (0..n).map(|j| x[at(j)]).fold(f64::NEG_INFINITY, f64::max);
+            for j in 0..n {
+                let (pj, d) = (p_out[at(j)], x[at(j)] - m);
+                let rel = p.u_acc * p.u_acc * ((1.0 + d.abs()).powi(2) + n as f64 / 2.0 + 2.0)
+                    + p.u * p.u;
+                out[at(j)] = pj * pj * rel / 3.0 + p.tiny * p.tiny / 3.0;
+            }
+        }
+    }
+    out
+}
+
 /// `∂P_i/∂x_j = P_i(δ_ij − P_j)`, so `Σ_j J_ij²·V_j ≤ P_i²(V_i + Σ_j P_j²·V_j)`.
 fn softmax_propagate(p_out: &[f64], v: &[f64], shape: &[usize], axis: usize) -> Vec<f64> {
     let (outer, n, inner) = lanes(shape, axis);
@@ -464,6 +581,42 @@ fn layer_norm_local(
         }));
     }
     local
+}
+
+/// LayerNorm's rounding model (variances; centred statistics): the sum for the mean,
+/// the centred values `c = x − μ` (the mean's error shared by the row), the
+/// sum of their squares (where the mean's error cancels, `Σc = 0`), the
+/// square root, and `γ·c/s + β`.
+fn layer_norm_sigma(inputs: &[&HostTensor], axis: usize, eps: f64, p: Precision) -> Vec<f64> {
+    let x = inputs[0].to_f64_vec();
+    let (gamma, beta) = (inputs[1].to_f64_vec(), inputs[2].to_f64_vec());
+    let d: usize = inputs[0].spec.shape[axis..].iter().product();
+    let (u, dn) = (p.u_acc, d.max(1) as f64);
+    let k = u * u / 3.0;
+    let mut out = Vec::with_capacity(x.len());
+    for Row { x: row, mu, var, s } in layer_norm_rows(&x, d, eps) {
+        let sum_sq: f64 = row.iter().map(|v| v * v).sum();
+        let var_mu = k * (sum_var(d, mu * dn, sum_sq) / (dn * dn) + mu * mu);
+        let c4: f64 = row.iter().map(|v| (v - mu).powi(4)).sum();
+        let q = var * dn;
+        // Σc²: its additions, its squares, and 2c·δc of each term's own rounding.
+        let var_q = k * (sum_var(d, q, c4) + 4.0 * c4);
+        let var_var = var_q / (dn * dn) + k * var * var;
+        // δs/s: half the relative error of σ² + eps, and the square root.
+        let rel_s = 0.25 * var_var / (var + eps).powi(2) + 2.0 * k;
+        out.extend(row.iter().enumerate().map(|(j, &v)| {
+            let c = v - mu;
+            let xh = c / s;
+            let y = gamma[j] * xh + beta[j];
+            let var_c = k * c * c + var_mu;
+            let total = gamma[j].powi(2) * (var_c / (s * s) + xh * xh * rel_s)
+                + k * ((gamma[j] * xh).powi(2) + y * y)
+                + rounding_var(p.u, y)
+                + p.tiny * p.tiny / 3.0;
+            total
+        }));
+    }
+    out
 }
 
 /// LayerNorm's propagation of the input variances `vars` (x, weight, bias):
@@ -646,6 +799,62 @@ fn sdpa(
         }
     }
     (fixed, scaled, prop)
+}
+
+/// Attention's rounding model (variances), per batch index: the logits as dot products
+/// over `D` (scaled), the probabilities as a softmax of them (its own
+/// roundings plus the logits' errors through its derivative), stored at the
+/// tier's precision, and `P·v` as dot products over `Lk`.
+fn sdpa_sigma(inputs: &[&HostTensor], scale: f64, p: Precision) -> Vec<f64> {
+    let (q, k, v) = (
+        inputs[0].to_f64_vec(),
+        inputs[1].to_f64_vec(),
+        inputs[2].to_f64_vec(),
+    );
+    let qs = &inputs[0].spec.shape;
+    let r = qs.len();
+    let (lq, dk) = (qs[r - 2], qs[r - 1]);
+    let lk = inputs[1].spec.shape[r - 2];
+    let dv = inputs[2].spec.shape[r - 1];
+    let batch: usize = qs[..r - 2].iter().product();
+    let ku = p.u_acc * p.u_acc / 3.0;
+    let sq = |x: &[f64]| x.iter().map(|v| v * v).collect::<Vec<_>>();
+    let mut out = Vec::with_capacity(batch * lq * dv);
+    for b in 0..batch {
+        let qb = &q[b * lq * dk..][..lq * dk];
+        let kb = &k[b * lk * dk..][..lk * dk];
+        let vb = &v[b * lk * dv..][..lk * dv];
+        let raw = matmul(qb, kb, (lq, dk, lk), true);
+        let q2 = matmul(&sq(qb), &sq(kb), (lq, dk, lk), true);
+        let var_s: Vec<f64> = raw
+            .iter()
+            .zip(&q2)
+            .map(|(&s, &q)| scale * scale * ku * sum_var(dk, s, q) + ku * (scale * s).powi(2))
+            .collect();
+        let (mut pm, mut var_p) = (vec![0.0; lq * lk], vec![0.0; lq * lk]);
+        for i in 0..lq {
+            let row = i * lk..(i + 1) * lk;
+            let si: Vec<f64> = raw[row.clone()].iter().map(|s| s * scale).collect();
+            let m = si.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let pi = &mut pm[row.clone()];
+            pi.iter_mut().zip(&si).for_each(|(p, x)| *p = (x - m).exp());
+            let z: f64 = pi.iter().sum();
+            pi.iter_mut().for_each(|p| *p /= z);
+            let spread: f64 = (0..lk).map(|j| pi[j] * pi[j] * var_s[i * lk + j]).sum();
+            for j in 0..lk {
+                let own = ku * ((1.0 + (si[j] - m).abs()).powi(2) + lk as f64 / 2.0 + 2.0);
+                var_p[i * lk + j] =
+                    pi[j] * pi[j] * (var_s[i * lk + j] + spread + own + p.u * p.u / 3.0);
+            }
+        }
+        let o = matmul(&pm, vb, (lq, lk, dv), false);
+        let q3 = matmul(&sq(&pm), &sq(vb), (lq, lk, dv), false);
+        let carried = matmul(&var_p, &sq(vb), (lq, lk, dv), false);
+        out.extend(o.iter().zip(&q3).zip(&carried).map(|((&o, &q), &c)| {
+            c + ku * sum_var(lk, o, q) + rounding_var(p.u, o) + p.tiny * p.tiny / 3.0
+        }));
+    }
+    out
 }
 
 /// The spec of a node's output when computed at the tier (for its precision).

@@ -1037,7 +1037,7 @@ pub fn to_tier(t: &HostTensor, tier: Tier) -> HostTensor {
     }
 }
 
-pub(super) fn tier_spec(s: &TensorSpec, tier: Tier) -> TensorSpec {
+pub(crate) fn tier_spec(s: &TensorSpec, tier: Tier) -> TensorSpec {
     match tier.float_dtype() {
         Some(d) if s.dtype.is_float() => TensorSpec::new(d, &s.shape),
         _ => s.clone(),

@@ -7,7 +7,9 @@ use super::{invariants, Drift, Execution, OutputResult, Round, Source, StageResu
 use crate::compare::Tier;
 use crate::document::Stage;
 use crate::error_map::{self, ErrorMap};
-use crate::error_model::{self, NodeCheck, Precision, Rules, StageReference, TierParams};
+use crate::error_model::{
+    self, NodeCheck, Precision, Rules, StageReference, Statistics, TierParams,
+};
 use crate::execution::Finding;
 use crate::isolation::Failure;
 use crate::suite::{Suite, SuiteError};
@@ -218,12 +220,21 @@ impl StageContext<'_> {
         let rules = Rules {
             nan: stage.nan,
             allowed_over_fraction: stage.mismatch_fraction,
-            bias: None,
+            // A stage's outputs carry its dot products' errors: their mean is
+            // tested when it has one (`error_model::accumulates`).
+            statistics: Statistics::of(
+                self.params(),
+                stage.graph.iter().any(|n| error_model::accumulates(n.op)),
+            ),
         };
         let mut passed = true;
         for name in &stage.outputs {
             let actual = &values[name];
-            let (ref_value, bound) = (&reference.values[name], &reference.bounds[name]);
+            let (ref_value, bound, sigma) = (
+                &reference.values[name],
+                &reference.bounds[name],
+                &reference.sigmas[name],
+            );
             if ref_value.spec.shape != actual.spec.shape {
                 return Err(format!(
                     "`{name}`: shape {:?} does not match the reference {:?}",
@@ -235,7 +246,7 @@ impl StageContext<'_> {
                 check_golden(name, ref_value, &golden)?;
             }
             let expected = ref_value.to_f64_vec();
-            let judgement = error_model::judge(actual, &expected, bound, rules);
+            let judgement = error_model::judge(actual, &expected, bound, Some(sigma), rules);
             passed &= judgement.passed;
             // (The differential round's outputs are judged, not drawn.)
             let error_map = (self.round == Round::Main
@@ -365,7 +376,13 @@ impl StageContext<'_> {
         let mut failed = Vec::new();
         for name in stage.outputs.iter().filter(|n| differs(n)) {
             let expected = reference.values[name].to_f64_vec();
-            let j = error_model::judge(&repeat[name], &expected, &reference.bounds[name], rules);
+            let j = error_model::judge(
+                &repeat[name],
+                &expected,
+                &reference.bounds[name],
+                Some(&reference.sigmas[name]),
+                rules,
+            );
             if !j.passed {
                 failed.push(format!("`{name}` (|e| {:.3e})", j.max_e));
                 result.findings.push(Finding::RepeatOutOfBounds {
