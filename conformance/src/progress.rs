@@ -81,6 +81,7 @@ impl Bars {
                     bar.inc(1);
                 }
             }
+            Event::Outputs { .. } => {}
         }
     }
 

@@ -1,5 +1,6 @@
 //! The results table printed by `run` and `check`.
 
+use vips_sdk::error_model::Judgement;
 use vips_sdk::runner::{self, RunReport, Status};
 
 fn sci(v: f64) -> String {
@@ -12,6 +13,40 @@ fn e(v: f64) -> String {
         format!("{v:.3}")
     } else {
         sci(v)
+    }
+}
+
+/// The least tolerance that would pass a failing judgement, in words.
+fn least(j: &Judgement) -> String {
+    match j.tolerance_factor {
+        Some(k) if k.is_finite() => format!(" (passes with the bound ×{})", e(k)),
+        Some(_) => " (no bound passes it)".into(),
+        None => String::new(),
+    }
+}
+
+/// The table's ×tol: the largest factor a failing output or the drill-down
+/// operator needs; "bias" where only a bias failed (no bound passes it).
+fn tolerance(s: &runner::StageResult) -> String {
+    let judged = s
+        .outputs
+        .iter()
+        .map(|o| &o.judgement)
+        .chain(s.drill_down.as_ref().map(|d| &d.judgement))
+        .filter(|j| !j.passed);
+    let mut bias = false;
+    let mut most: Option<f64> = None;
+    for j in judged {
+        match j.tolerance_factor {
+            Some(k) => most = Some(most.map_or(k, |m| m.max(k))),
+            None => bias = true,
+        }
+    }
+    match most {
+        Some(k) if k.is_finite() => e(k),
+        Some(_) => "inf".into(),
+        None if bias => "bias".into(),
+        None => "-".into(),
     }
 }
 
@@ -57,15 +92,19 @@ pub fn print(r: &RunReport) {
                 .and_then(|v| v.as_str().map(str::to_string))
                 .unwrap_or_default()
         );
-        // |e| is the error over its bound: below 1 passes; 1 − max|e| is the margin.
+        // |e| is the error over its bound: below 1 passes; 1 − max|e| is the
+        // margin. rms t is the error over a correct implementation's σ (the
+        // limit is the tier's rms_factor); ×tol the least factor by which the
+        // bound would have to grow for a failing stage to pass.
         println!(
-            "{:<22} {:<10} {:<13} {:>8} {:>8} {:>8}  {:<28} {:>10} {:>9}",
+            "{:<22} {:<10} {:<13} {:>8} {:>8} {:>8} {:>7}  {:<28} {:>10} {:>9}",
             "stage",
             "execution",
             "status",
             "max|e|",
             "p99|e|",
-            "rms e",
+            "rms t",
+            "×tol",
             "tightest operator (max|e|)",
             "drift L2",
             "time"
@@ -83,15 +122,21 @@ pub fn print(r: &RunReport) {
                 .outputs
                 .iter()
                 .max_by(|a, b| a.judgement.max_e.total_cmp(&b.judgement.max_e));
-            let (max_e, p99, rms, drift) = match worst_output {
+            let (max_e, p99, drift) = match worst_output {
                 Some(o) => (
                     e(o.judgement.max_e),
                     e(o.judgement.p99_e),
-                    e(o.judgement.rms_e),
                     sci(o.drift.rel_l2_error),
                 ),
-                None => ("-".into(), "-".into(), "-".into(), "-".into()),
+                None => ("-".into(), "-".into(), "-".into()),
             };
+            let rms = s
+                .outputs
+                .iter()
+                .filter_map(|o| o.judgement.rms_t)
+                .reduce(f64::max)
+                .map_or("-".into(), e);
+            let tol = tolerance(s);
             let tight = s.tightest_node.as_ref().map_or(String::new(), |n| {
                 format!(
                     "{} {}",
@@ -100,7 +145,7 @@ pub fn print(r: &RunReport) {
                 )
             });
             println!(
-                "{:<22} {:<10} {:<13} {max_e:>8} {p99:>8} {rms:>8}  {tight:<28} {drift:>10} {:>7.1}ms",
+                "{:<22} {:<10} {:<13} {max_e:>8} {p99:>8} {rms:>8} {tol:>7}  {tight:<28} {drift:>10} {:>7.1}ms",
                 s.stage,
                 exec,
                 s.status.label(),
@@ -116,11 +161,15 @@ pub fn print(r: &RunReport) {
             {
                 println!("    {f}");
             }
+            for n in &s.notes {
+                println!("    note: {n}");
+            }
             for o in s.outputs.iter().filter(|o| !o.judgement.passed) {
                 println!(
-                    "    `{}`: {}",
+                    "    `{}`: {}{}",
                     o.tensor,
-                    o.judgement.reason.as_deref().unwrap_or("")
+                    o.judgement.reason.as_deref().unwrap_or(""),
+                    least(&o.judgement)
                 );
                 if let Some(w) = &o.judgement.worst {
                     println!(
@@ -141,15 +190,19 @@ pub fn print(r: &RunReport) {
             if let Some(d) = &s.drill_down {
                 let j = &d.judgement;
                 println!(
-                    "    drill-down: first operator out of its bound is node {} `{}` -> `{}`: {}",
+                    "    drill-down: first operator out of its bound is node {} `{}` -> `{}`: {}{}",
                     d.node,
                     d.op,
                     d.output,
-                    j.reason.as_deref().unwrap_or("")
+                    j.reason.as_deref().unwrap_or(""),
+                    least(j)
                 );
             }
             if let Some(n) = &s.drill_down_note {
                 println!("    drill-down: {n}");
+            }
+            for c in &s.coverage {
+                println!("    coverage: {c}");
             }
         }
         if let Some(first) = &t.first_divergent_stage {

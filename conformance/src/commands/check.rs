@@ -13,9 +13,10 @@ pub struct Args {
     /// Captured stage outputs by tensor name (.npy named after the tensor,
     /// .npz, .safetensors); repeatable. Each stage is judged as computed from
     /// its inputs in the tier's dtype (capture at the precision you compute
-    /// in: float32 work checks at fp32); captures are rounded to it. In
-    /// chained mode each stage's inputs are the captured outputs of the
-    /// stages before it.
+    /// in: float32 work checks at fp32); captures are rounded to it (the
+    /// stage's notes say so). In chained mode each stage's inputs are the
+    /// captured outputs of the stages before it, or, captured as
+    /// `INPUT@STAGE`, the input exactly as the engine fed it to that stage.
     #[arg(long = "tensors", required = true)]
     tensors: Vec<PathBuf>,
     #[command(flatten)]
@@ -28,8 +29,9 @@ pub fn run(args: Args) -> super::Outcome {
     let mut captured = HashMap::new();
     let mut from = HashMap::new();
     for path in &args.tensors {
-        // Only the suite's tensors are read (an unused `.npz` member is not inflated).
-        let wanted = |name: &str| suite.spec(name).is_some();
+        // Only the suite's tensors and stage inputs are read (an unused
+        // `.npz` member is not inflated).
+        let wanted = |name: &str| runner::is_captured_name(&suite, name);
         let capture = vips_sdk::capture::read_selected(path, &wanted).map_err(|e| e.to_string())?;
         for (name, t) in capture.tensors {
             if let Some(first) = from.insert(name.clone(), path.clone()) {

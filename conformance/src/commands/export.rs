@@ -5,7 +5,7 @@ use crate::suites;
 use std::path::Path;
 use std::process::ExitCode;
 use vips_sdk::suite::Suite;
-use vips_sdk::DType;
+use vips_sdk::{DType, HostTensor};
 
 pub fn run(suite: &str, out: &Path) -> super::Outcome {
     let suite = Suite::open(&suites::resolve(suite)?).map_err(|e| e.to_string())?;
@@ -16,6 +16,16 @@ pub fn run(suite: &str, out: &Path) -> super::Outcome {
         .map(|t| suite.tensor(&t.name).map(|v| (t.name.clone(), v)))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| e.to_string())?;
+    write(out, &tensors)?;
+    println!("wrote {} ({} tensors)", out.display(), tensors.len());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Writes named tensors as one .safetensors file.
+pub fn write(
+    out: &Path,
+    tensors: &[(String, impl std::ops::Deref<Target = HostTensor>)],
+) -> Result<(), String> {
     let views = tensors
         .iter()
         .map(|(name, t)| {
@@ -34,7 +44,5 @@ pub fn run(suite: &str, out: &Path) -> super::Outcome {
         })
         .collect::<Result<Vec<_>, _>>()?;
     safetensors::serialize_to_file(views, None, out)
-        .map_err(|e| format!("{}: cannot write: {e}", out.display()))?;
-    println!("wrote {} ({} tensors)", out.display(), tensors.len());
-    Ok(ExitCode::SUCCESS)
+        .map_err(|e| format!("{}: cannot write: {e}", out.display()))
 }

@@ -5,15 +5,17 @@ use crate::reports::{KeySource, ReportFiles};
 use crate::results::ResultFiles;
 use crate::{suites, table};
 use clap::ValueEnum;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 use vips_sdk::certify::Statement;
+use vips_sdk::compare::Tier;
 use vips_sdk::execution::Backend;
 use vips_sdk::isolation::{Failure, Worker, WorkerCommand};
 use vips_sdk::runner::{self, Baseline, Event, Mode, RunOptions, RunReport};
 use vips_sdk::suite::Suite;
-use vips_sdk::Provider;
+use vips_sdk::{HostTensor, Provider};
 
 #[derive(Clone, Copy, ValueEnum)]
 enum AfterTimeout {
@@ -108,6 +110,11 @@ pub struct Args {
     /// repeatable; recorded in the report.
     #[arg(long, value_name = "DIR")]
     sandbox_bind_rw: Vec<PathBuf>,
+    /// Also write every stage's outputs, as the provider computed them, to
+    /// this .safetensors file (`check --tensors` reads it back); with several
+    /// tiers put `{tier}` in the path.
+    #[arg(long, value_name = "FILE.safetensors")]
+    save_outputs: Option<PathBuf>,
     #[command(flatten)]
     common: Common,
 }
@@ -264,6 +271,14 @@ pub fn run(args: Args) -> super::Outcome {
         .as_deref()
         .map(|p| ReportFiles::create(p, &opts.tiers))
         .transpose()?;
+    if let Some(p) = &args.save_outputs {
+        if opts.tiers.len() > 1 && !p.to_string_lossy().contains("{tier}") {
+            return Err(format!(
+                "--save-outputs {}: with several tiers put `{{tier}}` in the path (e.g. outputs-{{tier}}.safetensors)",
+                p.display()
+            ));
+        }
+    }
     let mut files = args.common.result_files()?;
     let backend = if args.no_isolate {
         let device = Provider::open_by_name(&args.provider)
@@ -302,14 +317,29 @@ pub fn run(args: Args) -> super::Outcome {
     };
     let mode = opts.mode;
     let bars = Bars::new(&opts.tiers, args.common.quiet || args.common.json);
+    let mut saved: BTreeMap<Tier, Vec<(String, HostTensor)>> = BTreeMap::new();
     let report = runner::run_on(&suite, backend, &reference, &opts, &mut |e| {
         bars.event(&e);
-        if let Event::Finished(r) = e {
-            files.stage(mode, r)
+        match e {
+            Event::Finished(r) => files.stage(mode, r),
+            Event::Outputs { tier, outputs, .. } if args.save_outputs.is_some() => {
+                let tensors = saved.entry(tier).or_default();
+                tensors.extend(outputs.iter().map(|(k, v)| (k.clone(), v.clone())));
+            }
+            _ => {}
         }
     });
     bars.clear();
     let report = report.map_err(|e| e.to_string())?;
+    if let Some(template) = &args.save_outputs {
+        for (tier, tensors) in &mut saved {
+            tensors.sort_by(|a, b| a.0.cmp(&b.0));
+            let path = PathBuf::from(template.to_string_lossy().replace("{tier}", tier.name()));
+            let refs: Vec<(String, &HostTensor)> =
+                tensors.iter().map(|(k, v)| (k.clone(), v)).collect();
+            super::export::write(&path, &refs)?;
+        }
+    }
     // Every worker is gone (run_on released the provider and confirmed its
     // processes ended): only now is the key read, and only if that was
     // confirmed.

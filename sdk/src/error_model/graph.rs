@@ -2,6 +2,7 @@
 //! (local bounds propagated node by node), and the check of every node of a
 //! decomposed run against the reference fed that node's own inputs.
 
+use super::coverage;
 use super::ops::{self, Call, Reference};
 use super::{judge, Judgement, Precision, Rules, Statistics, TierParams};
 use crate::compare::{NanPolicy, Tier};
@@ -20,6 +21,8 @@ pub struct StageReference {
     /// The standard deviation of a correct implementation's error: each
     /// operator's rounding model propagated like the bound, without λ.
     pub sigmas: HashMap<String, Vec<f64>>,
+    /// What the stage's data cannot show (`coverage`).
+    pub coverage: Vec<String>,
 }
 
 /// Computes the stage's reference and per-element bound from `inputs`, the
@@ -44,6 +47,7 @@ pub fn stage_reference(
     // and the variance σ² of a correct implementation's.
     let mut vars: HashMap<String, HostTensor> = HashMap::new();
     let mut svars: HashMap<String, HostTensor> = HashMap::new();
+    let mut coverage = Vec::new();
     // The last node that reads each tensor: its float64 value and variance
     // are dropped after it (a block's weights and intermediates in float64
     // are several times the float32 tensors), except the stage's outputs.
@@ -73,6 +77,11 @@ pub fn stage_reference(
             params,
         };
         let ev = ops::evaluate(&r, &call)?;
+        coverage.extend(
+            coverage::invisible_pitfalls(&resolved, &ins, &ev, params)
+                .into_iter()
+                .map(|w| format!("node {i} (`{}` -> `{}`): {w}", node.op.name(), node.output)),
+        );
         // The node's own error adds as one more independent term, at
         // confidence 1: the stage's bound applies λ once, to the whole sum
         // (Hoeffding: a sum of independent errors bounded by B_k exceeds
@@ -110,6 +119,7 @@ pub fn stage_reference(
         values: HashMap::new(),
         bounds: HashMap::new(),
         sigmas: HashMap::new(),
+        coverage,
     };
     for name in &stage.outputs {
         let v = values
@@ -136,11 +146,26 @@ pub fn stage_reference(
             || vec![0.0; v.spec.numel()],
             |v| v.to_f64_vec().into_iter().map(f64::sqrt).collect(),
         );
+        if let Some(max) = specs.get(name).and_then(|s| largest_finite(s.dtype)) {
+            out.coverage
+                .extend(coverage::degenerate_output(name, &v, max));
+        }
         out.bounds.insert(name.clone(), b);
         out.sigmas.insert(name.clone(), sigma);
         out.values.insert(name.clone(), v);
     }
     Ok(out)
+}
+
+/// A float dtype's largest finite value (None: integers).
+fn largest_finite(d: DType) -> Option<f64> {
+    match d {
+        DType::F16 => Some(65504.0),
+        DType::BF16 => Some(3.389_531_389_251_535_5e38),
+        DType::F32 => Some(f64::from(f32::MAX)),
+        DType::F64 => Some(f64::MAX),
+        _ => None,
+    }
 }
 
 /// One node of a decomposed run, judged by its own error: its output against

@@ -15,6 +15,7 @@
 //! tensors involved (|x|, |w|·|x|, ...), so multiplying a suite's inputs or
 //! weights by 10 multiplies reference and bound alike.
 
+mod coverage;
 mod graph;
 mod ops;
 

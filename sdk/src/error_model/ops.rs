@@ -609,11 +609,10 @@ fn layer_norm_sigma(inputs: &[&HostTensor], axis: usize, eps: f64, p: Precision)
             let xh = c / s;
             let y = gamma[j] * xh + beta[j];
             let var_c = k * c * c + var_mu;
-            let total = gamma[j].powi(2) * (var_c / (s * s) + xh * xh * rel_s)
+            gamma[j].powi(2) * (var_c / (s * s) + xh * xh * rel_s)
                 + k * ((gamma[j] * xh).powi(2) + y * y)
                 + rounding_var(p.u, y)
-                + p.tiny * p.tiny / 3.0;
-            total
+                + p.tiny * p.tiny / 3.0
         }));
     }
     out

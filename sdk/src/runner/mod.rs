@@ -325,6 +325,15 @@ pub struct StageResult {
     pub drill_down: Option<NodeCheck>,
     /// Set when a failing stage was drilled into and no operator failed alone.
     pub drill_down_note: Option<String>,
+    /// How the stage was judged, where that is not the plain case (a
+    /// capture rounded to the tier, an input taken from a capture).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// What the stage's data cannot show (benchdnn's MISTRUSTED): outputs
+    /// mostly zero or saturated, a documented pitfall that would pass.
+    /// Not a failure: a reason to trust a PASS less.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub coverage: Vec<String>,
     pub seconds: f64,
     /// The time the provider was given to run the stage (both runs).
     #[serde(default)]
@@ -486,6 +495,13 @@ pub enum Event<'a> {
     },
     /// A stage's result is known (a stage left MISSING has no `Started`).
     Finished(&'a StageResult),
+    /// The outputs a main-round stage produced (by tensor name; none when
+    /// it produced none), after its `Finished`.
+    Outputs {
+        tier: Tier,
+        stage: &'a str,
+        outputs: &'a HashMap<String, HostTensor>,
+    },
 }
 
 /// Runs the suite on `backend` (in process or in a worker), telling
@@ -704,6 +720,27 @@ struct StageInputs {
     golden: bool,
     /// Chained: why the inputs are not trustworthy (an upstream stage failed).
     diverged_upstream: Option<String>,
+    /// Where captured inputs came from (`check`, chained).
+    notes: Vec<String>,
+}
+
+/// The name under which `check` takes a stage's input as the engine fed it
+/// (chained mode): `x@stage`.
+pub fn captured_input_name(input: &str, stage: &str) -> String {
+    format!("{input}@{stage}")
+}
+
+/// Whether `check` reads a captured tensor of this name: a suite tensor, or
+/// `x@stage` for an input `x` of a stage.
+pub fn is_captured_name(suite: &Suite, name: &str) -> bool {
+    suite.spec(name).is_some()
+        || name.split_once('@').is_some_and(|(input, stage)| {
+            suite
+                .document
+                .stages
+                .iter()
+                .any(|s| s.name == stage && s.inputs.iter().any(|i| i == input))
+        })
 }
 
 impl Chain {
@@ -713,13 +750,44 @@ impl Chain {
         stage: &Stage,
         tier: Tier,
         mode: Mode,
+        source: Source,
     ) -> Result<StageInputs, SuiteError> {
         let mut out = StageInputs {
             values: HashMap::new(),
             golden: true,
             diverged_upstream: None,
+            notes: Vec::new(),
         };
         for name in &stage.inputs {
+            // `check`, chained: the engine's own input overrides the previous
+            // stage's capture, which was rounded to the tier to be judged.
+            if let (Mode::Chained, Source::Captured(captured)) = (mode, source) {
+                let own = captured_input_name(name, &stage.name);
+                if let Some(t) = captured.get(&own) {
+                    let declared = suite.spec(name).map(|s| s.shape.clone());
+                    if declared.as_ref() != Some(&t.spec.shape) {
+                        return Err(SuiteError::Layout(format!(
+                            "`{own}` was captured with shape {:?}, the document declares {:?} for `{name}`",
+                            t.spec.shape, declared
+                        )));
+                    }
+                    out.notes.push(format!(
+                        "input `{name}` is the capture `{own}` ({}), as the engine fed it",
+                        t.spec.dtype
+                    ));
+                    out.golden = false;
+                    out.values.insert(name.clone(), t.clone());
+                    continue;
+                }
+                if let Some(t) = captured.get(name).filter(|t| rounds(t, tier)) {
+                    out.notes.push(format!(
+                        "input `{name}` is its capture rounded from {} to {}: if the engine fed the unrounded value on, capture it as `{}`",
+                        t.spec.dtype,
+                        tier_spec(&t.spec, tier).dtype,
+                        captured_input_name(name, &stage.name)
+                    ));
+                }
+            }
             let t = match (mode, self.produced.get(name)) {
                 (Mode::Chained, Some((own, from, passed))) => {
                     if !passed {
@@ -833,7 +901,7 @@ fn run_tiers(
                 supported.push(false);
                 continue;
             }
-            let inputs = chain.inputs(suite, stage, tier, opts.mode)?;
+            let inputs = chain.inputs(suite, stage, tier, opts.mode, source)?;
             progress.started(tier, Round::Main, stage);
             let (mut result, outputs) = with_retries(opts.flake_retries, |attempt| {
                 context(
@@ -844,6 +912,7 @@ fn run_tiers(
                 )
                 .run(&inputs.values)
             })?;
+            result.notes.splice(0..0, inputs.notes);
             if let Some(upstream) = inputs.diverged_upstream {
                 // Whatever drill-down found, say first where the inputs came from.
                 result.drill_down_note = Some(match result.drill_down_note.take() {
@@ -854,9 +923,14 @@ fn run_tiers(
             if opts.mode == Mode::Chained {
                 chain.record(stage, &outputs, result.status == Status::Pass);
             }
-            main_outputs.insert(stage.name.clone(), outputs);
             supported.push(result.status != Status::NotSupported);
             results.push(progress.record(result));
+            (progress.observer)(Event::Outputs {
+                tier,
+                stage: &stage.name,
+                outputs: &outputs,
+            });
+            main_outputs.insert(stage.name.clone(), outputs);
             release_after(suite, &stages, stage_index);
         }
         let first_divergent_stage = (opts.mode == Mode::Chained)
@@ -986,6 +1060,8 @@ impl StageResult {
             tightest_node: None,
             drill_down: None,
             drill_down_note: None,
+            notes: Vec::new(),
+            coverage: Vec::new(),
             seconds: 0.0,
             timeout_seconds: 0.0,
         }
@@ -1027,6 +1103,13 @@ fn end_to_end(
         }
     }
     Ok(out)
+}
+
+/// Whether taking `t` to the tier's dtype changes a value (a float32
+/// capture judged at bf16).
+pub(crate) fn rounds(t: &HostTensor, tier: Tier) -> bool {
+    let r = to_tier(t, tier);
+    r.spec.dtype != t.spec.dtype && r.cast(t.spec.dtype).bytes != t.bytes
 }
 
 /// Float tensors take the tier's dtype; integer tensors stay as they are.

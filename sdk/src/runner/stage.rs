@@ -62,7 +62,7 @@ impl StageContext<'_> {
             Source::Provider(b) => b,
             Source::Captured(captured) => {
                 result.execution = Some(Execution::Captured);
-                return match self.captured(captured, inputs) {
+                return match self.captured(captured, inputs, &mut result.notes) {
                     Ok(values) => {
                         let outputs = stage
                             .outputs
@@ -181,6 +181,7 @@ impl StageContext<'_> {
         &self,
         captured: &HashMap<String, HostTensor>,
         inputs: &HashMap<String, HostTensor>,
+        notes: &mut Vec<String>,
     ) -> Result<HashMap<String, HostTensor>, String> {
         let mut values = inputs.clone();
         for name in &self.stage.outputs {
@@ -194,7 +195,16 @@ impl StageContext<'_> {
                     t.spec.shape, declared.shape
                 ));
             }
-            values.insert(name.clone(), super::to_tier(t, self.tier));
+            let judged = super::to_tier(t, self.tier);
+            if super::rounds(t, self.tier) {
+                notes.push(format!(
+                    "output `{name}` was captured as {} and rounded to {} to be judged at {}",
+                    t.spec.dtype,
+                    judged.spec.dtype,
+                    self.tier.name()
+                ));
+            }
+            values.insert(name.clone(), judged);
         }
         Ok(values)
     }
@@ -264,6 +274,9 @@ impl StageContext<'_> {
                 sha256: hex::encode(hash),
                 error_map,
             });
+        }
+        if self.round == Round::Main {
+            result.coverage = reference.coverage.clone();
         }
         let first_passed = passed;
         let repeat_failed = match repeat {

@@ -6,7 +6,10 @@
 //!   streaming (online) softmax;
 //! - *subtle bugs*, which it must refuse: LayerNorm with the unbiased (N − 1)
 //!   variance, bicubic resize with a = −0.5, a GEMM whose every output is
-//!   rounded up by one ulp.
+//!   rounded up by one ulp, a GEMM on TF32 inputs (10-bit mantissas, what
+//!   tensor cores do to float32 unless told not to), a GEMM 1 % off on one
+//!   element, GELU by its tanh approximation, attention whose softmax sums
+//!   in bfloat16.
 
 use half::{bf16, f16};
 use vsdk_catalog::{DType, Node, Op};
@@ -23,6 +26,17 @@ pub enum Sum {
     Fma,
     /// Forward in float64, rounded to the output dtype, then one ulp up.
     RoundUp,
+    /// Inputs rounded to TF32 (10 explicit mantissa bits), summed in float32.
+    Tf32,
+    /// Forward in float64, and the middle output 1 % too large.
+    OneElement,
+}
+
+/// `x` rounded to TF32: float32's exponent, 10 mantissa bits, to nearest even.
+fn tf32(x: f32) -> f32 {
+    let b = x.to_bits();
+    let round = 0x0fff + ((b >> 13) & 1);
+    f32::from_bits((b.wrapping_add(round)) & !0x1fff)
 }
 
 fn read(t: &TensorArg) -> Result<Vec<f32>, ProviderError> {
@@ -125,14 +139,25 @@ pub fn linear(call: &KernelCall, sum: Sum) -> Result<(), ProviderError> {
                     pairwise(&p) + bias
                 }
                 Sum::Fma => xr.iter().zip(wj).fold(0.0f32, |a, (x, w)| x.mul_add(*w, a)) + bias,
-                Sum::RoundUp => {
+                Sum::RoundUp | Sum::OneElement => {
                     (xr.iter()
                         .zip(wj)
                         .map(|(a, b)| f64::from(*a) * f64::from(*b))
                         .sum::<f64>()
                         + f64::from(bias)) as f32
                 }
+                Sum::Tf32 => {
+                    xr.iter()
+                        .zip(wj)
+                        .fold(0.0f32, |a, (x, w)| a + tf32(*x) * tf32(*w))
+                        + bias
+                }
             };
+        }
+    }
+    if sum == Sum::OneElement {
+        if let Some(v) = out.get_mut(rows * n / 2) {
+            *v *= 1.01;
         }
     }
     write(&call.outputs[0], &out, sum == Sum::RoundUp);
@@ -177,6 +202,66 @@ pub fn sdpa_online(call: &KernelCall) -> Result<(), ProviderError> {
                 m = m_new;
             }
             acc.iter_mut().for_each(|a| *a /= l);
+        }
+    }
+    write(&call.outputs[0], &out, false);
+    Ok(())
+}
+
+/// GELU by its tanh approximation, `x/2·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`,
+/// where the catalog's `vsdk.gelu` is the exact `x·Φ(x)`.
+pub fn gelu_tanh(call: &KernelCall) -> Result<(), ProviderError> {
+    let x = read(&call.inputs[0])?;
+    let c = (2.0f32 / std::f32::consts::PI).sqrt();
+    let y: Vec<f32> = x
+        .iter()
+        .map(|&x| 0.5 * x * (1.0 + (c * (x + 0.044_715 * x * x * x)).tanh()))
+        .collect();
+    write(&call.outputs[0], &y, false);
+    Ok(())
+}
+
+/// Attention whose softmax adds its exponentials in bfloat16 (each partial
+/// sum rounded to 8 bits), the rest in float32.
+pub fn sdpa_bf16_sum(call: &KernelCall) -> Result<(), ProviderError> {
+    let (q, k, v) = (
+        read(&call.inputs[0])?,
+        read(&call.inputs[1])?,
+        read(&call.inputs[2])?,
+    );
+    let qs = &call.inputs[0].shape;
+    let r = qs.len();
+    let (lq, d) = (qs[r - 2], qs[r - 1]);
+    let lk = call.inputs[1].shape[r - 2];
+    let dv = call.inputs[2].shape[r - 1];
+    let batch: usize = qs[..r - 2].iter().product();
+    let scale = match resolved(call, Op::Sdpa)? {
+        Node::Sdpa(s) => s.scale as f32,
+        _ => unreachable!("sdpa"),
+    };
+    let mut out = vec![0.0f32; batch * lq * dv];
+    for b in 0..batch {
+        for i in 0..lq {
+            let qi = &q[(b * lq + i) * d..][..d];
+            let s: Vec<f32> = (0..lk)
+                .map(|j| {
+                    let kj = &k[(b * lk + j) * d..][..d];
+                    scale * qi.iter().zip(kj).map(|(a, b)| a * b).sum::<f32>()
+                })
+                .collect();
+            let m = s.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let e: Vec<f32> = s.iter().map(|x| (x - m).exp()).collect();
+            let z = e
+                .iter()
+                .fold(bf16::ZERO, |a, &x| bf16::from_f32(a.to_f32() + x))
+                .to_f32();
+            let acc = &mut out[(b * lq + i) * dv..][..dv];
+            for (j, ej) in e.iter().enumerate() {
+                let vj = &v[(b * lk + j) * dv..][..dv];
+                for (a, vv) in acc.iter_mut().zip(vj) {
+                    *a += ej / z * vv;
+                }
+            }
         }
     }
     write(&call.outputs[0], &out, false);

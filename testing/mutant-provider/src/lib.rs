@@ -23,6 +23,10 @@
 //! | `layer_norm_unbiased` | `vsdk.layer_norm` divides by N − 1 | no |
 //! | `resize_cubic_a05` | `vsdk.resize_bicubic` (no antialias) with a = −0.5 | no |
 //! | `gemm_round_up` | `vsdk.linear` rounds every output one ulp up | no |
+//! | `tf32` | `vsdk.linear` rounds its inputs to TF32 (10 mantissa bits) | no |
+//! | `one_element` | `vsdk.linear`'s middle output 1 % too large | no |
+//! | `gelu_tanh` | `vsdk.gelu` by the tanh approximation | no |
+//! | `softmax_bf16_sum` | `vsdk.sdpa` adds the softmax's exponentials in bfloat16 | no |
 //!
 //! Both variables are read once, when the first instance is created; one
 //! process tests one mutation. Conformance tests run it through the CLI.
@@ -397,6 +401,10 @@ unsafe extern "C" fn execute(
             ("sum_pairwise", b"vsdk.linear") => Some(|c| kernels::linear(c, Sum::Pairwise)),
             ("fma", b"vsdk.linear") => Some(|c| kernels::linear(c, Sum::Fma)),
             ("gemm_round_up", b"vsdk.linear") => Some(|c| kernels::linear(c, Sum::RoundUp)),
+            ("tf32", b"vsdk.linear") => Some(|c| kernels::linear(c, Sum::Tf32)),
+            ("one_element", b"vsdk.linear") => Some(|c| kernels::linear(c, Sum::OneElement)),
+            ("gelu_tanh", b"vsdk.gelu") => Some(kernels::gelu_tanh),
+            ("softmax_bf16_sum", b"vsdk.sdpa") => Some(kernels::sdpa_bf16_sum),
             ("online_softmax", b"vsdk.sdpa") => Some(kernels::sdpa_online),
             ("layer_norm_unbiased", b"vsdk.layer_norm") => Some(kernels::layer_norm_unbiased),
             ("resize_cubic_a05", b"vsdk.resize_bicubic") => Some(kernels::resize_a05),
