@@ -4,14 +4,45 @@ facebookresearch/dinov2 PyTorch code.
 
     pip install torch safetensors pillow numpy && pip install --no-deps dinov2
     cargo build --release
-    python3 tools/validate_dinov2.py [SUITE ...] [--tier fp32|bf16 ...] [--golden]
+    python3 tools/validate_dinov2.py [SUITE ...] [--tier fp32|fp16|bf16|autocast-bf16 ...]
+                                     [--mode isolated|chained ...] [--no-inputs] [--save DIR]
+    python3 tools/validate_dinov2.py [SUITE ...] --golden
 
 Default: the suites dinov2-vits14 and dinov2-vits14-stress, tiers fp32 and
-bf16. For each suite, tier and mode (isolated, chained) it runs the official
-model on the CPU in that dtype, stage by stage, captures every stage's output,
-and has `vips-conformance check` judge the captures with the SDK's error model
-(docs/error-model.md), exactly as it judges a provider. Prints a Markdown
-table for docs/validation.md; exits 1 if any run fails.
+bf16, modes isolated and chained. For each suite, tier and mode it runs the
+official model on the CPU in that dtype, stage by stage, captures every
+stage's output, and has `vips-conformance check` judge the captures with the
+SDK's error model (docs/error-model.md), exactly as it judges a provider.
+Prints a Markdown table for docs/validation.md; exits 1 if any run fails.
+
+Tiers: fp32, fp16 and bf16 convert the model to that dtype (`model.to(dtype)`)
+and are judged at that tier. autocast-bf16 is what a PyTorch user does: the
+model stays float32 and every stage runs under
+`torch.autocast("cpu", dtype=torch.bfloat16)` (GEMMs, convolutions and
+attention in bfloat16; LayerNorm, LayerScale, the residual adds, the position
+embedding and the preprocessing in float32, with float32 parameters); it is
+judged with `check --tier bf16`. Captures are stored as float32 (bf16 and
+fp16 values are exact in it) and are not rounded here: where autocast
+produced float32, `check` rounds the capture to bf16 and says so in the
+stage's notes. In isolated mode each stage is fed its golden input at the
+tier (autocast-bf16: rounded to bfloat16, held in float32), which is the
+input `check` recomputes the reference from.
+
+Chained mode also captures each stage's activation inputs exactly as the
+model fed them (the previous stage's unrounded output, and the test image),
+as `INPUT@STAGE` (`x_11@block_11`, `x_12@final_norm`, ...): `check --mode
+chained` takes them as the stage's inputs instead of the previous stage's
+capture rounded to the tier. Weights and constants are not captured: the
+stage gets the golden values at the tier. --no-inputs omits the input
+captures (the previous behaviour: each stage judged as fed the previous
+stage's rounded capture). --save DIR keeps each run's captures and `check`
+JSON as DIR/SUITE.TIER.MODE[.no-inputs].{safetensors,json}.
+
+Columns besides the verdict: the largest normalised error `max_e` of a
+stage output (and its stage), the median over stages, the largest `rms_t`
+(the error in units of a correct implementation's; outputs where it is null,
+not tested, are skipped), the number of stages with `notes` or `coverage`
+in `check`'s JSON, and in chained mode the end-to-end drift.
 
 --golden instead compares the official model run in float64 with the golden
 values (each stage fed its golden input): the golden values are right to
@@ -40,6 +71,9 @@ import dinov2.models.vision_transformer as vt
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CLI = ROOT / "target" / "release" / "vips-conformance"
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16, "fp64": torch.float64}
+# Tier name -> (model dtype, autocast dtype or None, the tier `check` judges at).
+TIERS = {"fp32": (torch.float32, None, "fp32"), "fp16": (torch.float16, None, "fp16"),
+         "bf16": (torch.bfloat16, None, "bf16"), "autocast-bf16": (torch.float32, torch.bfloat16, "bf16")}
 
 
 def export(suite):
@@ -67,17 +101,36 @@ def model_for(t, keys, dtype):
     return model.to(dtype).eval()
 
 
-def stages(model, t, dtype, chained):
+def stages(model, t, dtype, chained, autocast=None, inputs=True):
     """Each stage's output, fed the golden input (isolated) or the model's own
-    previous output (chained), computed in `dtype`."""
-    out = {}
+    previous output (chained), computed in `dtype` (the model's), under
+    `torch.autocast` to `autocast` where given. Chained with `inputs`: also
+    each stage's activation inputs as fed, named `INPUT@STAGE`."""
+    if autocast is None:
+        return _stages(model, t, dtype, chained, None, inputs)
+    with torch.autocast("cpu", dtype=autocast):
+        return _stages(model, t, dtype, chained, autocast, inputs)
 
-    def given(name, own):
-        if chained and own in out:
-            return out[own]
-        return torch.from_numpy(t[name].astype(np.float32)).to(dtype)
+
+def _stages(model, t, dtype, chained, autocast, inputs):
+    out = {}
+    fed = {}
+    # Golden inputs at the tier: autocast-bf16 is judged at bf16, so its golden
+    # inputs are rounded to bfloat16 (and held in the model's float32).
+    tier_dtype = autocast or dtype
+
+    def given(name, stage):
+        if chained and name in out:
+            v = out[name]
+        else:
+            v = torch.from_numpy(t[name].astype(np.float32)).to(tier_dtype).to(dtype)
+        if chained and inputs:
+            fed[f"{name}@{stage}"] = v
+        return v
 
     image = t["image"]
+    if chained and inputs:
+        fed["image@preprocess"] = torch.from_numpy(image)
     h, w = image.shape[:2]
     crop = t["pixels"].shape[-1]
     short = {224: 256, 56: 64}[crop]
@@ -88,29 +141,37 @@ def stages(model, t, dtype, chained):
     mean = torch.tensor([0.485, 0.456, 0.406]).to(dtype).reshape(3, 1, 1)
     std = torch.tensor([0.229, 0.224, 0.225]).to(dtype).reshape(3, 1, 1)
     out["pixels"] = ((cropped.permute(2, 0, 1) / torch.tensor(255.0).to(dtype) - mean) / std)[None]
-    out["x_patch"] = model.patch_embed(given("pixels", "pixels"))
+    out["x_patch"] = model.patch_embed(given("pixels", "patch_embed"))
     # prepare_tokens_with_masks without its patch embedding: the stage starts
     # from x_patch (golden, or the model's own).
-    x = torch.cat((model.cls_token.expand(1, -1, -1), given("x_patch", "x_patch")), dim=1)
+    x = torch.cat((model.cls_token.expand(1, -1, -1), given("x_patch", "pos_embed")), dim=1)
     out["x_0"] = x + model.interpolate_pos_encoding(x, crop, crop)
     for i, block in enumerate(model.blocks):
-        out[f"x_{i + 1}"] = block(given(f"x_{i}", f"x_{i}"))
-    x_norm = model.norm(given("x_12", "x_12"))
+        out[f"x_{i + 1}"] = block(given(f"x_{i}", f"block_{i:02d}"))
+    x_norm = model.norm(given("x_12", "final_norm"))
     out["x_norm"] = x_norm
-    source = given("x_norm", "x_norm")
+    source = given("x_norm", "outputs")
     out["x_norm_clstoken"] = source[:, 0]
     out["x_norm_patchtokens"] = source[:, 1:]
-    # Captures in float32 (bf16 and fp16 values are exact in it); float64 stays.
+    # Captures in float32 (bf16 and fp16 values are exact in it); float64 stays;
+    # the uint8 image stays.
     keep = torch.float64 if dtype == torch.float64 else torch.float32
-    return {k: v.detach().to(keep).numpy() for k, v in out.items()}
+    return {k: (v.to(keep) if v.is_floating_point() else v).detach().numpy()
+            for k, v in {**out, **fed}.items()}
 
 
-def check(suite, captured, tier, mode):
+def check(suite, captured, tier, mode, save=None):
+    """`vips-conformance check`'s JSON report; with `save` (a path without
+    suffix), also keep the captures and the report there."""
     with tempfile.TemporaryDirectory() as tmp:
         path = pathlib.Path(tmp) / "captured.safetensors"
         save_file({k: np.ascontiguousarray(v) for k, v in captured.items()}, str(path))
         r = subprocess.run([str(CLI), "check", suite, "--tensors", str(path), "--tier", tier, "--mode", mode,
                             "--json"], capture_output=True, text=True)
+        if save is not None:
+            save.parent.mkdir(parents=True, exist_ok=True)
+            path.replace(save.parent / f"{save.name}.safetensors")
+            (save.parent / f"{save.name}.json").write_text(r.stdout)
     if r.returncode not in (0, 1):
         sys.exit(f"vips-conformance check failed: {r.stderr}")
     return json.loads(r.stdout)
@@ -131,40 +192,60 @@ def golden(suite):
 
 def main():
     argv = sys.argv[1:]
-    tiers = [argv[i + 1] for i, a in enumerate(argv) if a == "--tier"] or ["fp32", "bf16"]
-    skip = {i + 1 for i, a in enumerate(argv) if a == "--tier"}
+    valued = {"--tier", "--mode", "--save"}
+    opt = lambda name: [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == name]
+    tiers = opt("--tier") or ["fp32", "bf16"]
+    modes = opt("--mode") or ["isolated", "chained"]
+    save = pathlib.Path(opt("--save")[-1]) if opt("--save") else None
+    skip = {i + 1 for i, a in enumerate(argv) if a in valued}
     suites = [a for i, a in enumerate(argv) if not a.startswith("--") and i not in skip]
     suites = suites or ["dinov2-vits14", "dinov2-vits14-stress"]
+    inputs = "--no-inputs" not in argv
+    for tier in tiers:
+        if tier not in TIERS:
+            sys.exit(f"unknown tier {tier!r}: one of {', '.join(TIERS)}")
+    for mode in modes:
+        if mode not in ("isolated", "chained"):
+            sys.exit(f"unknown mode {mode!r}: isolated or chained")
     torch.set_grad_enabled(False)
     if "--golden" in argv:
         for s in suites:
             golden(s)
         return
     print(f"torch {torch.__version__} on the CPU ({torch.get_num_threads()} threads), official dinov2 code "
-          "(PyPI 0.0.1.dev2, no xFormers), judged by `vips-conformance check`.\n")
+          "(PyPI 0.0.1.dev2, no xFormers), judged by `vips-conformance check`"
+          f"{'' if inputs else '; chained: no input captures (each stage fed the previous rounded capture)'}.\n")
     print("| suite | tier | mode | verdict | largest stage max\\|e\\| (stage) | median stage max\\|e\\| | "
-          "end to end: rel L2, cosine |")
-    print("|---|---|---|---|---|---|---|")
+          "largest rms_t (stage) | stages with notes | end to end: rel L2, cosine |")
+    print("|---|---|---|---|---|---|---|---|---|")
     failed = False
     for suite in suites:
         t, keys = export(suite)
         for tier in tiers:
-            model = model_for(t, keys, DTYPES[tier])
-            for mode in ["isolated", "chained"]:
-                captured = stages(model, t, DTYPES[tier], chained=mode == "chained")
-                report = check(suite, captured, tier, mode)
+            dtype, autocast, judged_at = TIERS[tier]
+            model = model_for(t, keys, dtype)
+            for mode in modes:
+                captured = stages(model, t, dtype, chained=mode == "chained", autocast=autocast, inputs=inputs)
+                report = check(suite, captured, judged_at, mode,
+                               save and save / f"{suite}.{tier}.{mode}{'' if inputs else '.no-inputs'}")
                 tr = report["tiers"][0]
                 # JSON has no infinity: a NaN or Inf where the reference is finite reads null.
                 margins = [(max((o["judgement"]["max_e"] if o["judgement"]["max_e"] is not None else float("inf")
                                  for o in s["outputs"]), default=0.0), s["stage"]) for s in tr["stages"]]
                 worst = max(margins)
                 median = sorted(m for m, _ in margins)[len(margins) // 2]
+                # rms_t is null where the output is not tested (data movement, integers).
+                rms = [(o["judgement"]["rms_t"], s["stage"]) for s in tr["stages"] for o in s["outputs"]
+                       if o["judgement"].get("rms_t") is not None]
+                rms_t = f"{max(rms)[0]:.3f} ({max(rms)[1]})" if rms else "-"
+                noted = sum(1 for s in tr["stages"] if s.get("notes") or s.get("coverage"))
                 bad = [s["stage"] for s in tr["stages"] if s["status"] != "pass"]
                 e2e = "; ".join(f"{e['tensor']}: {e['drift']['rel_l2_error']:.2e}, "
                                 f"{e['drift']['cosine_similarity']:.6f}" for e in tr["end_to_end"]) or "-"
                 verdict = "PASS" if report["passed"] else f"FAIL ({', '.join(bad) or 'end to end'})"
                 failed |= not report["passed"]
-                print(f"| {suite} | {tier} | {mode} | {verdict} | {worst[0]:.3f} ({worst[1]}) | {median:.3f} | {e2e} |")
+                print(f"| {suite} | {tier} | {mode} | {verdict} | {worst[0]:.3f} ({worst[1]}) | {median:.3f} | "
+                      f"{rms_t} | {noted} | {e2e} |", flush=True)
     sys.exit(1 if failed else 0)
 
 

@@ -64,6 +64,7 @@ th{color:#555;font-weight:600} table.stages td{border-top:1px solid #eee}
 .pill.pass{background:#2e7d32} .pill.fail{background:#c62828} .pill.warn{background:#ef6c00}
 code{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12.5px}
 .remark{color:#555;font-size:13px}
+.coverage{color:#8a5a00;font-size:13px}
 .notes{background:#fff8e1;border-left:4px solid #f9a825;padding:8px 14px;margin:10px 0}
 .notes h4{margin:2px 0 6px} .notes li{margin:3px 0}
 ol.graph{font-size:13px;padding-left:26px} ol.graph li{margin:2px 0;padding:1px 4px}
@@ -179,7 +180,8 @@ fn summary(h: &mut String, t: &TierView) -> Result<(), String> {
     h.push_str(&charts::margins(&bars)?);
     h.push_str(
         "<table class=\"stages\"><tr><th>stage</th><th>status</th><th>execution</th>\
-         <th>seconds</th><th>largest |e|</th><th>margin</th><th>drift (rel L2)</th><th>why</th></tr>",
+         <th>seconds</th><th>largest |e|</th><th>margin</th><th>rms t</th><th>least tolerance</th>\
+         <th>drift (rel L2)</th><th>why</th></tr>",
     );
     for s in &t.stages {
         let max_e = s.max_e();
@@ -197,10 +199,23 @@ fn summary(h: &mut String, t: &TierView) -> Result<(), String> {
         } else {
             esc(&s.name)
         };
+        let rms_t = s.outputs.iter().filter_map(|o| o.rms_t).reduce(f64::max);
+        let tolerance = s
+            .outputs
+            .iter()
+            .filter_map(|o| o.tolerance_factor)
+            .reduce(f64::max);
+        let mut why = esc(s.reason.as_deref().unwrap_or(""));
+        for n in &s.notes {
+            let _ = write!(why, "<br><span class=\"remark\">note: {}</span>", esc(n));
+        }
+        for c in &s.coverage {
+            let _ = write!(why, "<br><span class=\"coverage\">coverage: {}</span>", esc(c));
+        }
         let _ = write!(
             h,
             "<tr><td>{name}</td><td><span class=\"pill {}\">{}</span></td><td>{}</td>\
-             <td>{:.2}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+             <td>{:.2}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             status_class(s.status),
             s.status.label(),
             s.execution.map_or("-", vips_sdk::runner::Execution::name),
@@ -211,8 +226,10 @@ fn summary(h: &mut String, t: &TierView) -> Result<(), String> {
             } else {
                 "over".into()
             }),
+            rms_t.map_or("-".into(), e_text),
+            tolerance.map_or("-".into(), |k| format!("×{}", e_text(k))),
             drift.map_or("-".into(), |d| format!("{d:.2e}")),
-            esc(s.reason.as_deref().unwrap_or("")),
+            why,
         );
     }
     h.push_str("</table>");

@@ -76,11 +76,19 @@ pub struct StageView {
     pub nodes: Vec<NodeView>,
     pub drill_down: Option<NodeView>,
     pub drill_down_note: Option<String>,
+    /// How the stage was judged (a rounded capture, a captured input).
+    pub notes: Vec<String>,
+    /// What the stage's data cannot show.
+    pub coverage: Vec<String>,
 }
 
 pub struct OutputView {
     pub tensor: String,
     pub max_e: f64,
+    /// The error's rms over a correct implementation's σ (results only).
+    pub rms_t: Option<f64>,
+    /// A failing output: the least factor by which its bound would have to grow.
+    pub tolerance_factor: Option<f64>,
     pub over_bound: u64,
     pub elements: u64,
     /// Against the golden value (results only).
@@ -226,6 +234,8 @@ impl View {
                                     .map(|o| OutputView {
                                         tensor: o.tensor.clone(),
                                         max_e: o.judgement.max_e,
+                                        rms_t: o.judgement.rms_t,
+                                        tolerance_factor: o.judgement.tolerance_factor,
                                         over_bound: o.judgement.over_bound,
                                         elements: o.judgement.elements,
                                         drift_rel_l2: Some(o.drift.rel_l2_error),
@@ -242,6 +252,8 @@ impl View {
                                     ..node(d)
                                 }),
                                 drill_down_note: s.drill_down_note.clone(),
+                                notes: s.notes.clone(),
+                                coverage: s.coverage.clone(),
                             }
                         })
                         .collect(),
@@ -320,6 +332,8 @@ impl View {
                     .map(|o| OutputView {
                         tensor: o.tensor.clone(),
                         max_e: o.max_e,
+                        rms_t: None,
+                        tolerance_factor: None,
                         over_bound: o.over_bound,
                         elements: o.elements,
                         drift_rel_l2: None,
@@ -329,6 +343,8 @@ impl View {
                 nodes: Vec::new(),
                 drill_down: s.drill_down.as_ref().map(node),
                 drill_down_note: None,
+                notes: Vec::new(),
+                coverage: Vec::new(),
             })
             .collect();
         let tier = TierView {

@@ -116,7 +116,7 @@ impl TierParams {
             lambda: 6.0,
             bias_z: 8.0,
             bias_ratio: 0.1,
-            rms_factor: 3.0,
+            rms_factor: 2.5,
             lsb: 0,
             end_to_end,
         }

@@ -2,8 +2,8 @@
 //! float32 (rounded once to a 16-bit output dtype):
 //!
 //! - *legitimate variants*, which a correct error model must accept: sums in
-//!   another order (reversed, pairwise), contracted with FMA, attention with a
-//!   streaming (online) softmax;
+//!   another order (reversed, pairwise, onto the bias), contracted with FMA, attention with a
+//!   streaming (online) softmax, LayerNorm with float32 sums in sequence;
 //! - *subtle bugs*, which it must refuse: LayerNorm with the unbiased (N − 1)
 //!   variance, bicubic resize with a = −0.5, a GEMM whose every output is
 //!   rounded up by one ulp, a GEMM on TF32 inputs (10-bit mantissas, what
@@ -22,6 +22,9 @@ pub type Kernel = fn(&KernelCall) -> Result<(), ProviderError>;
 #[derive(Clone, Copy, PartialEq)]
 pub enum Sum {
     Reversed,
+    /// Forward, accumulating onto the bias (what `addmm` and a GEMM with
+    /// `beta = 1` over a broadcast bias do).
+    BiasFirst,
     Pairwise,
     Fma,
     /// Forward in float64, rounded to the output dtype, then one ulp up.
@@ -134,6 +137,7 @@ pub fn linear(call: &KernelCall, sum: Sum) -> Result<(), ProviderError> {
             let bias = b.as_ref().map_or(0.0, |b| b[j]);
             out[r * n + j] = match sum {
                 Sum::Reversed => (0..k).rev().fold(0.0f32, |a, i| a + xr[i] * wj[i]) + bias,
+                Sum::BiasFirst => xr.iter().zip(wj).fold(bias, |a, (x, w)| a + x * w),
                 Sum::Pairwise => {
                     let p: Vec<f32> = xr.iter().zip(wj).map(|(a, b)| a * b).collect();
                     pairwise(&p) + bias
@@ -271,6 +275,17 @@ pub fn sdpa_bf16_sum(call: &KernelCall) -> Result<(), ProviderError> {
 /// LayerNorm dividing the squared deviations by N − 1 (Bessel's correction,
 /// `torch.var`'s default) instead of N.
 pub fn layer_norm_unbiased(call: &KernelCall) -> Result<(), ProviderError> {
+    layer_norm_f32(call, true)
+}
+
+/// LayerNorm in float32 with plain loops: the mean and the centred variance
+/// summed one element after the other (the largest error of the orders a
+/// correct kernel uses), `(x − μ)/s·γ + β`; with `unbiased`, dividing by N − 1.
+pub fn layer_norm_sequential(call: &KernelCall) -> Result<(), ProviderError> {
+    layer_norm_f32(call, false)
+}
+
+fn layer_norm_f32(call: &KernelCall, unbiased: bool) -> Result<(), ProviderError> {
     let (x, g, b) = (
         read(&call.inputs[0])?,
         read(&call.inputs[1])?,
@@ -284,7 +299,8 @@ pub fn layer_norm_unbiased(call: &KernelCall) -> Result<(), ProviderError> {
     let mut out = vec![0.0f32; x.len()];
     for (row, o) in x.chunks(d.max(1)).zip(out.chunks_mut(d.max(1))) {
         let mu = row.iter().sum::<f32>() / d as f32;
-        let var = row.iter().map(|v| (v - mu) * (v - mu)).sum::<f32>() / (d as f32 - 1.0);
+        let n = if unbiased { d as f32 - 1.0 } else { d as f32 };
+        let var = row.iter().map(|v| (v - mu) * (v - mu)).sum::<f32>() / n;
         let s = (var + eps).sqrt();
         for (j, (o, v)) in o.iter_mut().zip(row).enumerate() {
             *o = (v - mu) / s * g[j] + b[j];

@@ -18,8 +18,10 @@
 //! |---|---|---|
 //! | `sum_reversed` | `vsdk.linear` sums `x·w` from the last term to the first | yes |
 //! | `sum_pairwise` | `vsdk.linear` sums pairwise (blocks of 8) | yes |
+//! | `sum_bias_first` | `vsdk.linear` accumulates onto the bias | yes |
 //! | `fma` | `vsdk.linear` accumulates with fused multiply-add | yes |
 //! | `online_softmax` | `vsdk.sdpa` in one pass with a streaming softmax | yes |
+//! | `layer_norm_sequential` | `vsdk.layer_norm` with float32 sums in sequence | yes |
 //! | `layer_norm_unbiased` | `vsdk.layer_norm` divides by N − 1 | no |
 //! | `resize_cubic_a05` | `vsdk.resize_bicubic` (no antialias) with a = −0.5 | no |
 //! | `gemm_round_up` | `vsdk.linear` rounds every output one ulp up | no |
@@ -399,6 +401,7 @@ unsafe extern "C" fn execute(
         let own: Option<kernels::Kernel> = match (t.mutation.as_str(), kernel.to_bytes()) {
             ("sum_reversed", b"vsdk.linear") => Some(|c| kernels::linear(c, Sum::Reversed)),
             ("sum_pairwise", b"vsdk.linear") => Some(|c| kernels::linear(c, Sum::Pairwise)),
+            ("sum_bias_first", b"vsdk.linear") => Some(|c| kernels::linear(c, Sum::BiasFirst)),
             ("fma", b"vsdk.linear") => Some(|c| kernels::linear(c, Sum::Fma)),
             ("gemm_round_up", b"vsdk.linear") => Some(|c| kernels::linear(c, Sum::RoundUp)),
             ("tf32", b"vsdk.linear") => Some(|c| kernels::linear(c, Sum::Tf32)),
@@ -407,6 +410,7 @@ unsafe extern "C" fn execute(
             ("softmax_bf16_sum", b"vsdk.sdpa") => Some(kernels::sdpa_bf16_sum),
             ("online_softmax", b"vsdk.sdpa") => Some(kernels::sdpa_online),
             ("layer_norm_unbiased", b"vsdk.layer_norm") => Some(kernels::layer_norm_unbiased),
+            ("layer_norm_sequential", b"vsdk.layer_norm") => Some(kernels::layer_norm_sequential),
             ("resize_cubic_a05", b"vsdk.resize_bicubic") => Some(kernels::resize_a05),
             _ => None,
         };
