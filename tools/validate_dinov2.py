@@ -177,6 +177,15 @@ def check(suite, captured, tier, mode, save=None):
     return json.loads(r.stdout)
 
 
+def number(v):
+    """A float from `check`'s JSON: non-finite values are the strings "inf",
+    "-inf" and "NaN" (an infinite |e|: a NaN or Inf where the reference is
+    finite, or any difference where the bound is 0); older reports wrote null.
+    NaN and null read as infinity."""
+    v = float("inf") if v is None else float(v)
+    return float("inf") if v != v else v
+
+
 def golden(suite):
     t, keys = export(suite)
     model = model_for(t, keys, torch.float64)
@@ -229,15 +238,14 @@ def main():
                 report = check(suite, captured, judged_at, mode,
                                save and save / f"{suite}.{tier}.{mode}{'' if inputs else '.no-inputs'}")
                 tr = report["tiers"][0]
-                # JSON has no infinity: a NaN or Inf where the reference is finite reads null.
-                margins = [(max((o["judgement"]["max_e"] if o["judgement"]["max_e"] is not None else float("inf")
-                                 for o in s["outputs"]), default=0.0), s["stage"]) for s in tr["stages"]]
+                margins = [(max((number(o["judgement"]["max_e"]) for o in s["outputs"]), default=0.0), s["stage"])
+                           for s in tr["stages"]]
                 worst = max(margins)
                 median = sorted(m for m, _ in margins)[len(margins) // 2]
                 # rms_t is null where the output is not tested (data movement, integers).
-                rms = [(o["judgement"]["rms_t"], s["stage"]) for s in tr["stages"] for o in s["outputs"]
+                rms = [(number(o["judgement"]["rms_t"]), s["stage"]) for s in tr["stages"] for o in s["outputs"]
                        if o["judgement"].get("rms_t") is not None]
-                rms_t = f"{max(rms)[0]:.3f} ({max(rms)[1]})" if rms else "-"
+                rms_t = f"{max(rms)[0]:.3g} ({max(rms)[1]})" if rms else "-"
                 noted = sum(1 for s in tr["stages"] if s.get("notes") or s.get("coverage"))
                 bad = [s["stage"] for s in tr["stages"] if s["status"] != "pass"]
                 e2e = "; ".join(f"{e['tensor']}: {e['drift']['rel_l2_error']:.2e}, "
