@@ -383,7 +383,15 @@ fn layer_norm_eps_1e5() {
         &["block_00", "block_01", "block_02"],
         "vsdk.layer_norm@1",
     );
-    let (_, report) = mutant_cli("layer_norm_eps", "dinov2-vits14-quick", &[]);
+    let page = Path::new(env!("CARGO_TARGET_TMPDIR")).join("layer-norm-eps.html");
+    let (_, report) = mutant_cli(
+        "layer_norm_eps",
+        "dinov2-vits14-quick",
+        &["--html", page.to_str().unwrap()],
+    );
+    // The page shows the warnings and the rms column.
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("coverage: node 0 (`vsdk.layer_norm`") && html.contains("<th>rms t</th>"));
     for s in report["tiers"][0]["stages"].as_array().unwrap() {
         let warned = s["coverage"]
             .as_array()

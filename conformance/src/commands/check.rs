@@ -15,8 +15,9 @@ pub struct Args {
     /// its inputs in the tier's dtype (capture at the precision you compute
     /// in: float32 work checks at fp32); captures are rounded to it (the
     /// stage's notes say so). In chained mode each stage's inputs are the
-    /// captured outputs of the stages before it, or, captured as
-    /// `INPUT@STAGE`, the input exactly as the engine fed it to that stage.
+    /// captured outputs of the stages before it. In either mode a capture
+    /// named `INPUT@STAGE` is that stage's input exactly as the engine fed
+    /// it (a float32 parameter or activation at bf16).
     #[arg(long = "tensors", required = true)]
     tensors: Vec<PathBuf>,
     #[command(flatten)]

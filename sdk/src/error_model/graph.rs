@@ -68,6 +68,11 @@ pub fn stage_reference(
             }
         }
         let ins: Vec<&HostTensor> = node.inputs.iter().map(|n| &values[n]).collect();
+        let wider_inputs = node.inputs.iter().any(|n| {
+            inputs
+                .get(n)
+                .is_some_and(|t| crate::runner::tier_spec(&t.spec, tier).dtype != t.spec.dtype)
+        });
         let call = Call {
             op: node.op,
             attrs: &ref_attrs,
@@ -75,6 +80,7 @@ pub fn stage_reference(
             inputs: &ins,
             precision: Precision::of(out_spec.dtype),
             params,
+            wider_inputs,
         };
         let ev = ops::evaluate(&r, &call)?;
         coverage.extend(
@@ -215,6 +221,7 @@ pub fn check_nodes(
             inputs: &ins,
             precision: Precision::of(actual.spec.dtype),
             params,
+            wider_inputs: false,
         };
         let ev = ops::evaluate(&r, &call)?;
         if ev.value.spec.shape != actual.spec.shape {

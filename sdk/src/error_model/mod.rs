@@ -39,6 +39,8 @@ pub struct Precision {
     pub u_acc: f64,
     /// The dtype's smallest normal number: results below it may be flushed.
     pub tiny: f64,
+    /// The dtype itself.
+    pub dtype: DType,
 }
 
 impl Precision {
@@ -55,7 +57,19 @@ impl Precision {
             u,
             u_acc: u.min(2f64.powi(-24)),
             tiny,
+            dtype,
         })
+    }
+
+    /// Whether `v` is stored in the dtype without rounding.
+    pub fn holds(&self, v: f64) -> bool {
+        use vsdk_catalog::rounding::{bf16_from_f64, f16_from_f64};
+        match self.dtype {
+            DType::F32 => f64::from(v as f32) == v || v.is_nan(),
+            DType::F16 => f16_from_f64(v).to_f64() == v || v.is_nan(),
+            DType::BF16 => bf16_from_f64(v).to_f64() == v || v.is_nan(),
+            _ => true,
+        }
     }
 }
 

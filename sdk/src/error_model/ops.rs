@@ -92,6 +92,9 @@ pub(super) struct Call<'a> {
     /// The precision of the output at the tier (None: integer output).
     pub precision: Option<Precision>,
     pub params: &'a TierParams,
+    /// An input is wider than the tier (a float32 capture given to `check`
+    /// at bf16): even data movement rounds it to the tier.
+    pub wider_inputs: bool,
 }
 
 /// `λ·√n`: the probabilistic growth factor of a sum of `n` terms.
@@ -195,10 +198,20 @@ pub(super) fn evaluate(r: &Reference, c: &Call) -> Result<Evaluated, Error> {
             let (fixed, scaled, _) = sdpa(c.inputs, s.scale, None, p);
             (fixed, scaled)
         }
-        // Data movement: exact.
-        Node::Crop(_) | Node::Reshape | Node::Permute { .. } | Node::Concat { .. } => {
-            exact(vec![0.0; v.len()])
-        }
+        // Data movement: exact, except where an input wider than the tier
+        // (a float32 capture `check` was given at bf16) must be stored at
+        // the tier's precision.
+        Node::Crop(_) | Node::Reshape | Node::Permute { .. } | Node::Concat { .. } => exact(
+            v.iter()
+                .map(|&v| {
+                    if !c.wider_inputs || p.holds(v) {
+                        0.0
+                    } else {
+                        p.u * v.abs() + p.tiny
+                    }
+                })
+                .collect(),
+        ),
         Node::ResizePilBicubic { .. } => exact(vec![c.params.lsb as f64; v.len()]),
     };
     let sigma = sigma(r, c, &value, &v, p, &fixed, &scaled)?;
@@ -293,9 +306,16 @@ fn sigma(
             .zip(scaled)
             .map(|(f, s)| (f + s).powi(2) / 3.0)
             .collect(),
-        Node::Crop(_) | Node::Reshape | Node::Permute { .. } | Node::Concat { .. } => {
-            vec![0.0; v.len()]
-        }
+        Node::Crop(_) | Node::Reshape | Node::Permute { .. } | Node::Concat { .. } => v
+            .iter()
+            .map(|&v| {
+                if !c.wider_inputs || p.holds(v) {
+                    0.0
+                } else {
+                    stored(v)
+                }
+            })
+            .collect(),
         Node::ResizePilBicubic { .. } => vec![0.0; v.len()],
     };
     Ok(var.into_iter().map(f64::sqrt).collect())

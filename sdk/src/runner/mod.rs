@@ -759,9 +759,11 @@ impl Chain {
             notes: Vec::new(),
         };
         for name in &stage.inputs {
-            // `check`, chained: the engine's own input overrides the previous
-            // stage's capture, which was rounded to the tier to be judged.
-            if let (Mode::Chained, Source::Captured(captured)) = (mode, source) {
+            // `check`: the engine's own input overrides the golden value, or
+            // in chained mode the previous stage's capture, which was rounded
+            // to the tier to be judged (an engine that keeps float32 values
+            // or parameters at bf16, as autocast does).
+            if let Source::Captured(captured) = source {
                 let own = captured_input_name(name, &stage.name);
                 if let Some(t) = captured.get(&own) {
                     let declared = suite.spec(name).map(|s| s.shape.clone());
@@ -779,7 +781,10 @@ impl Chain {
                     out.values.insert(name.clone(), t.clone());
                     continue;
                 }
-                if let Some(t) = captured.get(name).filter(|t| rounds(t, tier)) {
+                if let Some(t) = captured
+                    .get(name)
+                    .filter(|t| mode == Mode::Chained && rounds(t, tier))
+                {
                     out.notes.push(format!(
                         "input `{name}` is its capture rounded from {} to {}: if the engine fed the unrounded value on, capture it as `{}`",
                         t.spec.dtype,
