@@ -24,19 +24,34 @@ embedding and the preprocessing in float32, with float32 parameters); it is
 judged with `check --tier bf16`. Captures are stored as float32 (bf16 and
 fp16 values are exact in it) and are not rounded here: where autocast
 produced float32, `check` rounds the capture to bf16 and says so in the
-stage's notes. In isolated mode each stage is fed its golden input at the
-tier (autocast-bf16: rounded to bfloat16, held in float32), which is the
-input `check` recomputes the reference from.
+stage's notes. In isolated mode each stage is fed its golden activation
+input at the tier (autocast-bf16: rounded to bfloat16, held in float32);
+in chained mode, the model's own previous output, unrounded.
 
-Chained mode also captures each stage's activation inputs exactly as the
-model fed them (the previous stage's unrounded output, and the test image),
-as `INPUT@STAGE` (`x_11@block_11`, `x_12@final_norm`, ...): `check --mode
-chained` takes them as the stage's inputs instead of the previous stage's
-capture rounded to the tier. Weights and constants are not captured: the
-stage gets the golden values at the tier. --no-inputs omits the input
-captures (the previous behaviour: each stage judged as fed the previous
-stage's rounded capture). --save DIR keeps each run's captures and `check`
-JSON as DIR/SUITE.TIER.MODE[.no-inputs].{safetensors,json}.
+Both modes also capture each stage's inputs as the first operator consuming
+them received them, as `INPUT@STAGE` (`x_12@final_norm`, `norm_w@final_norm`,
+...); `check` takes them as the stage's inputs instead of the golden value
+(isolated) or the previous stage's capture (chained) rounded to the tier:
+  - activations (the test image, `pixels`, `x_patch`, `x_0` ... `x_12`,
+    `x_norm`): as fed, i.e. chained the previous stage's unrounded output.
+    Under autocast an activation whose first consumer is an op autocast
+    runs in bfloat16 is captured rounded to bfloat16, as that op received
+    it: `pixels`, into the patch embedding's convolution. The others enter
+    float32 ops (LayerNorm, the concatenation with the class token, the
+    crops of the outputs stage) and are captured as fed.
+  - parameters and constants, autocast-bf16 only: autocast casts the
+    weights and biases of Linear and Conv2d layers to bfloat16, which is
+    the tier's golden value (no capture needed), but keeps the others in
+    float32: `cls_token`, `pos_embed`, the LayerNorm weights and biases,
+    the LayerScale gammas (`bNN_ls1`, `bNN_ls2`), and the preprocessing's
+    `rgb_mean`, `rgb_std` and `c255`. These are captured in float32, in
+    both modes (isolated, the model is fed its own float32 parameters).
+    With fp32, fp16 and bf16 the model is converted to the tier's dtype:
+    its parameters are the tier's golden values and are not captured.
+--no-inputs omits the input captures (each stage judged as fed the golden
+values, or in chained mode the previous stage's rounded capture, at the
+tier). --save DIR keeps each run's captures and `check` JSON as
+DIR/SUITE.TIER.MODE[.no-inputs].{safetensors,json}.
 
 Columns besides the verdict: the largest normalised error `max_e` of a
 stage output (and its stage), the median over stages, the largest `rms_t`
@@ -101,18 +116,43 @@ def model_for(t, keys, dtype):
     return model.to(dtype).eval()
 
 
-def stages(model, t, dtype, chained, autocast=None, inputs=True):
-    """Each stage's output, fed the golden input (isolated) or the model's own
-    previous output (chained), computed in `dtype` (the model's), under
-    `torch.autocast` to `autocast` where given. Chained with `inputs`: also
-    each stage's activation inputs as fed, named `INPUT@STAGE`."""
+# Activations whose first consumer is an op that autocast runs in its lower
+# precision (the patch embedding's convolution): that op receives them rounded.
+AUTOCAST_CAST_INPUTS = {"pixels"}
+
+
+def stage_of(key):
+    """The suite stage that has the checkpoint parameter `key` as an input."""
+    if key.startswith("blocks."):
+        return f"block_{int(key.split('.')[1]):02d}"
+    return {"patch_embed": "patch_embed", "cls_token": "pos_embed", "pos_embed": "pos_embed",
+            "norm": "final_norm"}[key.split(".")[0]]
+
+
+def autocast_float32_parameters(model, keys):
+    """The model's parameters that autocast leaves in float32, as
+    `NAME@STAGE`: all but those of Linear and Conv2d layers (which it casts)."""
+    cast = {f"{m}.{p}" for m, module in model.named_modules()
+            if isinstance(module, (torch.nn.Linear, torch.nn.Conv2d))
+            for p, _ in module.named_parameters(recurse=False)}
+    params = dict(model.named_parameters())
+    return {f"{name}@{stage_of(key)}": params[key] for name, key in keys.items()
+            if key in params and key not in cast}
+
+
+def stages(model, t, keys, dtype, chained, autocast=None, inputs=True):
+    """Each stage's output, fed the golden activation input (isolated) or the
+    model's own previous output (chained), computed in `dtype` (the model's),
+    under `torch.autocast` to `autocast` where given. With `inputs`: also each
+    stage's inputs as its first operator received them, named `INPUT@STAGE`
+    (see the module's docstring)."""
     if autocast is None:
-        return _stages(model, t, dtype, chained, None, inputs)
+        return _stages(model, t, keys, dtype, chained, None, inputs)
     with torch.autocast("cpu", dtype=autocast):
-        return _stages(model, t, dtype, chained, autocast, inputs)
+        return _stages(model, t, keys, dtype, chained, autocast, inputs)
 
 
-def _stages(model, t, dtype, chained, autocast, inputs):
+def _stages(model, t, keys, dtype, chained, autocast, inputs):
     out = {}
     fed = {}
     # Golden inputs at the tier: autocast-bf16 is judged at bf16, so its golden
@@ -124,12 +164,13 @@ def _stages(model, t, dtype, chained, autocast, inputs):
             v = out[name]
         else:
             v = torch.from_numpy(t[name].astype(np.float32)).to(tier_dtype).to(dtype)
-        if chained and inputs:
-            fed[f"{name}@{stage}"] = v
+        if inputs:
+            received = v.to(autocast) if autocast and name in AUTOCAST_CAST_INPUTS else v
+            fed[f"{name}@{stage}"] = received
         return v
 
     image = t["image"]
-    if chained and inputs:
+    if inputs:
         fed["image@preprocess"] = torch.from_numpy(image)
     h, w = image.shape[:2]
     crop = t["pixels"].shape[-1]
@@ -140,7 +181,13 @@ def _stages(model, t, dtype, chained, autocast, inputs):
     cropped = torch.from_numpy(resized[top:top + crop, left:left + crop].astype(np.float32)).to(dtype)
     mean = torch.tensor([0.485, 0.456, 0.406]).to(dtype).reshape(3, 1, 1)
     std = torch.tensor([0.229, 0.224, 0.225]).to(dtype).reshape(3, 1, 1)
-    out["pixels"] = ((cropped.permute(2, 0, 1) / torch.tensor(255.0).to(dtype) - mean) / std)[None]
+    c255 = torch.tensor(255.0).to(dtype)
+    out["pixels"] = ((cropped.permute(2, 0, 1) / c255 - mean) / std)[None]
+    if autocast and inputs:
+        # Autocast leaves these in float32 (the tier's golden values are
+        # rounded to bf16); the Linear and Conv2d parameters it casts are not.
+        fed.update({"rgb_mean@preprocess": mean, "rgb_std@preprocess": std, "c255@preprocess": c255})
+        fed.update(autocast_float32_parameters(model, keys))
     out["x_patch"] = model.patch_embed(given("pixels", "patch_embed"))
     # prepare_tokens_with_masks without its patch embedding: the stage starts
     # from x_patch (golden, or the model's own).
@@ -156,8 +203,9 @@ def _stages(model, t, dtype, chained, autocast, inputs):
     # Captures in float32 (bf16 and fp16 values are exact in it); float64 stays;
     # the uint8 image stays.
     keep = torch.float64 if dtype == torch.float64 else torch.float32
-    return {k: (v.to(keep) if v.is_floating_point() else v).detach().numpy()
-            for k, v in {**out, **fed}.items()}
+    captured = {k: (v.to(keep) if v.is_floating_point() else v).detach().numpy() for k, v in {**out, **fed}.items()}
+    # In the document's shapes (`INPUT@STAGE` has its input's shape).
+    return {k: v.reshape(t[k.split("@")[0]].shape) for k, v in captured.items()}
 
 
 def check(suite, captured, tier, mode, save=None):
@@ -165,7 +213,7 @@ def check(suite, captured, tier, mode, save=None):
     suffix), also keep the captures and the report there."""
     with tempfile.TemporaryDirectory() as tmp:
         path = pathlib.Path(tmp) / "captured.safetensors"
-        save_file({k: np.ascontiguousarray(v) for k, v in captured.items()}, str(path))
+        save_file({k: np.require(v, requirements="C") for k, v in captured.items()}, str(path))  # keeps 0-d shapes
         r = subprocess.run([str(CLI), "check", suite, "--tensors", str(path), "--tier", tier, "--mode", mode,
                             "--json"], capture_output=True, text=True)
         if save is not None:
@@ -189,7 +237,7 @@ def number(v):
 def golden(suite):
     t, keys = export(suite)
     model = model_for(t, keys, torch.float64)
-    got = stages(model, t, torch.float64, chained=False)
+    got = stages(model, t, keys, torch.float64, chained=False, inputs=False)
     print(f"Suite `{suite}`, torch {torch.__version__}, float64, each stage fed its golden input.\n")
     print("| tensor | max abs error | relative L2 error |")
     print("|---|---|---|")
@@ -223,7 +271,7 @@ def main():
         return
     print(f"torch {torch.__version__} on the CPU ({torch.get_num_threads()} threads), official dinov2 code "
           "(PyPI 0.0.1.dev2, no xFormers), judged by `vips-conformance check`"
-          f"{'' if inputs else '; chained: no input captures (each stage fed the previous rounded capture)'}.\n")
+          f"{'' if inputs else '; no input captures (each stage fed its golden or previous capture at the tier)'}.\n")
     print("| suite | tier | mode | verdict | largest stage max\\|e\\| (stage) | median stage max\\|e\\| | "
           "largest rms_t (stage) | stages with notes | end to end: rel L2, cosine |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -234,7 +282,8 @@ def main():
             dtype, autocast, judged_at = TIERS[tier]
             model = model_for(t, keys, dtype)
             for mode in modes:
-                captured = stages(model, t, dtype, chained=mode == "chained", autocast=autocast, inputs=inputs)
+                captured = stages(model, t, keys, dtype, chained=mode == "chained", autocast=autocast,
+                                  inputs=inputs)
                 report = check(suite, captured, judged_at, mode,
                                save and save / f"{suite}.{tier}.{mode}{'' if inputs else '.no-inputs'}")
                 tr = report["tiers"][0]

@@ -391,11 +391,14 @@ fn layer_norm_eps_1e5() {
     );
     // The page shows the warnings and the rms column.
     let html = std::fs::read_to_string(&page).unwrap();
-    assert!(html.contains("coverage: node 0 (`vsdk.layer_norm`") && html.contains("<th>rms t</th>"));
+    assert!(
+        html.contains("coverage: node 0 (`vsdk.layer_norm`") && html.contains("<th>rms t</th>")
+    );
     for s in report["tiers"][0]["stages"].as_array().unwrap() {
-        let warned = s["coverage"]
-            .as_array()
-            .is_some_and(|c| c.iter().any(|w| w.as_str().unwrap().contains("LayerNorm with eps")));
+        let warned = s["coverage"].as_array().is_some_and(|c| {
+            c.iter()
+                .any(|w| w.as_str().unwrap().contains("LayerNorm with eps"))
+        });
         let stage = s["stage"].as_str().unwrap();
         let late = (stage.starts_with("block_") && stage > "block_02") || stage == "final_norm";
         assert_eq!(warned, late, "{stage}: {}", s["coverage"]);
@@ -782,7 +785,8 @@ fn a_suite_built_elsewhere_is_named_after_its_directory() {
 
 /// `check --mode chained` takes a stage's input as the engine fed it when
 /// captured as `INPUT@STAGE`, instead of the previous stage's capture, and
-/// says so in the stage's notes.
+/// says so in the stage's notes (outputs of a chained run and of an
+/// isolated run, each judged chained).
 #[test]
 fn check_in_chained_mode_takes_a_captured_input_over_the_previous_output() {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("captured-inputs");
@@ -790,7 +794,13 @@ fn check_in_chained_mode_takes_a_captured_input_over_the_previous_output() {
     let cli = || std::process::Command::new(env!("CARGO_BIN_EXE_vips-conformance"));
     let check = |path: &Path| {
         let out = cli()
-            .args(["check", "dinov2-vits14-quick", "--mode", "chained", "--json"])
+            .args([
+                "check",
+                "dinov2-vits14-quick",
+                "--mode",
+                "chained",
+                "--json",
+            ])
             .arg("--tensors")
             .arg(path)
             .output()
@@ -805,38 +815,73 @@ fn check_in_chained_mode_takes_a_captured_input_over_the_previous_output() {
             .clone();
         (out.status.code(), block_11)
     };
-    let with_golden_x11 = |outputs: &Path, to: &Path| {
-        let mut t: Vec<(String, vips_sdk::HostTensor)> =
-            vips_sdk::capture::read(outputs).unwrap().into_iter().collect();
-        let golden = suite("dinov2-vits14-quick").tensor("x_11").unwrap();
+    // The outputs plus `x_11@block_11` := the golden tensor `input`.
+    let with_input = |outputs: &Path, input: &str, to: &Path| {
+        let mut t: Vec<(String, vips_sdk::HostTensor)> = vips_sdk::capture::read(outputs)
+            .unwrap()
+            .into_iter()
+            .collect();
+        let golden = suite("dinov2-vits14-quick").tensor(input).unwrap();
         t.push(("x_11@block_11".into(), (*golden).clone()));
         checkpoint(to, &t);
     };
     for mode in ["chained", "isolated"] {
         let saved = dir.join(format!("{mode}.safetensors"));
         let out = cli()
-            .args(["run", "dinov2-vits14-quick", "--no-differential", "--json", "--mode", mode])
+            .args([
+                "run",
+                "dinov2-vits14-quick",
+                "--no-differential",
+                "--json",
+                "--mode",
+                mode,
+            ])
             .arg("--save-outputs")
             .arg(&saved)
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(0), "{mode}");
+        // Without input captures it passes.
+        assert_eq!(check(&saved).0, Some(0), "{mode}");
         let given = dir.join(format!("{mode}-with-input.safetensors"));
-        with_golden_x11(&saved, &given);
+        // The input that made x_12 (the isolated run's, and the chained
+        // run's to float32 rounding): it passes, and the notes say where
+        // the input came from.
+        with_input(&saved, "x_11", &given);
         let (code, block_11) = check(&given);
         let notes = block_11["notes"].to_string();
-        assert!(notes.contains("input `x_11` is the capture `x_11@block_11`"), "{notes}");
-        if mode == "chained" {
-            // The captured output came from the chained x_11, not the golden
-            // one given as its input: the stage is judged against the latter.
-            assert_eq!(code, Some(1));
-            assert_eq!(block_11["status"], "fail");
-            // Without the input capture it passes.
-            assert_eq!(check(&saved).0, Some(0));
-        } else {
-            // Isolated outputs were computed from the golden x_11: they pass
-            // chained once the engine's real input is given.
-            assert_eq!(block_11["status"], "pass", "{block_11}");
-        }
+        assert!(
+            notes.contains("input `x_11` is the capture `x_11@block_11`"),
+            "{notes}"
+        );
+        assert_eq!(
+            (code, &block_11["status"]),
+            (Some(0), &"pass".into()),
+            "{mode}: {block_11}"
+        );
+        // An input that did not make x_12: the stage is judged against the
+        // reference from it, and fails.
+        with_input(&saved, "x_10", &given);
+        let (code, block_11) = check(&given);
+        assert_eq!(
+            (code, &block_11["status"]),
+            (Some(1), &"fail".into()),
+            "{mode}"
+        );
     }
+    // A capture named after no stage input is refused, not skipped.
+    let misnamed = dir.join("misnamed.safetensors");
+    let norm_w = suite("dinov2-vits14-quick").tensor("norm_w").unwrap();
+    checkpoint(&misnamed, &[("norm_w@block_03".into(), (*norm_w).clone())]);
+    let out = cli()
+        .args(["check", "dinov2-vits14-quick", "--tensors"])
+        .arg(&misnamed)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("`norm_w@block_03` names no input of a stage"),
+        "{err}"
+    );
 }

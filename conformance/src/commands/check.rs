@@ -31,9 +31,26 @@ pub fn run(args: Args) -> super::Outcome {
     let mut from = HashMap::new();
     for path in &args.tensors {
         // Only the suite's tensors and stage inputs are read (an unused
-        // `.npz` member is not inflated).
-        let wanted = |name: &str| runner::is_captured_name(&suite, name);
+        // `.npz` member is not inflated); an `INPUT@STAGE` that names no
+        // stage input is a mistake worth stopping for, not a capture to skip.
+        let misnamed = std::cell::RefCell::new(None);
+        let wanted = |name: &str| {
+            let known = runner::is_captured_name(&suite, name);
+            if !known && name.contains('@') {
+                misnamed
+                    .borrow_mut()
+                    .get_or_insert_with(|| name.to_string());
+            }
+            known
+        };
         let capture = vips_sdk::capture::read_selected(path, &wanted).map_err(|e| e.to_string())?;
+        if let Some(name) = misnamed.into_inner() {
+            return Err(format!(
+                "{}: `{name}` names no input of a stage (INPUT@STAGE, with INPUT one of the stage's inputs: see `vips-conformance list {}`)",
+                path.display(),
+                args.suite
+            ));
+        }
         for (name, t) in capture.tensors {
             if let Some(first) = from.insert(name.clone(), path.clone()) {
                 return Err(format!(

@@ -210,7 +210,11 @@ fn summary(h: &mut String, t: &TierView) -> Result<(), String> {
             let _ = write!(why, "<br><span class=\"remark\">note: {}</span>", esc(n));
         }
         for c in &s.coverage {
-            let _ = write!(why, "<br><span class=\"coverage\">coverage: {}</span>", esc(c));
+            let _ = write!(
+                why,
+                "<br><span class=\"coverage\">coverage: {}</span>",
+                esc(c)
+            );
         }
         let _ = write!(
             h,
