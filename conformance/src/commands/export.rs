@@ -2,6 +2,7 @@
 //! to load the same weights and inputs and compare with the golden outputs.
 
 use crate::suites;
+use std::borrow::Borrow;
 use std::path::Path;
 use std::process::ExitCode;
 use vips_sdk::suite::Suite;
@@ -22,13 +23,11 @@ pub fn run(suite: &str, out: &Path) -> super::Outcome {
 }
 
 /// Writes named tensors as one .safetensors file.
-pub fn write(
-    out: &Path,
-    tensors: &[(String, impl std::ops::Deref<Target = HostTensor>)],
-) -> Result<(), String> {
+pub fn write(out: &Path, tensors: &[(String, impl Borrow<HostTensor>)]) -> Result<(), String> {
     let views = tensors
         .iter()
         .map(|(name, t)| {
+            let t: &HostTensor = t.borrow();
             let dtype = match t.spec.dtype {
                 DType::F16 => safetensors::Dtype::F16,
                 DType::BF16 => safetensors::Dtype::BF16,

@@ -335,9 +335,7 @@ pub fn run(args: Args) -> super::Outcome {
         for (tier, tensors) in &mut saved {
             tensors.sort_by(|a, b| a.0.cmp(&b.0));
             let path = PathBuf::from(template.to_string_lossy().replace("{tier}", tier.name()));
-            let refs: Vec<(String, &HostTensor)> =
-                tensors.iter().map(|(k, v)| (k.clone(), v)).collect();
-            super::export::write(&path, &refs)?;
+            super::export::write(&path, tensors)?;
         }
     }
     // Every worker is gone (run_on released the provider and confirmed its

@@ -720,12 +720,54 @@ struct StageInputs {
     golden: bool,
     /// Chained: why the inputs are not trustworthy (an upstream stage failed).
     diverged_upstream: Option<String>,
-    /// Where captured inputs came from (`check`, chained).
+    /// Where captured inputs came from (`check`).
     notes: Vec<String>,
 }
 
-/// The name under which `check` takes a stage's input as the engine fed it
-/// (chained mode): `x@stage`.
+/// `check`: the input `name` of `stage` as the engine fed it, captured as
+/// `name@stage`, which overrides the golden value or, in chained mode, the
+/// previous stage's capture rounded to the tier to be judged (an engine that
+/// keeps float32 values or parameters at bf16, as autocast does). Notes where
+/// each input came from when that is not the plain case.
+fn captured_input(
+    suite: &Suite,
+    stage: &Stage,
+    name: &str,
+    tier: Tier,
+    mode: Mode,
+    captured: &HashMap<String, HostTensor>,
+    notes: &mut Vec<String>,
+) -> Result<Option<HostTensor>, SuiteError> {
+    let own = captured_input_name(name, &stage.name);
+    if let Some(t) = captured.get(&own) {
+        let declared = suite.spec(name).map(|s| s.shape.clone());
+        if declared.as_ref() != Some(&t.spec.shape) {
+            return Err(SuiteError::Layout(format!(
+                "`{own}` was captured with shape {:?}, the document declares {:?} for `{name}`",
+                t.spec.shape, declared
+            )));
+        }
+        notes.push(format!(
+            "input `{name}` is the capture `{own}` ({}), as the engine fed it",
+            t.spec.dtype
+        ));
+        return Ok(Some(t.clone()));
+    }
+    if let Some(t) = captured
+        .get(name)
+        .filter(|t| mode == Mode::Chained && rounds(t, tier))
+    {
+        notes.push(format!(
+            "input `{name}` is its capture rounded from {} to {}: if the engine fed the unrounded value on, capture it as `{own}`",
+            t.spec.dtype,
+            tier_spec(&t.spec, tier).dtype,
+        ));
+    }
+    Ok(None)
+}
+
+/// The name under which `check` takes a stage's input as the engine fed it:
+/// `x@stage`.
 pub fn captured_input_name(input: &str, stage: &str) -> String {
     format!("{input}@{stage}")
 }
@@ -759,38 +801,13 @@ impl Chain {
             notes: Vec::new(),
         };
         for name in &stage.inputs {
-            // `check`: the engine's own input overrides the golden value, or
-            // in chained mode the previous stage's capture, which was rounded
-            // to the tier to be judged (an engine that keeps float32 values
-            // or parameters at bf16, as autocast does).
             if let Source::Captured(captured) = source {
-                let own = captured_input_name(name, &stage.name);
-                if let Some(t) = captured.get(&own) {
-                    let declared = suite.spec(name).map(|s| s.shape.clone());
-                    if declared.as_ref() != Some(&t.spec.shape) {
-                        return Err(SuiteError::Layout(format!(
-                            "`{own}` was captured with shape {:?}, the document declares {:?} for `{name}`",
-                            t.spec.shape, declared
-                        )));
-                    }
-                    out.notes.push(format!(
-                        "input `{name}` is the capture `{own}` ({}), as the engine fed it",
-                        t.spec.dtype
-                    ));
-                    out.golden = false;
-                    out.values.insert(name.clone(), t.clone());
-                    continue;
-                }
-                if let Some(t) = captured
-                    .get(name)
-                    .filter(|t| mode == Mode::Chained && rounds(t, tier))
+                if let Some(t) =
+                    captured_input(suite, stage, name, tier, mode, captured, &mut out.notes)?
                 {
-                    out.notes.push(format!(
-                        "input `{name}` is its capture rounded from {} to {}: if the engine fed the unrounded value on, capture it as `{}`",
-                        t.spec.dtype,
-                        tier_spec(&t.spec, tier).dtype,
-                        captured_input_name(name, &stage.name)
-                    ));
+                    out.golden = false;
+                    out.values.insert(name.clone(), t);
+                    continue;
                 }
             }
             let t = match (mode, self.produced.get(name)) {
