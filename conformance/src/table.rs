@@ -25,31 +25,6 @@ fn least(j: &Judgement) -> String {
     }
 }
 
-/// The table's ×tol: the largest factor a failing output or the drill-down
-/// operator needs; "bias" where only a bias failed (no bound passes it).
-fn tolerance(s: &runner::StageResult) -> String {
-    let judged = s
-        .outputs
-        .iter()
-        .map(|o| &o.judgement)
-        .chain(s.drill_down.as_ref().map(|d| &d.judgement))
-        .filter(|j| !j.passed);
-    let mut bias = false;
-    let mut most: Option<f64> = None;
-    for j in judged {
-        match j.tolerance_factor {
-            Some(k) => most = Some(most.map_or(k, |m| m.max(k))),
-            None => bias = true,
-        }
-    }
-    match most {
-        Some(k) if k.is_finite() => e(k),
-        Some(_) => "inf".into(),
-        None if bias => "bias".into(),
-        None => "-".into(),
-    }
-}
-
 pub fn print(r: &RunReport) {
     println!(
         "{} {} on {} {} ({})",
@@ -94,17 +69,17 @@ pub fn print(r: &RunReport) {
         );
         // |e| is the error over its bound: below 1 passes; 1 − max|e| is the
         // margin. rms t is the error over a correct implementation's σ (the
-        // limit is the tier's rms_factor); ×tol the least factor by which the
-        // bound would have to grow for a failing stage to pass.
+        // limit is the tier's rms_factor); tolerance the least factor by which
+        // the bound would have to grow for a failing stage to pass.
         println!(
-            "{:<22} {:<10} {:<13} {:>8} {:>8} {:>8} {:>7}  {:<28} {:>10} {:>9}",
+            "{:<22} {:<10} {:<13} {:>8} {:>8} {:>8} {:>9}  {:<28} {:>10} {:>9}",
             "stage",
             "execution",
             "status",
             "max|e|",
             "p99|e|",
             "rms t",
-            "×tol",
+            "tolerance",
             "tightest operator (max|e|)",
             "drift L2",
             "time"
@@ -136,7 +111,7 @@ pub fn print(r: &RunReport) {
                 .filter_map(|o| o.judgement.rms_t)
                 .reduce(f64::max)
                 .map_or("-".into(), e);
-            let tol = tolerance(s);
+            let tol = s.least_tolerance().to_string();
             let tight = s.tightest_node.as_ref().map_or(String::new(), |n| {
                 format!(
                     "{} {}",
@@ -145,7 +120,7 @@ pub fn print(r: &RunReport) {
                 )
             });
             println!(
-                "{:<22} {:<10} {:<13} {max_e:>8} {p99:>8} {rms:>8} {tol:>7}  {tight:<28} {drift:>10} {:>7.1}ms",
+                "{:<22} {:<10} {:<13} {max_e:>8} {p99:>8} {rms:>8} {tol:>9}  {tight:<28} {drift:>10} {:>7.1}ms",
                 s.stage,
                 exec,
                 s.status.label(),
@@ -190,7 +165,7 @@ pub fn print(r: &RunReport) {
             if let Some(d) = &s.drill_down {
                 let j = &d.judgement;
                 println!(
-                    "    drill-down: first operator out of its bound is node {} `{}` -> `{}`: {}{}",
+                    "    drill-down: first operator that fails its own check is node {} `{}` -> `{}`: {}{}",
                     d.node,
                     d.op,
                     d.output,

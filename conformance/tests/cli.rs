@@ -180,7 +180,9 @@ fn a_wrong_operator_fails_its_stage_with_exit_1_and_drill_down() {
     let fc1 = out.lines().find(|l| l.starts_with("fc1_gelu")).unwrap();
     assert!(fc1.contains("FAIL"), "{out}");
     assert!(
-        out.contains("drill-down: first operator out of its bound is node 1 `vsdk.gelu@1` -> `h`"),
+        out.contains(
+            "drill-down: first operator that fails its own check is node 1 `vsdk.gelu@1` -> `h`"
+        ),
         "{out}"
     );
     assert!(

@@ -158,8 +158,59 @@ fn errors_inside_every_bound_but_too_large_for_correct_rounding_fail_the_rms_tes
         .map(|(i, b)| if i % 2 == 0 { 0.0 } else { b / 3.0 })
         .collect();
     let j = judge(&a, &r, &b, Some(&sigma), rules(Some(8.0)));
-    assert!(j.passed, "{j:?}");
+    // Only the other half is tested: rms t = 0.9·3/√3 ≈ 1.56 over it.
+    assert!(
+        j.passed && (j.rms_t.unwrap() - 0.9 * 3.0 / 3f64.sqrt()).abs() < 0.05,
+        "{j:?}"
+    );
     assert!(judge(&a, &r, &b, None, rules(Some(8.0))).rms_t.is_none());
+}
+
+#[test]
+fn the_least_tolerance_is_the_order_statistic_the_mismatch_budget_allows() {
+    // |e| of 3, 2, 1.5 past the bound and the rest inside, in random order;
+    // a budget of one element: the bound must grow by the second largest.
+    let mut g = rng();
+    let n = 1000;
+    let mut e: Vec<f64> = (0..n).map(|_| g.gen_range(-0.9..0.9)).collect();
+    let at: Vec<usize> = rand::seq::index::sample(&mut g, n, 3).into_vec();
+    for (&i, v) in at.iter().zip([3.0, -2.0, 1.5]) {
+        e[i] = v;
+    }
+    let reference: Vec<f64> = (0..n).map(|_| g.gen_range(-5.0..5.0)).collect();
+    let bound = vec![0.01; n];
+    let actual = HostTensor::from_vec(
+        &[n],
+        reference
+            .iter()
+            .zip(&e)
+            .map(|(r, e)| r + e * 0.01)
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
+    let budget = |allowed: f64| Rules {
+        allowed_over_fraction: allowed,
+        ..rules(None)
+    };
+    let k = |allowed| judge(&actual, &reference, &bound, None, budget(allowed)).tolerance_factor;
+    assert!((k(0.0).unwrap() - 3.0).abs() < 1e-9);
+    assert!((k(1.0 / n as f64).unwrap() - 2.0).abs() < 1e-9);
+    assert!((k(2.0 / n as f64).unwrap() - 1.5).abs() < 1e-9);
+    assert_eq!(k(3.0 / n as f64), None, "three allowed: passes");
+    // A NaN fails at any factor; the relative L2 error is against the reference.
+    let mut with_nan = actual.to_f64_vec();
+    with_nan[at[0]] = f64::NAN;
+    let nan = HostTensor::from_vec(&[n], with_nan).unwrap();
+    let j = judge(&nan, &reference, &bound, None, rules(None));
+    assert_eq!(j.tolerance_factor, Some(f64::INFINITY), "{j:?}");
+    let j = judge(&actual, &reference, &bound, None, rules(None));
+    let (d2, r2) = e.iter().zip(&reference).fold((0.0, 0.0), |(d, s), (e, r)| {
+        (d + (e * 0.01f64).powi(2), s + r * r)
+    });
+    assert!(
+        (j.rel_l2_error / (d2 / r2).sqrt() - 1.0).abs() < 1e-6,
+        "{j:?}"
+    );
 }
 
 #[test]

@@ -231,6 +231,11 @@ impl Common {
     }
 }
 
+/// `--save-outputs`'s file for `tier`.
+fn saved_path(template: &std::path::Path, tier: Tier) -> PathBuf {
+    PathBuf::from(template.to_string_lossy().replace("{tier}", tier.name()))
+}
+
 pub fn run(args: Args) -> super::Outcome {
     // Before anything else: no process of this user may read or write this
     // one's memory (the key, once read, and the results).
@@ -277,6 +282,16 @@ pub fn run(args: Args) -> super::Outcome {
                 "--save-outputs {}: with several tiers put `{{tier}}` in the path (e.g. outputs-{{tier}}.safetensors)",
                 p.display()
             ));
+        }
+        // An unwritable path fails now, not after the run.
+        for &tier in &opts.tiers {
+            let path = saved_path(p, tier);
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&path)
+                .map_err(|e| format!("--save-outputs {}: cannot write: {e}", path.display()))?;
         }
     }
     let mut files = args.common.result_files()?;
@@ -334,8 +349,7 @@ pub fn run(args: Args) -> super::Outcome {
     if let Some(template) = &args.save_outputs {
         for (tier, tensors) in &mut saved {
             tensors.sort_by(|a, b| a.0.cmp(&b.0));
-            let path = PathBuf::from(template.to_string_lossy().replace("{tier}", tier.name()));
-            super::export::write(&path, tensors)?;
+            super::export::write(&saved_path(template, *tier), tensors)?;
         }
     }
     // Every worker is gone (run_on released the provider and confirmed its

@@ -200,11 +200,6 @@ fn summary(h: &mut String, t: &TierView) -> Result<(), String> {
             esc(&s.name)
         };
         let rms_t = s.outputs.iter().filter_map(|o| o.rms_t).reduce(f64::max);
-        let tolerance = s
-            .outputs
-            .iter()
-            .filter_map(|o| o.tolerance_factor)
-            .reduce(f64::max);
         let mut why = esc(s.reason.as_deref().unwrap_or(""));
         for n in &s.notes {
             let _ = write!(why, "<br><span class=\"remark\">note: {}</span>", esc(n));
@@ -231,7 +226,7 @@ fn summary(h: &mut String, t: &TierView) -> Result<(), String> {
                 "over".into()
             }),
             rms_t.map_or("-".into(), e_text),
-            tolerance.map_or("-".into(), |k| format!("×{}", e_text(k))),
+            s.tolerance.map_or("-".into(), |t| t.to_string()),
             drift.map_or("-".into(), |d| format!("{d:.2e}")),
             why,
         );

@@ -6,7 +6,7 @@ use vips_sdk::certify::{Predicate, Verdict};
 use vips_sdk::compare::Tier;
 use vips_sdk::document::Document;
 use vips_sdk::error_map::ErrorMap;
-use vips_sdk::runner::{Execution, Mode, RunReport, Status};
+use vips_sdk::runner::{Execution, Mode, RunReport, Status, Tolerance};
 
 /// The signature of the report the page was made from.
 pub enum Signature {
@@ -80,6 +80,8 @@ pub struct StageView {
     pub notes: Vec<String>,
     /// What the stage's data cannot show.
     pub coverage: Vec<String>,
+    /// The least tolerance that would pass it (results only).
+    pub tolerance: Option<Tolerance>,
 }
 
 pub struct OutputView {
@@ -87,8 +89,6 @@ pub struct OutputView {
     pub max_e: f64,
     /// The error's rms over a correct implementation's σ (results only).
     pub rms_t: Option<f64>,
-    /// A failing output: the least factor by which its bound would have to grow.
-    pub tolerance_factor: Option<f64>,
     pub over_bound: u64,
     pub elements: u64,
     /// Against the golden value (results only).
@@ -235,7 +235,6 @@ impl View {
                                         tensor: o.tensor.clone(),
                                         max_e: o.judgement.max_e,
                                         rms_t: o.judgement.rms_t,
-                                        tolerance_factor: o.judgement.tolerance_factor,
                                         over_bound: o.judgement.over_bound,
                                         elements: o.judgement.elements,
                                         drift_rel_l2: Some(o.drift.rel_l2_error),
@@ -254,6 +253,7 @@ impl View {
                                 drill_down_note: s.drill_down_note.clone(),
                                 notes: s.notes.clone(),
                                 coverage: s.coverage.clone(),
+                                tolerance: Some(s.least_tolerance()),
                             }
                         })
                         .collect(),
@@ -333,7 +333,6 @@ impl View {
                         tensor: o.tensor.clone(),
                         max_e: o.max_e,
                         rms_t: None,
-                        tolerance_factor: None,
                         over_bound: o.over_bound,
                         elements: o.elements,
                         drift_rel_l2: None,
@@ -345,6 +344,7 @@ impl View {
                 drill_down_note: None,
                 notes: Vec::new(),
                 coverage: Vec::new(),
+                tolerance: None,
             })
             .collect();
         let tier = TierView {

@@ -8,7 +8,7 @@
 //! the reference, judged against the operator's bound and σ as a provider's
 //! output would be, node by node (the most a run can see).
 
-use super::ops::Evaluated;
+use super::ops::{layer_norm_rows, Evaluated, Row};
 use super::TierParams;
 use crate::{HostTensor, Node};
 
@@ -36,16 +36,17 @@ pub(super) fn invisible_pitfalls(
         .filter_map(|p| {
             let (mut max_e, mut sumsq, mut n) = (0.0f64, 0.0, 0usize);
             for ((d, b), s) in p.delta.iter().zip(&bound).zip(&ev.sigma) {
-                if *b > 0.0 {
-                    max_e = max_e.max(d.abs() / b);
+                if *d != 0.0 {
+                    max_e = max_e.max(if *b > 0.0 { d.abs() / b } else { f64::INFINITY });
                 }
                 if *s > 0.0 {
                     sumsq += (d / s).powi(2);
                     n += 1;
                 }
             }
+            // (Nothing to say where nothing has a σ.)
             let rms_t = (sumsq / n.max(1) as f64).sqrt();
-            (max_e <= 1.0 && rms_t <= params.rms_factor).then(|| {
+            (n > 0 && max_e <= 1.0 && rms_t <= params.rms_factor).then(|| {
                 format!(
                     "{} would pass here (largest |e| {max_e:.2}, rms t {rms_t:.2}): the data cannot tell",
                     p.what
@@ -62,11 +63,8 @@ fn layer_norm_eps(inputs: &[&HostTensor], axis: usize, eps: f64) -> Pitfall {
     let gamma = inputs[1].to_f64_vec();
     let d: usize = inputs[0].spec.shape[axis..].iter().product();
     let mut delta = Vec::with_capacity(x.len());
-    for row in x.chunks(d.max(1)) {
-        let n = row.len().max(1) as f64;
-        let mu = row.iter().sum::<f64>() / n;
-        let var = row.iter().map(|v| (v - mu).powi(2)).sum::<f64>() / n;
-        let k = 1.0 / (var + eps).sqrt() - 1.0 / (var + 10.0 * eps).sqrt();
+    for Row { x: row, mu, var, s } in layer_norm_rows(&x, d, eps) {
+        let k = 1.0 / s - 1.0 / (var + 10.0 * eps).sqrt();
         delta.extend(row.iter().zip(&gamma).map(|(v, g)| g * (v - mu) * k));
     }
     Pitfall {

@@ -10,7 +10,7 @@ use crate::document::Stage;
 use crate::error_map::ErrorMap;
 use crate::{DType, Device, Error, HostTensor, TensorSpec};
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// A stage's outputs as the reference computes them from the stage's inputs,
 /// and how far a correct implementation may be from each element.
@@ -23,6 +23,9 @@ pub struct StageReference {
     pub sigmas: HashMap<String, Vec<f64>>,
     /// What the stage's data cannot show (`coverage`).
     pub coverage: Vec<String>,
+    /// The tensors whose error includes a dot product's (downstream of a
+    /// `linear`, `conv2d` or `sdpa`): their mean is tested too.
+    pub summed: HashSet<String>,
 }
 
 /// Computes the stage's reference and per-element bound from `inputs`, the
@@ -48,6 +51,7 @@ pub fn stage_reference(
     let mut vars: HashMap<String, HostTensor> = HashMap::new();
     let mut svars: HashMap<String, HostTensor> = HashMap::new();
     let mut coverage = Vec::new();
+    let mut summed = HashSet::new();
     // The last node that reads each tensor: its float64 value and variance
     // are dropped after it (a block's weights and intermediates in float64
     // are several times the float32 tensors), except the stage's outputs.
@@ -68,7 +72,7 @@ pub fn stage_reference(
             }
         }
         let ins: Vec<&HostTensor> = node.inputs.iter().map(|n| &values[n]).collect();
-        let wider_inputs = node.inputs.iter().any(|n| {
+        let off_tier_inputs = node.inputs.iter().any(|n| {
             inputs
                 .get(n)
                 .is_some_and(|t| crate::runner::tier_spec(&t.spec, tier).dtype != t.spec.dtype)
@@ -80,9 +84,12 @@ pub fn stage_reference(
             inputs: &ins,
             precision: Precision::of(out_spec.dtype),
             params,
-            wider_inputs,
+            off_tier_inputs,
         };
         let ev = ops::evaluate(&r, &call)?;
+        if ev.accumulates || node.inputs.iter().any(|n| summed.contains(n)) {
+            summed.insert(node.output.clone());
+        }
         coverage.extend(
             coverage::invisible_pitfalls(&resolved, &ins, &ev, params)
                 .into_iter()
@@ -126,6 +133,7 @@ pub fn stage_reference(
         bounds: HashMap::new(),
         sigmas: HashMap::new(),
         coverage,
+        summed,
     };
     for name in &stage.outputs {
         let v = values
@@ -221,7 +229,7 @@ pub fn check_nodes(
             inputs: &ins,
             precision: Precision::of(actual.spec.dtype),
             params,
-            wider_inputs: false,
+            off_tier_inputs: false,
         };
         let ev = ops::evaluate(&r, &call)?;
         if ev.value.spec.shape != actual.spec.shape {

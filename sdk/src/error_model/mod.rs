@@ -20,7 +20,6 @@ mod graph;
 mod ops;
 
 pub use graph::{check_nodes, stage_reference, NodeCheck, StageReference};
-pub use ops::accumulates;
 
 use crate::compare::{NanPolicy, Tier};
 use crate::{DType, HostTensor};
@@ -191,8 +190,8 @@ pub struct Judgement {
     pub worst: Option<WorstElement>,
     pub passed: bool,
     /// A failure: the least factor by which the bound and σ would have to
-    /// grow for the element and rms criteria to pass (a bias fails at any
-    /// bound: then absent). `null` when no factor would do (a NaN).
+    /// grow for the element and rms criteria to pass; absent for a bias,
+    /// which fails at any bound; `"inf"` where no factor would do (a NaN).
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
@@ -444,14 +443,18 @@ pub fn judge(
             )
         });
     }
-    if let (None, Some(z), Some(ratio), Some((z_limit, ratio_limit))) =
-        (&reason, bias_z, bias_ratio, stats.bias)
-    {
+    if let (Some(z), Some(ratio), Some((z_limit, ratio_limit))) = (bias_z, bias_ratio, stats.bias) {
         if z.abs() > z_limit && ratio.abs() > ratio_limit {
-            reason = Some(format!(
+            let bias = format!(
                 "systematic bias: the mean error is {z:.1} standard deviations from 0 (limit {z_limit}) and {:.2} of the errors' rms (limit {ratio_limit})",
                 ratio.abs(),
-            ));
+            );
+            reason = Some(match reason {
+                Some(r) => format!("{r}; and {bias}"),
+                None => bias,
+            });
+            // No bound passes a bias: z and r do not change with σ's scale.
+            factor = None;
         }
     }
     let worst = tally.worst.map(|(i, _)| WorstElement {
@@ -478,8 +481,10 @@ pub fn judge(
         max_abs_error: tally.max_abs,
         rel_l2_error: if tally.sumsq_r > 0.0 {
             (tally.sumsq_d / tally.sumsq_r).sqrt()
+        } else if tally.sumsq_d > 0.0 {
+            f64::INFINITY
         } else {
-            tally.sumsq_d.sqrt()
+            0.0
         },
         worst,
         passed: reason.is_none(),

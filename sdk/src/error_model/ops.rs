@@ -92,9 +92,18 @@ pub(super) struct Call<'a> {
     /// The precision of the output at the tier (None: integer output).
     pub precision: Option<Precision>,
     pub params: &'a TierParams,
-    /// An input is wider than the tier (a float32 capture given to `check`
-    /// at bf16): even data movement rounds it to the tier.
-    pub wider_inputs: bool,
+    /// An input is a stage input in another dtype than the tier's (a
+    /// float32 capture given to `check` at bf16): even data movement rounds
+    /// it to the tier. (For a concat of such an input with a computed one,
+    /// the computed elements get the same allowance, slightly loose.)
+    pub off_tier_inputs: bool,
+}
+
+/// The terms of each output of a `linear` or `conv2d`: one per weight of
+/// an output (`K`, or `C/g·kH·kW`), plus one with a bias.
+fn terms(c: &Call) -> usize {
+    let w = &c.inputs[1].spec.shape;
+    w[1..].iter().product::<usize>() + usize::from(c.inputs.len() == 3)
 }
 
 /// `λ·√n`: the probabilistic growth factor of a sum of `n` terms.
@@ -135,8 +144,7 @@ pub(super) fn evaluate(r: &Reference, c: &Call) -> Result<Evaluated, Error> {
             let mags: Vec<HostTensor> = c.inputs.iter().map(|t| abs(t)).collect();
             let refs: Vec<&HostTensor> = mags.iter().collect();
             let bnd = r.exec(c.op, c.attrs, &refs)?.to_f64_vec();
-            let w = &c.inputs[1].spec.shape;
-            let n = w[1..].iter().product::<usize>() + usize::from(c.inputs.len() == 3);
+            let n = terms(c);
             affine(|lambda| {
                 let g = growth(lambda, n);
                 v.iter()
@@ -204,7 +212,7 @@ pub(super) fn evaluate(r: &Reference, c: &Call) -> Result<Evaluated, Error> {
         Node::Crop(_) | Node::Reshape | Node::Permute { .. } | Node::Concat { .. } => exact(
             v.iter()
                 .map(|&v| {
-                    if !c.wider_inputs || p.holds(v) {
+                    if !c.off_tier_inputs || p.holds(v) {
                         0.0
                     } else {
                         p.u * v.abs() + p.tiny
@@ -230,7 +238,7 @@ pub(super) fn evaluate(r: &Reference, c: &Call) -> Result<Evaluated, Error> {
 /// a fixed function of its input value, and on data with few distinct values
 /// (an 8-bit image divided by 255) a correctly rounded result has a mean error
 /// of 0.85 of its rms: their mean is not tested.
-pub fn accumulates(op: Op) -> bool {
+fn accumulates(op: Op) -> bool {
     matches!(op, Op::Linear | Op::Conv2d | Op::Sdpa)
 }
 
@@ -275,8 +283,7 @@ fn sigma(
             let squares: Vec<HostTensor> = c.inputs.iter().map(|t| square(t)).collect();
             let refs: Vec<&HostTensor> = squares.iter().collect();
             let q = r.exec(c.op, c.attrs, &refs)?.to_f64_vec();
-            let w = &c.inputs[1].spec.shape;
-            let n = w[1..].iter().product::<usize>() + usize::from(c.inputs.len() == 3);
+            let n = terms(c);
             v.iter()
                 .zip(&q)
                 .map(|(&v, &q)| stored(v) + ua * ua / 3.0 * sum_var(n, v, q))
@@ -309,10 +316,10 @@ fn sigma(
         Node::Crop(_) | Node::Reshape | Node::Permute { .. } | Node::Concat { .. } => v
             .iter()
             .map(|&v| {
-                if !c.wider_inputs || p.holds(v) {
+                if !c.off_tier_inputs || p.holds(v) {
                     0.0
                 } else {
-                    stored(v)
+                    rounding_var(u, v) + p.tiny * p.tiny / 3.0
                 }
             })
             .collect(),
@@ -548,15 +555,15 @@ fn softmax_propagate(p_out: &[f64], v: &[f64], shape: &[usize], axis: usize) -> 
 }
 
 /// One LayerNorm row: the row, its mean and `s = √(σ² + eps)`.
-struct Row<'a> {
-    x: &'a [f64],
-    mu: f64,
-    var: f64,
-    s: f64,
+pub(super) struct Row<'a> {
+    pub x: &'a [f64],
+    pub mu: f64,
+    pub var: f64,
+    pub s: f64,
 }
 
 /// The rows of a LayerNorm over axes `axis..`, with their statistics.
-fn layer_norm_rows(x: &[f64], d: usize, eps: f64) -> impl Iterator<Item = Row<'_>> {
+pub(super) fn layer_norm_rows(x: &[f64], d: usize, eps: f64) -> impl Iterator<Item = Row<'_>> {
     let dn = d.max(1) as f64;
     x.chunks(d.max(1)).map(move |row| {
         let mu = row.iter().sum::<f64>() / dn;
@@ -844,10 +851,10 @@ fn sdpa_sigma(inputs: &[&HostTensor], scale: f64, p: Precision) -> Vec<f64> {
         let kb = &k[b * lk * dk..][..lk * dk];
         let vb = &v[b * lk * dv..][..lk * dv];
         let raw = matmul(qb, kb, (lq, dk, lk), true);
-        let q2 = matmul(&sq(qb), &sq(kb), (lq, dk, lk), true);
+        let sq_terms_s = matmul(&sq(qb), &sq(kb), (lq, dk, lk), true);
         let var_s: Vec<f64> = raw
             .iter()
-            .zip(&q2)
+            .zip(&sq_terms_s)
             .map(|(&s, &q)| scale * scale * ku * sum_var(dk, s, q) + ku * (scale * s).powi(2))
             .collect();
         let (mut pm, mut var_p) = (vec![0.0; lq * lk], vec![0.0; lq * lk]);
@@ -867,11 +874,16 @@ fn sdpa_sigma(inputs: &[&HostTensor], scale: f64, p: Precision) -> Vec<f64> {
             }
         }
         let o = matmul(&pm, vb, (lq, lk, dv), false);
-        let q3 = matmul(&sq(&pm), &sq(vb), (lq, lk, dv), false);
+        let sq_terms_o = matmul(&sq(&pm), &sq(vb), (lq, lk, dv), false);
         let carried = matmul(&var_p, &sq(vb), (lq, lk, dv), false);
-        out.extend(o.iter().zip(&q3).zip(&carried).map(|((&o, &q), &c)| {
-            c + ku * sum_var(lk, o, q) + rounding_var(p.u, o) + p.tiny * p.tiny / 3.0
-        }));
+        out.extend(
+            o.iter()
+                .zip(&sq_terms_o)
+                .zip(&carried)
+                .map(|((&o, &q), &c)| {
+                    c + ku * sum_var(lk, o, q) + rounding_var(p.u, o) + p.tiny * p.tiny / 3.0
+                }),
+        );
     }
     out
 }

@@ -340,6 +340,50 @@ pub struct StageResult {
     pub timeout_seconds: f64,
 }
 
+/// The least tolerance that would pass a stage (docs/error-model.md,
+/// section 3): the largest factor its failing outputs and drill-down
+/// operator need, or a bias, which no factor passes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Tolerance {
+    /// Nothing judged failed.
+    Met,
+    Factor(f64),
+    Bias,
+}
+
+impl std::fmt::Display for Tolerance {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Tolerance::Met => f.write_str("-"),
+            Tolerance::Factor(k) if k.is_finite() && *k < 1e3 => write!(f, "×{k:.3}"),
+            Tolerance::Factor(k) if k.is_finite() => write!(f, "×{k:.2e}"),
+            Tolerance::Factor(_) => f.write_str("×inf"),
+            Tolerance::Bias => f.write_str("bias"),
+        }
+    }
+}
+
+impl StageResult {
+    pub fn least_tolerance(&self) -> Tolerance {
+        let failing = self
+            .outputs
+            .iter()
+            .map(|o| &o.judgement)
+            .chain(self.drill_down.as_ref().map(|d| &d.judgement))
+            .filter(|j| !j.passed);
+        let mut least = Tolerance::Met;
+        for j in failing {
+            least = match (least, j.tolerance_factor) {
+                (Tolerance::Factor(a), Some(b)) => Tolerance::Factor(a.max(b)),
+                (_, Some(b)) => Tolerance::Factor(b),
+                (Tolerance::Met, None) => Tolerance::Bias,
+                (l, None) => l,
+            };
+        }
+        least
+    }
+}
+
 /// Chained mode: one of the component's final outputs against its golden value.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EndToEndResult {
@@ -499,7 +543,6 @@ pub enum Event<'a> {
     /// it produced none), after its `Finished`.
     Outputs {
         tier: Tier,
-        stage: &'a str,
         outputs: &'a HashMap<String, HostTensor>,
     },
 }
@@ -949,7 +992,6 @@ fn run_tiers(
             results.push(progress.record(result));
             (progress.observer)(Event::Outputs {
                 tier,
-                stage: &stage.name,
                 outputs: &outputs,
             });
             main_outputs.insert(stage.name.clone(), outputs);

@@ -227,15 +227,12 @@ impl StageContext<'_> {
         timeout: Duration,
     ) -> Result<(), String> {
         let (stage, tier) = (self.stage, self.tier);
-        let rules = Rules {
+        // An output's mean is tested where its error includes a dot
+        // product's (`StageReference::summed`).
+        let rules = |name: &String| Rules {
             nan: stage.nan,
             allowed_over_fraction: stage.mismatch_fraction,
-            // A stage's outputs carry its dot products' errors: their mean is
-            // tested when it has one (`error_model::accumulates`).
-            statistics: Statistics::of(
-                self.params(),
-                stage.graph.iter().any(|n| error_model::accumulates(n.op)),
-            ),
+            statistics: Statistics::of(self.params(), reference.summed.contains(name)),
         };
         let mut passed = true;
         for name in &stage.outputs {
@@ -256,7 +253,7 @@ impl StageContext<'_> {
                 check_golden(name, ref_value, &golden)?;
             }
             let expected = ref_value.to_f64_vec();
-            let judgement = error_model::judge(actual, &expected, bound, Some(sigma), rules);
+            let judgement = error_model::judge(actual, &expected, bound, Some(sigma), rules(name));
             passed &= judgement.passed;
             // (The differential round's outputs are judged, not drawn.)
             let error_map = (self.round == Round::Main
@@ -280,7 +277,7 @@ impl StageContext<'_> {
         }
         let first_passed = passed;
         let repeat_failed = match repeat {
-            Some(r) => self.judge_repeat(result, reference, values, r, execution, rules)?,
+            Some(r) => self.judge_repeat(result, reference, values, r, execution, &rules)?,
             None => Vec::new(),
         };
         if !repeat_failed.is_empty() {
@@ -356,8 +353,8 @@ impl StageContext<'_> {
                 if !passed {
                     if failed.is_none() && !repeat_only {
                         result.drill_down_note = Some(match execution {
-                            Execution::Fused => "every operator is within its own bound when fed the provider's own inputs: the error of the fused kernel accumulates across operators",
-                            _ => "every operator is within its own bound: the stage fails on its outputs (above)",
+                            Execution::Fused => "every operator passes its own check when fed the provider's own inputs: the error of the fused kernel accumulates across operators",
+                            _ => "every operator passes its own check: the stage fails on its outputs (above)",
                         }.into());
                     }
                     result.drill_down = failed;
@@ -382,7 +379,7 @@ impl StageContext<'_> {
         values: &HashMap<String, HostTensor>,
         repeat: &HashMap<String, HostTensor>,
         execution: Execution,
-        rules: Rules,
+        rules: &dyn Fn(&String) -> Rules,
     ) -> Result<Vec<String>, String> {
         let stage = self.stage;
         let differs = |name: &String| values[name].bytes != repeat[name].bytes;
@@ -394,7 +391,7 @@ impl StageContext<'_> {
                 &expected,
                 &reference.bounds[name],
                 Some(&reference.sigmas[name]),
-                rules,
+                rules(name),
             );
             if !j.passed {
                 failed.push(format!("`{name}` (|e| {:.3e})", j.max_e));

@@ -280,11 +280,12 @@ pub fn layer_norm_unbiased(call: &KernelCall) -> Result<(), ProviderError> {
 
 /// LayerNorm in float32 with plain loops: the mean and the centred variance
 /// summed one element after the other (the largest error of the orders a
-/// correct kernel uses), `(x − μ)/s·γ + β`; with `unbiased`, dividing by N − 1.
+/// correct kernel uses), `(x − μ)/s·γ + β`.
 pub fn layer_norm_sequential(call: &KernelCall) -> Result<(), ProviderError> {
     layer_norm_f32(call, false)
 }
 
+/// LayerNorm in float32 as above; with `unbiased`, dividing by N − 1.
 fn layer_norm_f32(call: &KernelCall, unbiased: bool) -> Result<(), ProviderError> {
     let (x, g, b) = (
         read(&call.inputs[0])?,
