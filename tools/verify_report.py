@@ -176,13 +176,13 @@ STATUSES = (
 HOST = {"os": STR, "kernel": STR, "arch": STR, "cpu": STR, "logical_cpus": U64}
 SHARD = {"k": U64, "n": U64}
 NODE = {"node": U64, "op": STR, "output": STR, "max_e": FLOAT}
-OUTPUT = dict(
+OUTPUT = ("fields", dict(
     {"tensor": STR, "passed": BOOL, "elements": U64, "over_bound": U64},
     **{f: FLOAT for f in (
         "max_e", "margin", "p50_e", "p90_e", "p99_e", "rms_e", "max_abs_error",
         "golden_max_abs_error", "golden_rel_l2_error", "golden_cosine_similarity")},
     sha256=STR,
-)
+), {f: FLOAT for f in ("rms_t", "bias_ratio", "tolerance_factor")})  # absent where not tested
 STAGE = {
     "stage": STR, "status": oneof(*STATUSES),
     "execution": opt(oneof("fused", "decomposed", "captured")),

@@ -461,6 +461,30 @@ fn nonfinite_metrics_survive_the_json() {
     assert!(o.max_e == f64::INFINITY && o.margin == f64::NEG_INFINITY && o.p50_e.is_nan());
 }
 
+#[test]
+fn outputs_record_the_statistical_criteria_and_older_records_still_read() {
+    let (_, p) = demo_run(RunOptions::default());
+    // demo-mlp's outputs come from a linear: rms and bias tested.
+    let o = &p.stages[0].outputs[0];
+    assert!(o.rms_t.is_some_and(|r| r > 0.0 && r < 2.5), "{o:?}");
+    assert!(
+        o.bias_ratio.is_some() && o.tolerance_factor.is_none(),
+        "{o:?}"
+    );
+    let text = serde_json::to_string(o).unwrap();
+    assert!(
+        text.contains("\"rms_t\":") && !text.contains("tolerance_factor"),
+        "{text}"
+    );
+    // A record written before the fields existed reads, without them.
+    let mut old: serde_json::Value = serde_json::from_str(&text).unwrap();
+    for f in ["rms_t", "bias_ratio"] {
+        old.as_object_mut().unwrap().remove(f);
+    }
+    let back: vips_sdk::certify::OutputRecord = serde_json::from_value(old).unwrap();
+    assert!(back.rms_t.is_none() && back.bias_ratio.is_none());
+}
+
 fn shard(k: usize, n: usize, seed: u64) -> Predicate {
     let (_, p) = demo_run(RunOptions {
         shard: Some((k, n)),

@@ -332,7 +332,7 @@ impl View {
                     .map(|o| OutputView {
                         tensor: o.tensor.clone(),
                         max_e: o.max_e,
-                        rms_t: None,
+                        rms_t: o.rms_t,
                         over_bound: o.over_bound,
                         elements: o.elements,
                         drift_rel_l2: None,
@@ -344,7 +344,12 @@ impl View {
                 drill_down_note: None,
                 notes: Vec::new(),
                 coverage: Vec::new(),
-                tolerance: None,
+                tolerance: Some(Tolerance::of(
+                    s.outputs
+                        .iter()
+                        .filter(|o| !o.passed)
+                        .map(|o| o.tolerance_factor),
+                )),
             })
             .collect();
         let tier = TierView {

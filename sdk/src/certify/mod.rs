@@ -18,7 +18,7 @@ pub mod merge;
 pub mod predicate;
 
 pub use dsse::{DsseError, Envelope, TrustedKey};
-pub use predicate::{Predicate, Verdict};
+pub use predicate::{OutputRecord, Predicate, Verdict};
 
 use crate::runner::RunReport;
 use crate::suite::Suite;

@@ -212,6 +212,29 @@ pub struct OutputRecord {
     pub p99_e: f64,
     #[serde(with = "crate::json_float")]
     pub rms_e: f64,
+    /// The statistical criteria (docs/error-model.md, section 3): the
+    /// error's rms over a correct implementation's σ, and where the mean is
+    /// tested `mean t / rms t`; absent where not tested.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::json_float::option"
+    )]
+    pub rms_t: Option<f64>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::json_float::option"
+    )]
+    pub bias_ratio: Option<f64>,
+    /// A failing output: the least factor by which its bound would have to
+    /// grow to pass (absent for a bias, which no bound passes).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::json_float::option"
+    )]
+    pub tolerance_factor: Option<f64>,
     #[serde(with = "crate::json_float")]
     pub max_abs_error: f64,
     /// Against the golden value (drift; not the verdict).
@@ -294,6 +317,9 @@ impl OutputRecord {
             p90_e: j.p90_e,
             p99_e: j.p99_e,
             rms_e: j.rms_e,
+            rms_t: j.rms_t,
+            bias_ratio: j.bias_ratio,
+            tolerance_factor: j.tolerance_factor,
             max_abs_error: j.max_abs_error,
             golden_max_abs_error: o.drift.max_abs_error,
             golden_rel_l2_error: o.drift.rel_l2_error,

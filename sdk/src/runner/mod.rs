@@ -363,24 +363,30 @@ impl std::fmt::Display for Tolerance {
     }
 }
 
-impl StageResult {
-    pub fn least_tolerance(&self) -> Tolerance {
-        let failing = self
-            .outputs
-            .iter()
-            .map(|o| &o.judgement)
-            .chain(self.drill_down.as_ref().map(|d| &d.judgement))
-            .filter(|j| !j.passed);
-        let mut least = Tolerance::Met;
-        for j in failing {
-            least = match (least, j.tolerance_factor) {
+impl Tolerance {
+    /// Over the `tolerance_factor`s of failing judgements (None: a bias).
+    pub fn of(failing: impl IntoIterator<Item = Option<f64>>) -> Tolerance {
+        failing
+            .into_iter()
+            .fold(Tolerance::Met, |least, k| match (least, k) {
                 (Tolerance::Factor(a), Some(b)) => Tolerance::Factor(a.max(b)),
                 (_, Some(b)) => Tolerance::Factor(b),
                 (Tolerance::Met, None) => Tolerance::Bias,
                 (l, None) => l,
-            };
-        }
-        least
+            })
+    }
+}
+
+impl StageResult {
+    pub fn least_tolerance(&self) -> Tolerance {
+        Tolerance::of(
+            self.outputs
+                .iter()
+                .map(|o| &o.judgement)
+                .chain(self.drill_down.as_ref().map(|d| &d.judgement))
+                .filter(|j| !j.passed)
+                .map(|j| j.tolerance_factor),
+        )
     }
 }
 
