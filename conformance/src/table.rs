@@ -126,7 +126,14 @@ pub fn print(r: &RunReport) {
                 s.status.label(),
                 s.seconds * 1e3
             );
-            if let Some(reason) = &s.reason {
+            // A failure on the stage's own data is detailed below (outputs,
+            // drill-down); its one-line reason is for the records.
+            let detailed = s.outputs.iter().any(|o| !o.judgement.passed) || s.drill_down.is_some();
+            if let Some(reason) = s
+                .reason
+                .as_ref()
+                .filter(|r| !detailed || s.findings.iter().any(|f| f.to_string() == **r))
+            {
                 println!("    {reason}");
             }
             for f in s

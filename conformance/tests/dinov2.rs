@@ -276,6 +276,16 @@ fn mutated_run(target: &str, mutation: &str) -> Vec<(String, String, Option<Stri
         .iter()
         .map(|s| {
             let op = s["drill_down"]["op"].as_str().map(str::to_string);
+            // Every failure says why in its record: how far, and which operator.
+            if s["status"] != "pass" {
+                let reason = s["reason"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("no reason: {s}"));
+                assert!(
+                    op.as_ref().is_none_or(|op| reason.contains(op.as_str())),
+                    "{reason}"
+                );
+            }
             (
                 s["stage"].as_str().unwrap().to_string(),
                 s["status"].as_str().unwrap().to_string(),

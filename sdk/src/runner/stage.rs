@@ -365,6 +365,9 @@ impl StageContext<'_> {
             None => {}
         }
         result.status = if passed { Status::Pass } else { Status::Fail };
+        if !passed && result.reason.is_none() {
+            result.reason = Some(fail_reason(result));
+        }
         Ok(())
     }
 
@@ -436,6 +439,47 @@ impl StageContext<'_> {
         )
         .map_err(|e| format!("the reference could not check the operators: {e}"))
     }
+}
+
+/// Why a stage failed on its own data, in one line: the first failing output
+/// (how far, where), else the first failing invariant, and the operator
+/// drill-down names. (Guards' findings and a failing repeat set their own.)
+fn fail_reason(result: &StageResult) -> String {
+    let mut parts = Vec::new();
+    if let Some(o) = result.outputs.iter().find(|o| !o.judgement.passed) {
+        let j = &o.judgement;
+        let at = j
+            .worst
+            .as_ref()
+            .map(|w| format!(", worst at {:?}", w.index))
+            .unwrap_or_default();
+        parts.push(format!(
+            "`{}`: {}{at}",
+            o.tensor,
+            j.reason.as_deref().unwrap_or("out of bounds")
+        ));
+    } else if let Some(i) = result.invariants.iter().find(|i| !i.held) {
+        parts.push(format!(
+            "invariant {} does not hold: {}",
+            i.invariant, i.detail
+        ));
+    }
+    match &result.drill_down {
+        Some(d) if parts.is_empty() => parts.push(format!(
+            "first failing operator: node {} `{}` -> `{}`: {}",
+            d.node,
+            d.op,
+            d.output,
+            d.judgement.reason.as_deref().unwrap_or("out of bounds")
+        )),
+        Some(d) => parts.push(format!(
+            "first failing operator: node {} `{}` -> `{}`",
+            d.node, d.op, d.output
+        )),
+        None if parts.is_empty() => parts.push("an operator failed its own check".into()),
+        None => {}
+    }
+    parts.join("; ")
 }
 
 /// The golden values are what the reference computes from the golden inputs
