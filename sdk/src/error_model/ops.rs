@@ -721,6 +721,30 @@ fn map2(a: &[f64], b: &[f64], f: impl Fn(f64, f64) -> f64) -> Vec<f64> {
     a.iter().zip(b).map(|(&x, &y)| f(x, y)).collect()
 }
 
+/// Attention's sizes: batch (the leading axes), queries, key width, keys,
+/// value width.
+struct Dims {
+    batch: usize,
+    lq: usize,
+    dk: usize,
+    lk: usize,
+    dv: usize,
+}
+
+impl Dims {
+    fn of(inputs: &[&HostTensor]) -> Dims {
+        let qs = &inputs[0].spec.shape;
+        let r = qs.len();
+        Dims {
+            batch: qs[..r - 2].iter().product(),
+            lq: qs[r - 2],
+            dk: qs[r - 1],
+            lk: inputs[1].spec.shape[r - 2],
+            dv: inputs[2].spec.shape[r - 1],
+        }
+    }
+}
+
 /// Attention `softmax(s·q kᵀ) v` per batch index, as matrix products:
 /// without `vars`, the local bound as `(fixed, scaled)` (it is affine in λ);
 /// with them, only the propagated variance.
@@ -735,12 +759,13 @@ fn sdpa(
         inputs[1].to_f64_vec(),
         inputs[2].to_f64_vec(),
     );
-    let qs = &inputs[0].spec.shape;
-    let r = qs.len();
-    let (lq, dk) = (qs[r - 2], qs[r - 1]);
-    let lk = inputs[1].spec.shape[r - 2];
-    let dv = inputs[2].spec.shape[r - 1];
-    let batch: usize = qs[..r - 2].iter().product();
+    let Dims {
+        batch,
+        lq,
+        dk,
+        lk,
+        dv,
+    } = Dims::of(inputs);
     let e: Option<[Vec<f64>; 3]> =
         vars.map(|e| [e[0].to_f64_vec(), e[1].to_f64_vec(), e[2].to_f64_vec()]);
     let (gd, gk) = (growth(1.0, dk), growth(1.0, lk));
@@ -837,12 +862,13 @@ fn sdpa_sigma(inputs: &[&HostTensor], scale: f64, p: Precision) -> Vec<f64> {
         inputs[1].to_f64_vec(),
         inputs[2].to_f64_vec(),
     );
-    let qs = &inputs[0].spec.shape;
-    let r = qs.len();
-    let (lq, dk) = (qs[r - 2], qs[r - 1]);
-    let lk = inputs[1].spec.shape[r - 2];
-    let dv = inputs[2].spec.shape[r - 1];
-    let batch: usize = qs[..r - 2].iter().product();
+    let Dims {
+        batch,
+        lq,
+        dk,
+        lk,
+        dv,
+    } = Dims::of(inputs);
     let ku = p.u_acc * p.u_acc / 3.0;
     let sq = |x: &[f64]| x.iter().map(|v| v * v).collect::<Vec<_>>();
     let mut out = Vec::with_capacity(batch * lq * dv);

@@ -168,24 +168,50 @@ pub fn linear(call: &KernelCall, sum: Sum) -> Result<(), ProviderError> {
     Ok(())
 }
 
+/// An attention call's operands in float32, its sizes (batch, queries, key
+/// width, keys, value width) and its scale.
+struct Attention {
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    sizes: [usize; 5],
+    scale: f32,
+}
+
+impl Attention {
+    fn read(call: &KernelCall) -> Result<Attention, ProviderError> {
+        let qs = &call.inputs[0].shape;
+        let r = qs.len();
+        let scale = match resolved(call, Op::Sdpa)? {
+            Node::Sdpa(s) => s.scale as f32,
+            _ => unreachable!("sdpa"),
+        };
+        Ok(Attention {
+            q: read(&call.inputs[0])?,
+            k: read(&call.inputs[1])?,
+            v: read(&call.inputs[2])?,
+            sizes: [
+                qs[..r - 2].iter().product(),
+                qs[r - 2],
+                qs[r - 1],
+                call.inputs[1].shape[r - 2],
+                call.inputs[2].shape[r - 1],
+            ],
+            scale,
+        })
+    }
+}
+
 /// Attention with a streaming softmax (FlashAttention's recurrence): one pass
 /// over the keys, rescaling the running sum and output at each new maximum.
 pub fn sdpa_online(call: &KernelCall) -> Result<(), ProviderError> {
-    let (q, k, v) = (
-        read(&call.inputs[0])?,
-        read(&call.inputs[1])?,
-        read(&call.inputs[2])?,
-    );
-    let qs = &call.inputs[0].shape;
-    let r = qs.len();
-    let (lq, d) = (qs[r - 2], qs[r - 1]);
-    let lk = call.inputs[1].shape[r - 2];
-    let dv = call.inputs[2].shape[r - 1];
-    let batch: usize = qs[..r - 2].iter().product();
-    let scale = match resolved(call, Op::Sdpa)? {
-        Node::Sdpa(s) => s.scale as f32,
-        _ => unreachable!("sdpa"),
-    };
+    let Attention {
+        q,
+        k,
+        v,
+        sizes: [batch, lq, d, lk, dv],
+        scale,
+    } = Attention::read(call)?;
     let mut out = vec![0.0f32; batch * lq * dv];
     for b in 0..batch {
         for i in 0..lq {
@@ -228,21 +254,13 @@ pub fn gelu_tanh(call: &KernelCall) -> Result<(), ProviderError> {
 /// Attention whose softmax adds its exponentials in bfloat16 (each partial
 /// sum rounded to 8 bits), the rest in float32.
 pub fn sdpa_bf16_sum(call: &KernelCall) -> Result<(), ProviderError> {
-    let (q, k, v) = (
-        read(&call.inputs[0])?,
-        read(&call.inputs[1])?,
-        read(&call.inputs[2])?,
-    );
-    let qs = &call.inputs[0].shape;
-    let r = qs.len();
-    let (lq, d) = (qs[r - 2], qs[r - 1]);
-    let lk = call.inputs[1].shape[r - 2];
-    let dv = call.inputs[2].shape[r - 1];
-    let batch: usize = qs[..r - 2].iter().product();
-    let scale = match resolved(call, Op::Sdpa)? {
-        Node::Sdpa(s) => s.scale as f32,
-        _ => unreachable!("sdpa"),
-    };
+    let Attention {
+        q,
+        k,
+        v,
+        sizes: [batch, lq, d, lk, dv],
+        scale,
+    } = Attention::read(call)?;
     let mut out = vec![0.0f32; batch * lq * dv];
     for b in 0..batch {
         for i in 0..lq {
