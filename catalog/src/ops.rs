@@ -89,6 +89,11 @@ impl Op {
             })
     }
 
+    /// Only moves elements (no value is computed): exact at every tier.
+    pub fn moves_data(self) -> bool {
+        matches!(self, Op::Crop | Op::Concat | Op::Reshape | Op::Permute)
+    }
+
     /// The dtypes this kernel is defined for (the dtype of its data tensors).
     pub fn dtypes(self) -> &'static [DType] {
         const FLOATS: &[DType] = &[DType::F16, DType::BF16, DType::F32, DType::F64];

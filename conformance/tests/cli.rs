@@ -424,11 +424,17 @@ fn check_judges_outputs_computed_elsewhere() {
     // A stage that does not use the wrong tensor still passes.
     let (code, v) = check(&bad, &["--stage", "head"]);
     assert_eq!(code, 0, "{v}");
-    // A stage output that was not captured is an ERROR naming it.
+    // Stages none of whose outputs were captured are NOT CAPTURED, not
+    // failures; the next is fed the golden value and says so.
+    let (code, v) = check(&dir_with_only_h(&good), &["--mode", "chained"]);
+    assert_eq!(code, 0, "{v}");
+    let stages = &v["tiers"][0]["stages"];
+    assert_eq!(stages[1]["status"], "not_captured", "{v}");
+    assert_eq!(stages[2]["status"], "not_captured", "{v}");
+    // Only `h`, and wrong: the stage that produced it fails.
     let (code, v) = check(&dir_with_only_h(&bad), &[]);
     assert_eq!(code, 1);
-    assert_eq!(v["tiers"][0]["stages"][1]["status"], "error");
-    assert_eq!(v["tiers"][0]["stages"][1]["reason"], "`n` was not captured");
+    assert_eq!(v["tiers"][0]["stages"][0]["status"], "fail");
 }
 
 /// A capture file holding only `h`.

@@ -901,3 +901,114 @@ fn check_in_chained_mode_takes_a_captured_input_over_the_previous_output() {
         "{err}"
     );
 }
+
+/// An engine that starts from `pixels` and captures neither `pixels` nor
+/// `x_norm` (ONNX Runtime's end-to-end outputs): in chained mode
+/// `preprocess` and `final_norm` are NOT CAPTURED (not failures), the next
+/// stages say they were fed golden values, and the exact `outputs` stage is
+/// judged through `final_norm` rather than by a zero bound on the float32
+/// difference between the engine's x_norm and the golden one. In isolated
+/// mode that exact stage fails and says why.
+#[test]
+fn check_judges_an_engine_that_starts_later_and_captures_what_it_has() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("starts-later");
+    std::fs::create_dir_all(&dir).unwrap();
+    let cli = || std::process::Command::new(env!("CARGO_BIN_EXE_vips-conformance"));
+    let saved = dir.join("chained.safetensors");
+    let out = cli()
+        .args(["run", "dinov2-vits14-quick", "--no-differential"])
+        .args(["--mode", "chained", "--save-outputs"])
+        .arg(&saved)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let all = vips_sdk::capture::read(&saved).unwrap();
+    // The engine's own values differ from the golden ones (float32 rounding).
+    let golden = suite("dinov2-vits14-quick").tensor("x_norm").unwrap();
+    assert_ne!(all["x_norm"].bytes, golden.bytes);
+    let keep = |skip: &[&str], scale: f32, to: &Path| {
+        let t: Vec<(String, vips_sdk::HostTensor)> = all
+            .iter()
+            .filter(|(k, _)| !skip.contains(&k.as_str()))
+            .map(|(k, t)| {
+                let t = if k == "x_norm_clstoken" {
+                    let v: Vec<f32> = t.to_f64_vec().iter().map(|&x| x as f32 * scale).collect();
+                    vips_sdk::HostTensor::from_vec(&t.spec.shape, v).unwrap()
+                } else {
+                    t.clone()
+                };
+                (k.clone(), t)
+            })
+            .collect();
+        checkpoint(to, &t);
+    };
+    let check = |path: &Path, mode: &str| {
+        let out = cli()
+            .args(["check", "dinov2-vits14-quick", "--json", "--mode", mode])
+            .arg("--tensors")
+            .arg(path)
+            .output()
+            .unwrap();
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        (out.status.code(), report)
+    };
+    let stage = |r: &serde_json::Value, name: &str| {
+        r["tiers"][0]["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["stage"] == name)
+            .unwrap()
+            .clone()
+    };
+    let partial = dir.join("partial.safetensors");
+    keep(&["pixels", "x_norm"], 1.0, &partial);
+    let (code, r) = check(&partial, "chained");
+    assert_eq!(code, Some(0), "{r}");
+    for s in ["preprocess", "final_norm"] {
+        assert_eq!(stage(&r, s)["status"], "not_captured", "{s}");
+    }
+    let notes = stage(&r, "patch_embed")["notes"].to_string();
+    assert!(
+        notes.contains("input `pixels` is the golden value: `preprocess` was not captured"),
+        "{notes}"
+    );
+    let outputs = stage(&r, "outputs");
+    assert_eq!(outputs["status"], "pass", "{outputs}");
+    assert!(
+        outputs["notes"]
+            .to_string()
+            .contains("judged through `final_norm` (its input `x_norm` was not captured)"),
+        "{outputs}"
+    );
+    // Judged through final_norm, an output that is wrong still fails.
+    let wrong = dir.join("wrong.safetensors");
+    keep(&["pixels", "x_norm"], 1.0 + 1e-4, &wrong);
+    let (code, r) = check(&wrong, "chained");
+    assert_eq!(code, Some(1));
+    assert_eq!(stage(&r, "outputs")["status"], "fail");
+    // Isolated, the engine's end-to-end values are not a slice of the golden
+    // x_norm: the exact stage fails, and says what to do.
+    let (code, r) = check(&partial, "isolated");
+    assert_eq!(code, Some(1));
+    let outputs = stage(&r, "outputs");
+    assert_eq!(outputs["status"], "fail");
+    assert!(
+        outputs["notes"]
+            .to_string()
+            .contains("judged in chained mode"),
+        "{outputs}"
+    );
+    // Captures named after no selected stage's outputs are an error.
+    let none = dir.join("none.safetensors");
+    let norm_w = suite("dinov2-vits14-quick").tensor("norm_w").unwrap();
+    checkpoint(&none, &[("norm_w".into(), (*norm_w).clone())]);
+    let out = cli()
+        .args(["check", "dinov2-vits14-quick", "--tensors"])
+        .arg(&none)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no selected stage's outputs"));
+}

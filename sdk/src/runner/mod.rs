@@ -6,6 +6,8 @@
 //! a decomposed run within its own, invariants, drill-down. `check` judges
 //! outputs computed outside the SDK the same way.
 
+mod captured;
+mod chain;
 mod differential;
 mod execute;
 mod identity;
@@ -14,6 +16,7 @@ pub mod results;
 mod stage;
 mod timeouts;
 
+pub use captured::{captured_input_name, is_captured_name};
 pub use identity::{sha256_file, Host, Identity, Reference};
 pub use invariants::InvariantResult;
 pub use results::Baseline;
@@ -25,6 +28,7 @@ use crate::error_model::{EndToEnd, Judgement, NodeCheck};
 use crate::execution::{Backend, Finding, SplitMix};
 use crate::suite::{Suite, SuiteError};
 use crate::{Device, HostTensor, TensorSpec};
+use chain::Chain;
 use serde::{Deserialize, Serialize};
 use stage::StageContext;
 use std::collections::{HashMap, HashSet};
@@ -139,10 +143,14 @@ pub enum Status {
     MemoryLimit,
     /// The driver left processes running after its kernels returned.
     ProcessesLeft,
+    /// `check` only: the captures hold none of the stage's outputs (an
+    /// engine that starts later, or computes it elsewhere). Not judged, not
+    /// a failure; later stages are fed its golden outputs and say so.
+    NotCaptured,
 }
 
 impl Status {
-    pub const ALL: [Status; 14] = [
+    pub const ALL: [Status; 15] = [
         Status::Pass,
         Status::Fail,
         Status::NotSupported,
@@ -157,6 +165,7 @@ impl Status {
         Status::UnexpectedPass,
         Status::MemoryLimit,
         Status::ProcessesLeft,
+        Status::NotCaptured,
     ];
 
     pub fn label(self) -> &'static str {
@@ -175,6 +184,7 @@ impl Status {
             Status::UnexpectedPass => "UNEXPECTED PASS",
             Status::MemoryLimit => "MEMORY LIMIT",
             Status::ProcessesLeft => "PROCESSES LEFT",
+            Status::NotCaptured => "NOT CAPTURED",
         }
     }
 
@@ -184,7 +194,10 @@ impl Status {
 
     /// Counts against the verdict.
     pub fn is_failure(self) -> bool {
-        !matches!(self, Status::Pass | Status::ExpectedFail)
+        !matches!(
+            self,
+            Status::Pass | Status::ExpectedFail | Status::NotCaptured
+        )
     }
 }
 
@@ -623,6 +636,14 @@ pub fn check(
         differential: false,
         ..opts.clone()
     };
+    if let Some(name) = captured
+        .keys()
+        .find(|n| n.contains('@') && !is_captured_name(suite, n))
+    {
+        return Err(SuiteError::Layout(format!(
+            "the capture `{name}` names no input of a stage (INPUT@STAGE, with INPUT one of the stage's inputs)"
+        )));
+    }
     let started = now_rfc3339();
     let (tiers, _) = run_tiers(
         suite,
@@ -631,6 +652,16 @@ pub fn check(
         &opts,
         &mut |_| {},
     )?;
+    if tiers
+        .iter()
+        .flat_map(|t| &t.stages)
+        .all(|s| s.status == Status::NotCaptured)
+    {
+        return Err(SuiteError::Layout(format!(
+            "no selected stage's outputs were captured (the captures hold {} tensor(s) named after none of them): name captures after the suite's tensors (`vips-conformance inspect` lists them)",
+            captured.len()
+        )));
+    }
     let mut report = report(
         suite,
         tiers,
@@ -753,149 +784,6 @@ pub fn stage_bytes(suite: &Suite, stage: &Stage) -> usize {
         .sum()
 }
 
-/// Chained mode's state across the stages of one tier: the provider's own
-/// outputs (and which stage made each, and whether it passed), and the
-/// outputs stages failed to produce.
-#[derive(Default)]
-struct Chain {
-    produced: HashMap<String, (HostTensor, String, bool)>,
-    missing: HashMap<String, String>,
-}
-
-/// A stage's inputs at a tier: golden, or in chained mode the provider's own.
-struct StageInputs {
-    values: HashMap<String, HostTensor>,
-    /// Every input is a golden tensor.
-    golden: bool,
-    /// Chained: why the inputs are not trustworthy (an upstream stage failed).
-    diverged_upstream: Option<String>,
-    /// Where captured inputs came from (`check`).
-    notes: Vec<String>,
-}
-
-/// `check`: the input `name` of `stage` as the engine fed it, captured as
-/// `name@stage`, which overrides the golden value or, in chained mode, the
-/// previous stage's capture rounded to the tier to be judged (an engine that
-/// keeps float32 values or parameters at bf16, as autocast does). Notes where
-/// each input came from when that is not the plain case.
-fn captured_input(
-    suite: &Suite,
-    stage: &Stage,
-    name: &str,
-    tier: Tier,
-    mode: Mode,
-    captured: &HashMap<String, HostTensor>,
-    notes: &mut Vec<String>,
-) -> Result<Option<HostTensor>, SuiteError> {
-    let own = captured_input_name(name, &stage.name);
-    if let Some(t) = captured.get(&own) {
-        let declared = suite.spec(name).map(|s| s.shape.clone());
-        if declared.as_ref() != Some(&t.spec.shape) {
-            return Err(SuiteError::Layout(format!(
-                "`{own}` was captured with shape {:?}, the document declares {:?} for `{name}`",
-                t.spec.shape, declared
-            )));
-        }
-        notes.push(format!(
-            "input `{name}` is the capture `{own}` ({}), as the engine fed it",
-            t.spec.dtype
-        ));
-        return Ok(Some(t.clone()));
-    }
-    if let Some(t) = captured
-        .get(name)
-        .filter(|t| mode == Mode::Chained && rounds(t, tier))
-    {
-        notes.push(format!(
-            "input `{name}` is its capture rounded from {} to {}: if the engine fed the unrounded value on, capture it as `{own}`",
-            t.spec.dtype,
-            tier_spec(&t.spec, tier).dtype,
-        ));
-    }
-    Ok(None)
-}
-
-/// The name under which `check` takes a stage's input as the engine fed it:
-/// `x@stage`.
-pub fn captured_input_name(input: &str, stage: &str) -> String {
-    format!("{input}@{stage}")
-}
-
-/// Whether `check` reads a captured tensor of this name: a suite tensor, or
-/// `x@stage` for an input `x` of a stage.
-pub fn is_captured_name(suite: &Suite, name: &str) -> bool {
-    suite.spec(name).is_some()
-        || name.split_once('@').is_some_and(|(input, stage)| {
-            suite
-                .document
-                .stages
-                .iter()
-                .any(|s| s.name == stage && s.inputs.iter().any(|i| i == input))
-        })
-}
-
-impl Chain {
-    fn inputs(
-        &self,
-        suite: &Suite,
-        stage: &Stage,
-        tier: Tier,
-        mode: Mode,
-        source: Source,
-    ) -> Result<StageInputs, SuiteError> {
-        let mut out = StageInputs {
-            values: HashMap::new(),
-            golden: true,
-            diverged_upstream: None,
-            notes: Vec::new(),
-        };
-        for name in &stage.inputs {
-            if let Source::Captured(captured) = source {
-                if let Some(t) =
-                    captured_input(suite, stage, name, tier, mode, captured, &mut out.notes)?
-                {
-                    out.golden = false;
-                    out.values.insert(name.clone(), t);
-                    continue;
-                }
-            }
-            let t = match (mode, self.produced.get(name)) {
-                (Mode::Chained, Some((own, from, passed))) => {
-                    if !passed {
-                        out.diverged_upstream.get_or_insert_with(|| {
-                            format!("its inputs come from `{from}`, which already diverged")
-                        });
-                    }
-                    out.golden = false;
-                    own.clone()
-                }
-                _ => {
-                    if let (Mode::Chained, Some(from)) = (mode, self.missing.get(name)) {
-                        out.diverged_upstream.get_or_insert_with(|| {
-                            format!("`{from}` produced no `{name}`: this stage was fed the golden value")
-                        });
-                    }
-                    to_tier(&*suite.tensor(name)?, tier)
-                }
-            };
-            out.values.insert(name.clone(), t);
-        }
-        Ok(out)
-    }
-
-    fn record(&mut self, stage: &Stage, outputs: &HashMap<String, HostTensor>, passed: bool) {
-        for name in &stage.outputs {
-            if !outputs.contains_key(name) {
-                self.missing.insert(name.clone(), stage.name.clone());
-            }
-        }
-        for (name, t) in outputs {
-            self.produced
-                .insert(name.clone(), (t.clone(), stage.name.clone(), passed));
-        }
-    }
-}
-
 /// The kernels a stage may call: its graph's operators and its own kernel.
 fn kernels_of(stage: &Stage) -> impl Iterator<Item = &str> {
     stage
@@ -945,20 +833,13 @@ fn run_tiers(
         // Whether the provider runs each stage (decided before a baseline
         // turns NOT SUPPORTED into EXPECTED FAIL).
         let mut supported = Vec::new();
-        let context = |stage, golden_inputs, round, parts: [u64; 2]| StageContext {
+        let tier_at = TierContext {
             suite,
-            stage,
             tier,
+            tier_index,
             source,
             reference,
-            golden_inputs,
-            round,
-            seed: SplitMix::derive(
-                opts.seed,
-                &[tier_index as u64, parts[0], round as u64, parts[1]],
-            ),
-            timeout: opts.timeout,
-            require_deterministic: opts.require_deterministic,
+            opts,
         };
         progress.planned(tier, Round::Main, stages.len());
         for (stage_index, stage) in stages.iter().enumerate() {
@@ -972,16 +853,28 @@ fn run_tiers(
                 supported.push(false);
                 continue;
             }
-            let inputs = chain.inputs(suite, stage, tier, opts.mode, source)?;
+            // `check` judges an exact stage through what produced its input.
+            let composed = match source {
+                Source::Captured(c) if opts.mode == Mode::Chained => {
+                    captured::through_producers(&stages, stage_index, &chain.not_captured, c)
+                }
+                _ => None,
+            };
+            let judged = composed.as_ref().map_or(*stage, |(s, _)| s);
+            let mut inputs = chain.inputs(suite, judged, tier, opts.mode, source)?;
+            inputs
+                .notes
+                .extend(composed.as_ref().map(|(_, n)| n.clone()));
             progress.started(tier, Round::Main, stage);
             let (mut result, outputs) = with_retries(opts.flake_retries, |attempt| {
-                context(
-                    stage,
-                    inputs.golden,
-                    Round::Main,
-                    [stage_index as u64, attempt.into()],
-                )
-                .run(&inputs.values)
+                tier_at
+                    .stage(
+                        judged,
+                        inputs.golden,
+                        Round::Main,
+                        [stage_index as u64, attempt.into()],
+                    )
+                    .run(&inputs.values)
             })?;
             result.notes.splice(0..0, inputs.notes);
             if let Some(upstream) = inputs.diverged_upstream {
@@ -991,8 +884,11 @@ fn run_tiers(
                     None => upstream,
                 });
             }
+            if let Source::Captured(_) = source {
+                captured::isolated_hint(stage, opts.mode, &mut result);
+            }
             if opts.mode == Mode::Chained {
-                chain.record(stage, &outputs, result.status == Status::Pass);
+                chain.record(stage, &outputs, result.status);
             }
             supported.push(result.status != Status::NotSupported);
             results.push(progress.record(result));
@@ -1032,7 +928,7 @@ fn run_tiers(
                     differential.push(skipped);
                     continue;
                 }
-                let ctx = context(
+                let ctx = tier_at.stage(
                     stage,
                     false,
                     Round::Differential,
@@ -1056,6 +952,46 @@ fn run_tiers(
         });
     }
     Ok((tiers, progress.stopped))
+}
+
+/// What every stage of one tier shares.
+struct TierContext<'a> {
+    suite: &'a Suite,
+    tier: Tier,
+    tier_index: usize,
+    source: Source<'a>,
+    reference: &'a Device,
+    opts: &'a RunOptions,
+}
+
+impl<'a> TierContext<'a> {
+    /// `stage` run in `round`; `parts` seed its guard regions.
+    fn stage<'s>(
+        &self,
+        stage: &'s Stage,
+        golden_inputs: bool,
+        round: Round,
+        parts: [u64; 2],
+    ) -> StageContext<'s>
+    where
+        'a: 's,
+    {
+        StageContext {
+            suite: self.suite,
+            stage,
+            tier: self.tier,
+            source: self.source,
+            reference: self.reference,
+            golden_inputs,
+            round,
+            seed: SplitMix::derive(
+                self.opts.seed,
+                &[self.tier_index as u64, parts[0], round as u64, parts[1]],
+            ),
+            timeout: self.opts.timeout,
+            require_deterministic: self.opts.require_deterministic,
+        }
+    }
 }
 
 /// Releases the suite tensors `stages[index]` read (its inputs, and the

@@ -186,8 +186,12 @@ pub fn junit(report: &RunReport) -> String {
                 let reason = markup_text(s.reason.as_deref().unwrap_or(""));
                 match s.status {
                     Status::Pass => out.push_str("/>\n"),
-                    Status::ExpectedFail => {
-                        let _ = writeln!(out, ">\n      <skipped message=\"EXPECTED FAIL: {reason}\"/>\n    </testcase>");
+                    Status::ExpectedFail | Status::NotCaptured => {
+                        let _ = writeln!(
+                            out,
+                            ">\n      <skipped message=\"{}: {reason}\"/>\n    </testcase>",
+                            s.status.label()
+                        );
                     }
                     status => {
                         let _ = writeln!(

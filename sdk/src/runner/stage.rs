@@ -61,6 +61,14 @@ impl StageContext<'_> {
         let backend = match self.source {
             Source::Provider(b) => b,
             Source::Captured(captured) => {
+                if !stage.outputs.iter().any(|o| captured.contains_key(o)) {
+                    result.status = Status::NotCaptured;
+                    result.reason = Some(format!(
+                        "the captures hold none of its outputs ({}): not judged",
+                        stage.outputs.join(", ")
+                    ));
+                    return finish(result, HashMap::new());
+                }
                 result.execution = Some(Execution::Captured);
                 return match self.captured(captured, inputs, &mut result.notes) {
                     Ok(values) => {
@@ -187,7 +195,9 @@ impl StageContext<'_> {
         for name in &self.stage.outputs {
             let t = captured
                 .get(name)
-                .ok_or_else(|| format!("`{name}` was not captured"))?;
+                .ok_or_else(|| {
+                    format!("`{name}` was not captured, though other outputs of the stage were: give every output")
+                })?;
             let declared = self.suite.spec(name).expect("declared");
             if t.spec.shape != declared.shape {
                 return Err(format!(
