@@ -217,19 +217,28 @@ typedef int32_t vsdk_stage_status_t;
 #define VSDK_STAGE_UNEXPECTED_PASS 11
 #define VSDK_STAGE_MEMORY_LIMIT 12   /* the worker was killed at its memory limit */
 #define VSDK_STAGE_PROCESSES_LEFT 13 /* the driver left processes running */
+#define VSDK_STAGE_NOT_CAPTURED 14   /* vsdk_check: none of the stage's outputs was
+                                        given; not judged, not a failure */
 
-/* Summary: every selected stage passed at every tier in every round. */
+/* Summary: every selected stage passed at every tier in every round, and
+ * every end-to-end comparison of a chained run or check passed.
+ * Grown structs: fields after an "appended" comment came later; a caller
+ * built against an older header passes its smaller struct_size and gets
+ * (or gives) the fields it knows, the others read as 0. */
 typedef struct vsdk_results_info {
   size_t struct_size;
   int32_t passed;        /* 1 or 0 */
   size_t record_count;   /* stage records, main rounds first, tier by tier */
+  /* appended: */
+  size_t end_to_end_count; /* chained mode: vsdk_results_end_to_end records */
 } vsdk_results_info_t;
 
 VSDK_API vsdk_error_t* vsdk_results_info(const vsdk_results_t* results,
                                          vsdk_results_info_t* out);
 
 /* Record `index` (< record_count). Strings OWNED BY `results`; `reason` NULL
- * when there is none. The margin is 1 - max_e over the stage's outputs (the
+ * only for PASS: every other status says why (how far, which element, which
+ * operator). The margin is 1 - max_e over the stage's outputs (the
  * normalised error, docs/error-model.md: |e| <= 1 passes); NaN when the stage
  * produced no judged output. */
 typedef struct vsdk_stage_record {
@@ -269,10 +278,40 @@ typedef struct vsdk_output_record {
   double golden_max_abs_error;
   double golden_rel_l2_error;
   double golden_cosine_similarity;
+  /* appended: */
+  uint64_t worst_index;    /* row-major index of the element with the largest
+                              |e|; UINT64_MAX when there is none */
+  double worst_actual;     /* its value, the reference's, and its bound */
+  double worst_reference;
+  double worst_bound;
+  double rms_t;            /* rms of error/sigma (pass: <= rms_factor); NaN: not tested */
+  double tolerance_factor; /* the least factor on the bound that would pass;
+                              NaN when none would (a bias) */
 } vsdk_output_record_t;
 
 VSDK_API vsdk_error_t* vsdk_results_output(const vsdk_results_t* results, size_t index,
                                            size_t output, vsdk_output_record_t* out);
+
+/* Chained mode: a component output (one no later stage consumes) computed
+ * end to end, against its golden value, with the criterion of the stage
+ * that produces it. `tensor` and `tier` OWNED BY `results`. */
+typedef struct vsdk_end_to_end_record {
+  size_t struct_size;
+  const char* tensor;
+  const char* tier;
+  int32_t passed;
+  int32_t reserved;          /* 0 */
+  double rel_l2_error;
+  double cosine_similarity;
+  double max_abs_error;
+  uint64_t nonfinite_mismatches;
+  double max_rel_l2_error;   /* the criterion */
+  double min_cosine_similarity;
+} vsdk_end_to_end_record_t;
+
+/* End-to-end record `index` (< end_to_end_count). */
+VSDK_API vsdk_error_t* vsdk_results_end_to_end(const vsdk_results_t* results, size_t index,
+                                               vsdk_end_to_end_record_t* out);
 
 /* ------------------------------------------------------------------------- */
 /* Running a suite on a provider                                             */
@@ -311,27 +350,69 @@ VSDK_API vsdk_error_t* vsdk_run(const vsdk_suite_t* suite, const vsdk_host_provi
 /* Checking an engine's own tensors                                          */
 /* ------------------------------------------------------------------------- */
 
+/* Named host tensors an engine computed (stage outputs, and stage inputs as
+ * it fed them, named INPUT@STAGE), to check. A set only grows; names are
+ * unique. Use one set from one thread at a time while adding. */
+typedef struct vsdk_tensors vsdk_tensors_t;
+
+/* An empty set. `*out` TRANSFERRED: vsdk_tensors_free. */
+VSDK_API vsdk_error_t* vsdk_tensors_new(vsdk_tensors_t** out);
+/* A set read from a capture file, as `vips-conformance check --tensors`
+ * reads it: .npy (one tensor named after the file), .npz or .safetensors
+ * (named tensors); sizes are checked before anything is allocated. `path`
+ * BORROWED; `*out` TRANSFERRED: vsdk_tensors_free. */
+VSDK_API vsdk_error_t* vsdk_tensors_open(const char* path, vsdk_tensors_t** out);
+/* Adds a file's tensors to the set (a name already there is an error). */
+VSDK_API vsdk_error_t* vsdk_tensors_read(vsdk_tensors_t* tensors, const char* path);
+/* Adds a copy of `tensor` (host memory, any catalog dtype, strided or not,
+ * as vsdk_check's outputs; read during the call) as `name`. BORROWED. */
+VSDK_API vsdk_error_t* vsdk_tensors_add(vsdk_tensors_t* tensors, const char* name,
+                                        const vsdk_tensor_t* tensor);
+VSDK_API vsdk_error_t* vsdk_tensors_count(const vsdk_tensors_t* tensors, size_t* out);
+/* Tensor `index` (< count), in the order added; `name` and `shape` OWNED
+ * BY the set until vsdk_tensors_free. */
+VSDK_API vsdk_error_t* vsdk_tensors_at(const vsdk_tensors_t* tensors, size_t index,
+                                       vsdk_tensor_info_t* out);
+VSDK_API void vsdk_tensors_free(vsdk_tensors_t* tensors);
+
 /* Outputs of one stage computed by the engine, judged like a provider's:
  * against the float64 reference recomputed from the stage's golden inputs,
  * within the error model's bound at `tier`, with margins.
- * `outputs[i]` is the stage output named `names[i]`; every output of the
- * stage must be given. Each tensor is a DLPack-compatible descriptor in host
+ * `outputs[i]` is the stage output named `names[i]` (with `stage` set, every
+ * output of the stage), given directly or in `tensors`. Each tensor is a DLPack-compatible descriptor in host
  * memory (device_type VSDK_DEVICE_CPU), of the output's declared shape, any
  * catalog dtype (converted to the tier's), strided or not: `strides` NULL
  * means compact row-major; strides are in elements and not negative. Data is
  * read during the call only. Everything BORROWED. */
 typedef struct vsdk_check_args {
   size_t struct_size;
-  const char* stage;
+  const char* stage;       /* one stage; NULL: every stage (with `tensors`) */
   const char* tier;        /* NULL: "fp32" */
-  size_t output_count;
+  size_t output_count;     /* `outputs` of `stage`, named `names`; 0: none */
   const char* const* names;
   const vsdk_tensor_t* outputs;
+  /* appended: */
+  const vsdk_tensors_t* tensors; /* NULL, or the engine's tensors by name */
+  int32_t chained;         /* 1: each stage judged from the engine's own inputs */
+  int32_t reserved;        /* 0 */
 } vsdk_check_args_t;
 
-/* `*out` TRANSFERRED: vsdk_results_free; one main-round record for the stage,
- * status PASS or FAIL (the reason and margins say how far), or ERROR when
- * the reference could not compute the stage. */
+/* Everything the CLI's `check` does (docs/runner.md, "Judging outputs
+ * computed elsewhere"), on `outputs` and/or `tensors`:
+ * - isolated (chained = 0): each stage's reference is computed from its golden
+ *   inputs, or from an input given as INPUT@STAGE (as the engine fed it);
+ * - chained (chained = 1): each stage's inputs are the engine's own tensors of
+ *   those names where given, else the golden values (the record's notes say
+ *   so); a stage that only moves data (slices, reshapes) whose input was not
+ *   given is judged through the stage that produced it; component outputs
+ *   are also compared end to end (vsdk_results_end_to_end).
+ * A stage none of whose outputs is given is VSDK_STAGE_NOT_CAPTURED (so an
+ * engine that starts at any stage is judged from there); one with some of
+ * them is ERROR. Element bounds, rms and bias are tested as for a provider.
+ * `*out` TRANSFERRED: vsdk_results_free; one main-round record per stage:
+ * PASS, FAIL (the reason and margins say how far), NOT CAPTURED, or ERROR
+ * when the reference could not compute the stage. No stage given at all is
+ * VSDK_STATUS_INVALID_ARGUMENT. */
 VSDK_API vsdk_error_t* vsdk_check(const vsdk_suite_t* suite, const vsdk_check_args_t* args,
                                   vsdk_results_t** out);
 

@@ -26,6 +26,7 @@ pub const VSDK_STAGE_EXPECTED_FAIL: i32 = 10;
 pub const VSDK_STAGE_UNEXPECTED_PASS: i32 = 11;
 pub const VSDK_STAGE_MEMORY_LIMIT: i32 = 12;
 pub const VSDK_STAGE_PROCESSES_LEFT: i32 = 13;
+pub const VSDK_STAGE_NOT_CAPTURED: i32 = 14;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct vsdk_error {
@@ -212,10 +213,11 @@ pub struct vsdk_results_info {
     pub struct_size: usize,
     pub passed: i32,
     pub record_count: usize,
+    pub end_to_end_count: usize,
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of vsdk_results_info"][::core::mem::size_of::<vsdk_results_info>() - 24usize];
+    ["Size of vsdk_results_info"][::core::mem::size_of::<vsdk_results_info>() - 32usize];
     ["Alignment of vsdk_results_info"][::core::mem::align_of::<vsdk_results_info>() - 8usize];
     ["Offset of field: vsdk_results_info::struct_size"]
         [::core::mem::offset_of!(vsdk_results_info, struct_size) - 0usize];
@@ -223,6 +225,8 @@ const _: () = {
         [::core::mem::offset_of!(vsdk_results_info, passed) - 8usize];
     ["Offset of field: vsdk_results_info::record_count"]
         [::core::mem::offset_of!(vsdk_results_info, record_count) - 16usize];
+    ["Offset of field: vsdk_results_info::end_to_end_count"]
+        [::core::mem::offset_of!(vsdk_results_info, end_to_end_count) - 24usize];
 };
 pub type vsdk_results_info_t = vsdk_results_info;
 #[repr(C)]
@@ -300,10 +304,16 @@ pub struct vsdk_output_record {
     pub golden_max_abs_error: f64,
     pub golden_rel_l2_error: f64,
     pub golden_cosine_similarity: f64,
+    pub worst_index: u64,
+    pub worst_actual: f64,
+    pub worst_reference: f64,
+    pub worst_bound: f64,
+    pub rms_t: f64,
+    pub tolerance_factor: f64,
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of vsdk_output_record"][::core::mem::size_of::<vsdk_output_record>() - 104usize];
+    ["Size of vsdk_output_record"][::core::mem::size_of::<vsdk_output_record>() - 152usize];
     ["Alignment of vsdk_output_record"][::core::mem::align_of::<vsdk_output_record>() - 8usize];
     ["Offset of field: vsdk_output_record::struct_size"]
         [::core::mem::offset_of!(vsdk_output_record, struct_size) - 0usize];
@@ -333,6 +343,18 @@ const _: () = {
         [::core::mem::offset_of!(vsdk_output_record, golden_rel_l2_error) - 88usize];
     ["Offset of field: vsdk_output_record::golden_cosine_similarity"]
         [::core::mem::offset_of!(vsdk_output_record, golden_cosine_similarity) - 96usize];
+    ["Offset of field: vsdk_output_record::worst_index"]
+        [::core::mem::offset_of!(vsdk_output_record, worst_index) - 104usize];
+    ["Offset of field: vsdk_output_record::worst_actual"]
+        [::core::mem::offset_of!(vsdk_output_record, worst_actual) - 112usize];
+    ["Offset of field: vsdk_output_record::worst_reference"]
+        [::core::mem::offset_of!(vsdk_output_record, worst_reference) - 120usize];
+    ["Offset of field: vsdk_output_record::worst_bound"]
+        [::core::mem::offset_of!(vsdk_output_record, worst_bound) - 128usize];
+    ["Offset of field: vsdk_output_record::rms_t"]
+        [::core::mem::offset_of!(vsdk_output_record, rms_t) - 136usize];
+    ["Offset of field: vsdk_output_record::tolerance_factor"]
+        [::core::mem::offset_of!(vsdk_output_record, tolerance_factor) - 144usize];
 };
 impl Default for vsdk_output_record {
     fn default() -> Self {
@@ -344,6 +366,59 @@ impl Default for vsdk_output_record {
     }
 }
 pub type vsdk_output_record_t = vsdk_output_record;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct vsdk_end_to_end_record {
+    pub struct_size: usize,
+    pub tensor: *const ::core::ffi::c_char,
+    pub tier: *const ::core::ffi::c_char,
+    pub passed: i32,
+    pub reserved: i32,
+    pub rel_l2_error: f64,
+    pub cosine_similarity: f64,
+    pub max_abs_error: f64,
+    pub nonfinite_mismatches: u64,
+    pub max_rel_l2_error: f64,
+    pub min_cosine_similarity: f64,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of vsdk_end_to_end_record"][::core::mem::size_of::<vsdk_end_to_end_record>() - 80usize];
+    ["Alignment of vsdk_end_to_end_record"]
+        [::core::mem::align_of::<vsdk_end_to_end_record>() - 8usize];
+    ["Offset of field: vsdk_end_to_end_record::struct_size"]
+        [::core::mem::offset_of!(vsdk_end_to_end_record, struct_size) - 0usize];
+    ["Offset of field: vsdk_end_to_end_record::tensor"]
+        [::core::mem::offset_of!(vsdk_end_to_end_record, tensor) - 8usize];
+    ["Offset of field: vsdk_end_to_end_record::tier"]
+        [::core::mem::offset_of!(vsdk_end_to_end_record, tier) - 16usize];
+    ["Offset of field: vsdk_end_to_end_record::passed"]
+        [::core::mem::offset_of!(vsdk_end_to_end_record, passed) - 24usize];
+    ["Offset of field: vsdk_end_to_end_record::reserved"]
+        [::core::mem::offset_of!(vsdk_end_to_end_record, reserved) - 28usize];
+    ["Offset of field: vsdk_end_to_end_record::rel_l2_error"]
+        [::core::mem::offset_of!(vsdk_end_to_end_record, rel_l2_error) - 32usize];
+    ["Offset of field: vsdk_end_to_end_record::cosine_similarity"]
+        [::core::mem::offset_of!(vsdk_end_to_end_record, cosine_similarity) - 40usize];
+    ["Offset of field: vsdk_end_to_end_record::max_abs_error"]
+        [::core::mem::offset_of!(vsdk_end_to_end_record, max_abs_error) - 48usize];
+    ["Offset of field: vsdk_end_to_end_record::nonfinite_mismatches"]
+        [::core::mem::offset_of!(vsdk_end_to_end_record, nonfinite_mismatches) - 56usize];
+    ["Offset of field: vsdk_end_to_end_record::max_rel_l2_error"]
+        [::core::mem::offset_of!(vsdk_end_to_end_record, max_rel_l2_error) - 64usize];
+    ["Offset of field: vsdk_end_to_end_record::min_cosine_similarity"]
+        [::core::mem::offset_of!(vsdk_end_to_end_record, min_cosine_similarity) - 72usize];
+};
+impl Default for vsdk_end_to_end_record {
+    fn default() -> Self {
+        let mut s = ::core::mem::MaybeUninit::<Self>::uninit();
+        unsafe {
+            ::core::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
+            s.assume_init()
+        }
+    }
+}
+pub type vsdk_end_to_end_record_t = vsdk_end_to_end_record;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct vsdk_run_options {
@@ -392,6 +467,12 @@ impl Default for vsdk_run_options {
 pub type vsdk_run_options_t = vsdk_run_options;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
+pub struct vsdk_tensors {
+    _unused: [u8; 0],
+}
+pub type vsdk_tensors_t = vsdk_tensors;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
 pub struct vsdk_check_args {
     pub struct_size: usize,
     pub stage: *const ::core::ffi::c_char,
@@ -399,10 +480,13 @@ pub struct vsdk_check_args {
     pub output_count: usize,
     pub names: *const *const ::core::ffi::c_char,
     pub outputs: *const vsdk_tensor_t,
+    pub tensors: *const vsdk_tensors_t,
+    pub chained: i32,
+    pub reserved: i32,
 }
 #[allow(clippy::unnecessary_operation, clippy::identity_op)]
 const _: () = {
-    ["Size of vsdk_check_args"][::core::mem::size_of::<vsdk_check_args>() - 48usize];
+    ["Size of vsdk_check_args"][::core::mem::size_of::<vsdk_check_args>() - 64usize];
     ["Alignment of vsdk_check_args"][::core::mem::align_of::<vsdk_check_args>() - 8usize];
     ["Offset of field: vsdk_check_args::struct_size"]
         [::core::mem::offset_of!(vsdk_check_args, struct_size) - 0usize];
@@ -416,6 +500,12 @@ const _: () = {
         [::core::mem::offset_of!(vsdk_check_args, names) - 32usize];
     ["Offset of field: vsdk_check_args::outputs"]
         [::core::mem::offset_of!(vsdk_check_args, outputs) - 40usize];
+    ["Offset of field: vsdk_check_args::tensors"]
+        [::core::mem::offset_of!(vsdk_check_args, tensors) - 48usize];
+    ["Offset of field: vsdk_check_args::chained"]
+        [::core::mem::offset_of!(vsdk_check_args, chained) - 56usize];
+    ["Offset of field: vsdk_check_args::reserved"]
+        [::core::mem::offset_of!(vsdk_check_args, reserved) - 60usize];
 };
 impl Default for vsdk_check_args {
     fn default() -> Self {

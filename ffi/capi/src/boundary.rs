@@ -184,18 +184,18 @@ pub fn c_string(s: &str) -> CString {
     CString::new(s.replace('\0', "\\0")).unwrap_or_default()
 }
 
-/// The `struct_size` a caller set in the struct at `ptr` (its first field).
-fn struct_size<T>(ptr: *const T, what: &str) -> Result<usize> {
+/// The `struct_size` a caller set in the struct at `ptr` (its first field),
+/// at least `min` bytes.
+fn struct_size<T>(ptr: *const T, what: &str, min: usize) -> Result<usize> {
     if ptr.is_null() {
         return Err(Error::invalid(format!("`{what}` is NULL")));
     }
     // SAFETY: non-null; every struct of the header starts with a size_t
     // struct_size that the caller sets.
     let size = unsafe { std::ptr::read_unaligned(ptr.cast::<usize>()) };
-    if size < std::mem::size_of::<T>() {
+    if size < min {
         return Err(Error::invalid(format!(
-            "`{what}->struct_size` is {size}, smaller than this library's {} bytes: set it to sizeof() of the struct",
-            std::mem::size_of::<T>()
+            "`{what}->struct_size` is {size}, smaller than this library's {min} bytes: set it to sizeof() of the struct",
         )));
     }
     Ok(size)
@@ -205,23 +205,64 @@ fn struct_size<T>(ptr: *const T, what: &str) -> Result<usize> {
 /// # Safety
 /// `ptr` is NULL or points to `struct_size` readable bytes.
 pub unsafe fn read_in<T>(ptr: *const T, what: &str) -> Result<T> {
-    struct_size(ptr, what)?;
-    // SAFETY: non-null, and the caller says it holds at least size_of::<T>()
-    // bytes (struct_size); read unaligned to be safe with any C allocation.
-    Ok(unsafe { std::ptr::read_unaligned(ptr) })
+    // SAFETY: the caller's contract.
+    unsafe { read_in_grown(ptr, what, std::mem::size_of::<T>()) }
+}
+
+/// Reads an input struct that grew (the header's "appended" fields): a
+/// caller's struct_size down to `first`, the size of its first version, is
+/// accepted, and the fields it does not cover read as 0.
+/// # Safety
+/// `ptr` is NULL or points to `struct_size` readable bytes; `T` is a C
+/// struct of integers and pointers (all zeros is a valid value).
+pub unsafe fn read_in_grown<T>(ptr: *const T, what: &str, first: usize) -> Result<T> {
+    let size = struct_size(ptr, what, first)?;
+    // SAFETY: T is a plain C struct (the caller's contract): zeros are valid.
+    let mut value: T = unsafe { std::mem::zeroed() };
+    // SAFETY: non-null, `size` readable bytes (struct_size); at most
+    // size_of::<T>() bytes are copied into `value`.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            ptr.cast::<u8>(),
+            (&mut value as *mut T).cast::<u8>(),
+            size.min(std::mem::size_of::<T>()),
+        )
+    };
+    Ok(value)
 }
 
 /// Writes an output struct (the fields this library knows), keeping the
 /// caller's struct_size.
 /// # Safety
 /// `ptr` is NULL or points to `struct_size` writable bytes.
-pub unsafe fn write_out<T>(ptr: *mut T, what: &str, mut value: T) -> Result<()> {
-    let size = struct_size(ptr, what)?;
+pub unsafe fn write_out<T>(ptr: *mut T, what: &str, value: T) -> Result<()> {
+    // SAFETY: the caller's contract.
+    unsafe { write_out_grown(ptr, what, value, std::mem::size_of::<T>()) }
+}
+
+/// Writes an output struct that grew: as many of its bytes as the caller's
+/// struct_size covers (at least `first`, its first version's size).
+/// # Safety
+/// `ptr` is NULL or points to `struct_size` writable bytes.
+pub unsafe fn write_out_grown<T>(
+    ptr: *mut T,
+    what: &str,
+    mut value: T,
+    first: usize,
+) -> Result<()> {
+    let size = struct_size(ptr, what, first)?;
     // SAFETY: `value` is a T whose first field is a size_t (every struct of
     // the header); the caller's size goes back there.
     unsafe { std::ptr::write_unaligned((&mut value as *mut T).cast::<usize>(), size) };
-    // SAFETY: non-null, at least size_of::<T>() bytes by struct_size.
-    unsafe { std::ptr::write_unaligned(ptr, value) };
+    // SAFETY: non-null, `size` writable bytes (struct_size), and at most
+    // size_of::<T>() bytes are read from `value`.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            (&value as *const T).cast::<u8>(),
+            ptr.cast::<u8>(),
+            size.min(std::mem::size_of::<T>()),
+        )
+    };
     Ok(())
 }
 

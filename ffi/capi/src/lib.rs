@@ -13,6 +13,7 @@ mod provider;
 mod report;
 mod results;
 mod suite;
+mod tensors;
 
 use boundary::{quiet, ErrorObject};
 use std::ffi::c_char;

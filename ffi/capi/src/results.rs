@@ -4,19 +4,19 @@
 use crate::boundary::{self, c_string, guard, Error, Result, Tagged};
 use crate::provider::{provider_error, HostProvider};
 use crate::suite::SuiteHandle;
+use crate::tensors::{host_tensor, Tensors};
 use std::collections::HashMap;
 use std::ffi::{c_char, CString};
 use vips_sdk::compare::Tier;
 use vips_sdk::execution::Backend;
 use vips_sdk::isolation::{Failure, Worker, WorkerCommand};
 use vips_sdk::runner::{self, Mode, RunOptions, RunReport, Status};
-use vips_sdk::{DType, HostTensor, Provider, TensorSpec};
+use vips_sdk::Provider;
 use vsdk_ffi::engine::{
-    vsdk_check_args_t, vsdk_error_t, vsdk_host_provider_t, vsdk_output_record_t,
-    vsdk_results_info_t, vsdk_results_t, vsdk_run_options_t, vsdk_stage_record_t, vsdk_suite_t,
-    VSDK_STATUS_NOT_FOUND,
+    vsdk_check_args_t, vsdk_end_to_end_record_t, vsdk_error_t, vsdk_host_provider_t,
+    vsdk_output_record_t, vsdk_results_info_t, vsdk_results_t, vsdk_run_options_t,
+    vsdk_stage_record_t, vsdk_suite_t, VSDK_STATUS_NOT_FOUND,
 };
-use vsdk_ffi::vsdk_tensor_t;
 
 /// The object behind `vsdk_results_t*`: a report flattened into records.
 #[repr(C)]
@@ -24,6 +24,13 @@ pub struct Results {
     magic: u64,
     passed: bool,
     records: Vec<Record>,
+    end_to_end: Vec<EndToEnd>,
+}
+
+struct EndToEnd {
+    tensor: CString,
+    tier: CString,
+    record: vsdk_end_to_end_record_t,
 }
 
 struct Record {
@@ -50,6 +57,10 @@ struct Output {
 unsafe impl Send for Output {}
 // SAFETY: as above.
 unsafe impl Sync for Output {}
+// SAFETY: as for `Output`: numbers and NULL pointers, set when handed out.
+unsafe impl Send for EndToEnd {}
+// SAFETY: as above.
+unsafe impl Sync for EndToEnd {}
 
 impl Tagged for Results {
     const MAGIC: u64 = 0x7673_646b_5273_6c74; // "vsdkRslt"
@@ -76,11 +87,12 @@ fn status_code(s: Status) -> i32 {
         Status::Flaky => c::VSDK_STAGE_FLAKY,
         Status::ExpectedFail => c::VSDK_STAGE_EXPECTED_FAIL,
         Status::UnexpectedPass => c::VSDK_STAGE_UNEXPECTED_PASS,
+        Status::NotCaptured => c::VSDK_STAGE_NOT_CAPTURED,
     }
 }
 
 impl Results {
-    fn of(report: &RunReport) -> Results {
+    fn of(report: &RunReport, suite: &vips_sdk::suite::Suite) -> Results {
         let mut records = Vec::new();
         for tier in &report.tiers {
             for r in tier.stages.iter().chain(&tier.differential) {
@@ -94,6 +106,7 @@ impl Results {
                     .iter()
                     .map(|o| {
                         let j = &o.judgement;
+                        let shape = suite.spec(&o.tensor).map(|s| s.shape.clone());
                         Output {
                             tensor: c_string(&o.tensor),
                             record: vsdk_output_record_t {
@@ -111,6 +124,16 @@ impl Results {
                                 golden_max_abs_error: o.drift.max_abs_error,
                                 golden_rel_l2_error: o.drift.rel_l2_error,
                                 golden_cosine_similarity: o.drift.cosine_similarity,
+                                worst_index: j
+                                    .worst
+                                    .as_ref()
+                                    .zip(shape.as_deref())
+                                    .map_or(u64::MAX, |(w, shape)| flat_index(&w.index, shape)),
+                                worst_actual: j.worst.as_ref().map_or(f64::NAN, |w| w.actual),
+                                worst_reference: j.worst.as_ref().map_or(f64::NAN, |w| w.reference),
+                                worst_bound: j.worst.as_ref().map_or(f64::NAN, |w| w.bound),
+                                rms_t: j.rms_t.unwrap_or(f64::NAN),
+                                tolerance_factor: j.tolerance_factor.unwrap_or(f64::NAN),
                             },
                         }
                     })
@@ -137,10 +160,33 @@ impl Results {
                 });
             }
         }
+        let end_to_end = report
+            .tiers
+            .iter()
+            .flat_map(|t| t.end_to_end.iter().map(move |e| (t.tier, e)))
+            .map(|(tier, e)| EndToEnd {
+                tensor: c_string(&e.tensor),
+                tier: c_string(tier.name()),
+                record: vsdk_end_to_end_record_t {
+                    struct_size: 0,
+                    tensor: std::ptr::null(),
+                    tier: std::ptr::null(),
+                    passed: e.passed as i32,
+                    reserved: 0,
+                    rel_l2_error: e.drift.rel_l2_error,
+                    cosine_similarity: e.drift.cosine_similarity,
+                    max_abs_error: e.drift.max_abs_error,
+                    nonfinite_mismatches: e.drift.nonfinite_mismatches,
+                    max_rel_l2_error: e.criterion.rel_l2,
+                    min_cosine_similarity: e.criterion.cosine,
+                },
+            })
+            .collect();
         Results {
             magic: Results::MAGIC,
             passed: report.passed,
             records,
+            end_to_end,
         }
     }
 }
@@ -161,14 +207,16 @@ pub unsafe extern "C" fn vsdk_results_info(
         let r = unsafe { boundary::borrow::<Results>(results.cast(), "results") }?;
         // SAFETY: the header's contract: an out struct is NULL or holds `struct_size` writable bytes.
         unsafe {
-            boundary::write_out(
+            boundary::write_out_grown(
                 out,
                 "out",
                 vsdk_results_info_t {
                     struct_size: 0,
                     passed: r.passed as i32,
                     record_count: r.records.len(),
+                    end_to_end_count: r.end_to_end.len(),
                 },
+                std::mem::offset_of!(vsdk_results_info_t, end_to_end_count),
             )
         }
     })
@@ -240,9 +288,44 @@ pub unsafe extern "C" fn vsdk_results_output(
         })?;
         let mut value = o.record;
         value.tensor = o.tensor.as_ptr();
+        let first = std::mem::offset_of!(vsdk_output_record_t, worst_index);
+        // SAFETY: the header's contract: an out struct is NULL or holds `struct_size` writable bytes.
+        unsafe { boundary::write_out_grown(out, "out", value, first) }
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn vsdk_results_end_to_end(
+    results: *const vsdk_results_t,
+    index: usize,
+    out: *mut vsdk_end_to_end_record_t,
+) -> *mut vsdk_error_t {
+    guard("vsdk_results_end_to_end", || {
+        // SAFETY: the header's contract: a handle argument is NULL or a handle this library made; `borrow` checks NULL and the kind before use.
+        let r = unsafe { boundary::borrow::<Results>(results.cast(), "results") }?;
+        let e = r.end_to_end.get(index).ok_or_else(|| {
+            Error::new(
+                VSDK_STATUS_NOT_FOUND,
+                format!(
+                    "end-to-end record {index}: there are {} (chained runs and checks only)",
+                    r.end_to_end.len()
+                ),
+            )
+        })?;
+        let mut value = e.record;
+        value.tensor = e.tensor.as_ptr();
+        value.tier = e.tier.as_ptr();
         // SAFETY: the header's contract: an out struct is NULL or holds `struct_size` writable bytes.
         unsafe { boundary::write_out(out, "out", value) }
     })
+}
+
+/// The row-major index of `index` in `shape`.
+fn flat_index(index: &[usize], shape: &[usize]) -> u64 {
+    index
+        .iter()
+        .zip(shape)
+        .fold(0u64, |acc, (&i, &d)| acc * d as u64 + i as u64)
 }
 
 /// `count` C strings at `ptr`.
@@ -299,16 +382,8 @@ fn reference() -> Result<vips_sdk::Device> {
     Ok(REFERENCE.get_or_init(|| device).clone())
 }
 
-fn exact_stage(suite: &vips_sdk::suite::Suite, name: &str) -> Result<globset::GlobMatcher> {
-    if !suite.document.stages.iter().any(|s| s.name == name) {
-        return Err(Error::new(
-            VSDK_STATUS_NOT_FOUND,
-            format!(
-                "no stage `{name}` in suite `{}`",
-                suite.document.component.id
-            ),
-        ));
-    }
+/// A glob matching exactly the stage `name`.
+fn exact_stage(name: &str) -> Result<globset::GlobMatcher> {
     globset::Glob::new(&globset::escape(name))
         .map(|g| g.compile_matcher())
         .map_err(|e| Error::invalid(e.to_string()))
@@ -387,153 +462,10 @@ pub unsafe extern "C" fn vsdk_run(
             boundary::write_handle(
                 out,
                 "out",
-                boundary::into_handle(Results::of(&report)).cast(),
+                boundary::into_handle(Results::of(&report, &s.suite)).cast(),
             )
         }
     })
-}
-
-/// The most dimensions a checked tensor may have.
-const MAX_NDIM: i32 = 32;
-
-fn dtype_of(t: &vsdk_tensor_t, what: &str) -> Result<DType> {
-    let d = t.dtype;
-    let found = DType::ALL.into_iter().find(|&x| {
-        let dl = crate::suite::dl_dtype(x);
-        (dl.code, dl.bits, dl.lanes) == (d.code, d.bits, d.lanes)
-    });
-    found.ok_or_else(|| {
-        Error::invalid(format!(
-            "{what}: dtype (code {}, bits {}, lanes {}) is not a catalog dtype",
-            d.code, d.bits, d.lanes
-        ))
-    })
-}
-
-/// Copies a DLPack-compatible host tensor (strided or not) into a compact
-/// HostTensor, after checking it against the declared shape.
-///
-/// # Safety
-/// `t.shape` and `t.strides` are NULL or hold `t.ndim` entries, and every
-/// element the view describes is readable host memory (the header's contract
-/// for `vsdk_check`).
-unsafe fn host_tensor(t: &vsdk_tensor_t, declared: &[usize], what: &str) -> Result<HostTensor> {
-    if t.device.device_type != vsdk_ffi::VSDK_DEVICE_CPU {
-        return Err(Error::invalid(format!(
-            "{what}: device type {} is not host memory (VSDK_DEVICE_CPU)",
-            t.device.device_type
-        )));
-    }
-    if !(0..=MAX_NDIM).contains(&t.ndim) {
-        return Err(Error::invalid(format!(
-            "{what}: ndim {} is not in 0..={MAX_NDIM}",
-            t.ndim
-        )));
-    }
-    let ndim = t.ndim as usize;
-    let dtype = dtype_of(t, what)?;
-    let read = |ptr: *const i64, name: &str| -> Result<Vec<i64>> {
-        if ndim == 0 {
-            return Ok(Vec::new());
-        }
-        if ptr.is_null() {
-            return Err(Error::invalid(format!(
-                "{what}: `{name}` is NULL with ndim {ndim}"
-            )));
-        }
-        // SAFETY: non-null; the header requires `ndim` entries.
-        Ok((0..ndim)
-            .map(|i| unsafe { ptr.add(i).read_unaligned() })
-            .collect())
-    };
-    let shape = read(t.shape, "shape")?;
-    if shape.len() != declared.len()
-        || shape
-            .iter()
-            .zip(declared)
-            .any(|(&a, &b)| a < 0 || a as u64 != b as u64)
-    {
-        return Err(Error::invalid(format!(
-            "{what}: shape {shape:?}, the document declares {declared:?}"
-        )));
-    }
-    let spec = TensorSpec::new(dtype, declared);
-    let bytes = spec
-        .bounded_size_bytes()
-        .map_err(|e| Error::invalid(format!("{what}: {e}")))?;
-    let elem = dtype.size_bytes();
-    let strides = if t.strides.is_null() {
-        // Compact row-major.
-        let mut s = vec![1i64; ndim];
-        for k in (0..ndim.saturating_sub(1)).rev() {
-            s[k] = s[k + 1] * shape[k + 1];
-        }
-        s
-    } else {
-        read(t.strides, "strides")?
-    };
-    if strides.iter().any(|&s| s < 0) {
-        return Err(Error::invalid(format!(
-            "{what}: negative strides {strides:?}"
-        )));
-    }
-    let numel = bytes / elem.max(1);
-    if numel > 0 && t.data.is_null() {
-        return Err(Error::invalid(format!("{what}: `data` is NULL")));
-    }
-    // The farthest byte read, computed with overflow checks before any
-    // pointer arithmetic: beyond isize::MAX no allocation can hold it.
-    let last = if numel == 0 {
-        Some(0u64)
-    } else {
-        strides
-            .iter()
-            .zip(declared)
-            .try_fold(0u64, |acc, (&s, &d)| {
-                (s as u64).checked_mul(d as u64 - 1)?.checked_add(acc)
-            })
-            .and_then(|e| e.checked_add(1)?.checked_mul(elem as u64))
-            .and_then(|b| b.checked_add(t.byte_offset))
-    };
-    if last.is_none_or(|b| b > isize::MAX as u64) {
-        return Err(Error::invalid(format!(
-            "{what}: strides {strides:?} with byte_offset {} reach past any allocation",
-            t.byte_offset
-        )));
-    }
-    let base = t.data as *const u8;
-    let mut out = vec![0u8; bytes];
-    let mut index = vec![0usize; ndim];
-    for e in 0..numel {
-        // Within `last` (checked above), so no overflow.
-        let offset = index
-            .iter()
-            .zip(&strides)
-            .map(|(&i, &s)| i as u64 * s as u64)
-            .sum::<u64>()
-            * elem as u64
-            + t.byte_offset;
-        // SAFETY: `offset + elem` is at most `last` <= isize::MAX (checked
-        // above, overflow-free), and the header makes the caller guarantee
-        // that every element of the view (index within `shape`, at `data +
-        // byte_offset + sum(i*stride)*size`) is readable host memory for
-        // the call.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                base.add(offset as usize),
-                out.as_mut_ptr().add(e * elem),
-                elem,
-            );
-        }
-        for k in (0..ndim).rev() {
-            index[k] += 1;
-            if index[k] < declared[k] {
-                break;
-            }
-            index[k] = 0;
-        }
-    }
-    HostTensor::from_bytes(spec, out).map_err(|e| Error::invalid(format!("{what}: {e}")))
 }
 
 #[no_mangle]
@@ -546,11 +478,11 @@ pub unsafe extern "C" fn vsdk_check(
         boundary::check_out(out, "out")?;
         // SAFETY: the header's contract: a handle argument is NULL or a handle this library made; `borrow` checks NULL and the kind before use.
         let s = unsafe { boundary::borrow::<SuiteHandle>(suite.cast(), "suite") }?;
-        // SAFETY: the header's contract: an arguments struct is NULL or holds `struct_size` readable bytes.
-        let a = unsafe { boundary::read_in(args, "args") }?;
+        let first = std::mem::offset_of!(vsdk_check_args_t, tensors);
+        // SAFETY: the header's contract: an arguments struct is NULL or holds `struct_size` readable bytes; it is integers and pointers.
+        let a = unsafe { boundary::read_in_grown(args, "args", first) }?;
         // SAFETY: the header's contract: a string argument is NULL or NUL-terminated and valid for the call.
-        let stage_name = unsafe { boundary::str_arg(a.stage, "args->stage") }?;
-        let glob = exact_stage(&s.suite, stage_name)?;
+        let stage_name = unsafe { boundary::opt_str_arg(a.stage, "args->stage") }?;
         // SAFETY: the header's contract: a string argument is NULL or NUL-terminated and valid for the call.
         let tier = tier(unsafe { boundary::opt_str_arg(a.tier, "args->tier") }?.unwrap_or("fp32"))?;
         // SAFETY: the header's contract: `names` holds `output_count` strings.
@@ -558,23 +490,42 @@ pub unsafe extern "C" fn vsdk_check(
         if a.output_count > 0 && a.outputs.is_null() {
             return Err(Error::invalid("`args->outputs` is NULL"));
         }
-        let stage = s
-            .suite
-            .document
-            .stages
-            .iter()
-            .find(|st| st.name == stage_name)
-            .ok_or_else(|| Error::new(VSDK_STATUS_NOT_FOUND, format!("no stage `{stage_name}`")))?;
-        let mut captured = HashMap::new();
-        for (i, name) in names.iter().enumerate() {
-            if captured.contains_key(*name) {
-                return Err(Error::invalid(format!(
-                    "args->names[{i}]: `{name}` is given twice"
-                )));
+        let mut captured = if a.tensors.is_null() {
+            HashMap::new()
+        } else {
+            // SAFETY: the header's contract: a handle argument is NULL or a handle this library made; `borrow` checks NULL and the kind before use.
+            unsafe { boundary::borrow::<Tensors>(a.tensors.cast(), "args->tensors") }?.by_name()
+        };
+        let stage = match stage_name {
+            Some(name) => Some(
+                s.suite
+                    .document
+                    .stages
+                    .iter()
+                    .find(|st| st.name == name)
+                    .ok_or_else(|| {
+                        Error::new(
+                            VSDK_STATUS_NOT_FOUND,
+                            format!(
+                                "no stage `{name}` in suite `{}`",
+                                s.suite.document.component.id
+                            ),
+                        )
+                    })?,
+            ),
+            None if names.is_empty() => None,
+            None => {
+                return Err(Error::invalid(
+                    "`args->outputs` are given without `args->stage`",
+                ))
             }
+        };
+        for (i, name) in names.iter().enumerate() {
+            let Some(stage) = stage else { break };
             if !stage.outputs.iter().any(|o| o == name) {
                 return Err(Error::invalid(format!(
-                    "args->names[{i}]: `{name}` is not an output of stage `{stage_name}` (its outputs: {})",
+                    "args->names[{i}]: `{name}` is not an output of stage `{}` (its outputs: {})",
+                    stage.name,
                     stage.outputs.join(", ")
                 )));
             }
@@ -585,32 +536,48 @@ pub unsafe extern "C" fn vsdk_check(
                 .unwrap_or_default();
             // SAFETY: non-null (checked) and `output_count` descriptors long.
             let t = unsafe { a.outputs.add(i).read_unaligned() };
-            captured.insert(
-                name.to_string(),
-                // SAFETY: the header's contract for `outputs`: each
-                // descriptor's arrays and the memory it describes are readable.
-                unsafe { host_tensor(&t, &declared, &format!("args->outputs[{i}] (`{name}`)")) }?,
-            );
+            // SAFETY: the header's contract for `outputs`: each
+            // descriptor's arrays and the memory it describes are readable.
+            let t = unsafe {
+                host_tensor(
+                    &t,
+                    Some(&declared),
+                    &format!("args->outputs[{i}] (`{name}`)"),
+                )
+            }?;
+            if captured.insert(name.to_string(), t).is_some() {
+                return Err(Error::invalid(format!(
+                    "args->names[{i}]: `{name}` is given twice (in `names` or in `tensors`)"
+                )));
+            }
         }
-        if let Some(missing) = stage.outputs.iter().find(|o| !captured.contains_key(*o)) {
-            return Err(Error::invalid(format!(
-                "stage `{stage_name}` also outputs `{missing}`: give every output"
-            )));
+        if let Some(stage) = stage {
+            if let Some(missing) = stage.outputs.iter().find(|o| !captured.contains_key(*o)) {
+                return Err(Error::invalid(format!(
+                    "stage `{}` also outputs `{missing}`: give every output",
+                    stage.name
+                )));
+            }
         }
         let opts = RunOptions {
+            mode: if a.chained != 0 {
+                Mode::Chained
+            } else {
+                Mode::Isolated
+            },
             tiers: vec![tier],
-            stage_glob: Some(glob),
+            stage_glob: stage.map(|st| exact_stage(&st.name)).transpose()?,
             differential: false,
             ..RunOptions::default()
         };
         let report = runner::check(&s.suite, &captured, "engine", &reference()?, &opts)
-            .map_err(|e| Error::new(vsdk_ffi::engine::VSDK_STATUS_INVALID_FILE, e.to_string()))?;
+            .map_err(|e| Error::invalid(e.to_string()))?;
         // SAFETY: `out` was checked non-NULL (`check_out`) and, by the header's contract, can hold a handle.
         unsafe {
             boundary::write_handle(
                 out,
                 "out",
-                boundary::into_handle(Results::of(&report)).cast(),
+                boundary::into_handle(Results::of(&report, &s.suite)).cast(),
             )
         }
     })

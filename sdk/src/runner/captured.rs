@@ -82,14 +82,12 @@ fn moves_data_only(stage: &Stage) -> bool {
 /// input, from their own inputs: the reference computes the missing tensor
 /// and its error model bounds the engine's, rather than a zero bound on the
 /// difference between the engine's value and the golden one. The stage to
-/// run (named as `stages[index]`) and a note saying so.
+/// judge (named as `stage`) and a note saying so.
 pub(super) fn through_producers(
-    stages: &[&Stage],
-    index: usize,
-    not_captured: &HashMap<String, String>,
+    suite: &Suite,
+    stage: &Stage,
     captured: &HashMap<String, HostTensor>,
 ) -> Option<(Stage, String)> {
-    let stage = stages[index];
     if !moves_data_only(stage) {
         return None;
     }
@@ -97,17 +95,25 @@ pub(super) fn through_producers(
         captured.contains_key(input)
             || captured.contains_key(&captured_input_name(input, &stage.name))
     };
+    let earlier = suite
+        .document
+        .stages
+        .iter()
+        .take_while(|s| s.name != stage.name);
+    let producers: Vec<&Stage> = earlier
+        .filter(|p| {
+            stage
+                .inputs
+                .iter()
+                .any(|i| !fed(i) && p.outputs.contains(i))
+        })
+        .collect();
+    let first = producers.first()?;
     let missing: Vec<&String> = stage
         .inputs
         .iter()
-        .filter(|i| !fed(i) && not_captured.contains_key(*i))
+        .filter(|i| producers.iter().any(|p| p.outputs.contains(i)))
         .collect();
-    let producers: Vec<&Stage> = stages[..index]
-        .iter()
-        .copied()
-        .filter(|p| missing.iter().any(|m| p.outputs.contains(m)))
-        .collect();
-    let first = producers.first()?;
     let mut inputs: Vec<String> = Vec::new();
     for name in producers
         .iter()
@@ -118,21 +124,16 @@ pub(super) fn through_producers(
             inputs.push(name.clone());
         }
     }
-    let names = |list: &[&Stage]| {
-        list.iter()
-            .map(|p| format!("`{}`", p.name))
+    let quoted = |names: &mut dyn Iterator<Item = &String>| {
+        names
+            .map(|n| format!("`{n}`"))
             .collect::<Vec<_>>()
             .join(", ")
     };
+    let by = quoted(&mut producers.iter().map(|p| &p.name));
     let note = format!(
-        "judged through {} (its input {} was not captured): the reference computes it from {}'s inputs and bounds the engine's value by that stage's error model",
-        names(&producers),
-        missing
-            .iter()
-            .map(|m| format!("`{m}`"))
-            .collect::<Vec<_>>()
-            .join(", "),
-        names(&producers),
+        "judged through {by} (its input {} was not captured): the reference computes it from {by}'s inputs and bounds the engine's value by that stage's error model",
+        quoted(&mut missing.iter().copied()),
     );
     let composed = Stage {
         inputs,

@@ -20,6 +20,20 @@ pub(super) struct Chain {
     pub not_captured: HashMap<String, String>,
 }
 
+/// The engine's capture of `name` where some stage outputs it.
+fn engine_value<'a>(suite: &Suite, source: Source<'a>, name: &str) -> Option<&'a HostTensor> {
+    match source {
+        Source::Captured(c) => c.get(name).filter(|_| {
+            suite
+                .document
+                .stages
+                .iter()
+                .any(|s| s.outputs.iter().any(|o| o == name))
+        }),
+        Source::Provider(_) => None,
+    }
+}
+
 /// A stage's inputs at a tier: golden, or in chained mode the provider's own.
 pub(super) struct StageInputs {
     pub values: HashMap<String, HostTensor>,
@@ -56,30 +70,40 @@ impl Chain {
                     continue;
                 }
             }
-            let t = match (mode, self.produced.get(name)) {
-                (Mode::Chained, Some((own, from, passed))) => {
-                    if !passed {
+            let chained = mode == Mode::Chained;
+            let t = if let Some((own, from, passed)) = self.produced.get(name).filter(|_| chained) {
+                if !passed {
+                    out.diverged_upstream.get_or_insert_with(|| {
+                        format!("its inputs come from `{from}`, which already diverged")
+                    });
+                }
+                out.golden = false;
+                own.clone()
+            } else if let Some(t) = engine_value(suite, source, name).filter(|_| chained) {
+                // `check` of a stage whose producer is not selected: the
+                // engine's own value still flows on.
+                let declared = suite.spec(name).map(|s| s.shape.clone());
+                if declared.as_ref() != Some(&t.spec.shape) {
+                    return Err(SuiteError::Layout(format!(
+                        "`{name}` was captured with shape {:?}, the document declares {declared:?}",
+                        t.spec.shape
+                    )));
+                }
+                out.golden = false;
+                to_tier(t, tier)
+            } else {
+                if chained {
+                    if let Some(from) = self.missing.get(name) {
                         out.diverged_upstream.get_or_insert_with(|| {
-                            format!("its inputs come from `{from}`, which already diverged")
+                            format!("`{from}` produced no `{name}`: this stage was fed the golden value")
                         });
+                    } else if let Some(from) = self.not_captured.get(name) {
+                        out.notes.push(format!(
+                            "input `{name}` is the golden value: `{from}` was not captured"
+                        ));
                     }
-                    out.golden = false;
-                    own.clone()
                 }
-                _ => {
-                    if mode == Mode::Chained {
-                        if let Some(from) = self.missing.get(name) {
-                            out.diverged_upstream.get_or_insert_with(|| {
-                                format!("`{from}` produced no `{name}`: this stage was fed the golden value")
-                            });
-                        } else if let Some(from) = self.not_captured.get(name) {
-                            out.notes.push(format!(
-                                "input `{name}` is the golden value: `{from}` was not captured"
-                            ));
-                        }
-                    }
-                    to_tier(&*suite.tensor(name)?, tier)
-                }
+                to_tier(&*suite.tensor(name)?, tier)
             };
             out.values.insert(name.clone(), t);
         }

@@ -856,7 +856,7 @@ fn run_tiers(
             // `check` judges an exact stage through what produced its input.
             let composed = match source {
                 Source::Captured(c) if opts.mode == Mode::Chained => {
-                    captured::through_producers(&stages, stage_index, &chain.not_captured, c)
+                    captured::through_producers(suite, stage, c)
                 }
                 _ => None,
             };

@@ -2,6 +2,7 @@
  * the wrong kind, unknown names, bad tensors. Each must give an error with
  * the right code and a message, never a crash. Run with VSDK_SUITES_PATH
  * and VSDK_PROVIDER_PATH set (tests/c_api.rs does). */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -35,6 +36,16 @@ static void expect(vsdk_error_t* e, vsdk_status_code_t code, const char* part, i
   vsdk_error_free(e);
 }
 #define EXPECT(call, code, part) expect((call), (code), (part), __LINE__)
+
+/* A call that must succeed. */
+static void ok(vsdk_error_t* e, int line) {
+  if (e != NULL) {
+    fprintf(stderr, "misuse.c:%d: FAILED: %s\n", line, vsdk_error_message(e));
+    failures++;
+    vsdk_error_free(e);
+  }
+}
+#define OK(call) ok((call), __LINE__)
 
 int main(void) {
   CHECK(vsdk_sdk_version_number() == VSDK_SDK_VERSION_NUMBER);
@@ -175,6 +186,51 @@ int main(void) {
   args.tier = NULL;
   args.struct_size = 8;
   EXPECT(vsdk_check(suite, &args, &results), VSDK_STATUS_INVALID_ARGUMENT, "args->struct_size` is 8");
+  /* A caller built against the first header (a smaller struct_size) is
+   * read up to what it knows. */
+  args.struct_size = offsetof(vsdk_check_args_t, tensors);
+  args.stage = "nope";
+  EXPECT(vsdk_check(suite, &args, &results), VSDK_STATUS_NOT_FOUND, "no stage `nope`");
+  args.struct_size = sizeof args;
+  args.stage = NULL;
+  EXPECT(vsdk_check(suite, &args, &results), VSDK_STATUS_INVALID_ARGUMENT, "without `args->stage`");
+  args.output_count = 0;
+  EXPECT(vsdk_check(suite, &args, &results), VSDK_STATUS_INVALID_ARGUMENT,
+         "no selected stage's outputs were captured");
+  CHECK(results == NULL);
+
+  /* Tensor sets: missing and foreign files, names given twice. */
+  vsdk_tensors_t* tensors = NULL;
+  EXPECT(vsdk_tensors_open("/nonexistent/x.npz", &tensors), VSDK_STATUS_NOT_FOUND, "no such file");
+  EXPECT(vsdk_tensors_open("/etc/hostname", &tensors), VSDK_STATUS_INVALID_FILE, "unknown capture format");
+  EXPECT(vsdk_tensors_open(NULL, &tensors), VSDK_STATUS_INVALID_ARGUMENT, "`path` is NULL");
+  CHECK(tensors == NULL);
+  OK(vsdk_tensors_new(&tensors));
+  OK(vsdk_tensors_add(tensors, "n", &t));
+  EXPECT(vsdk_tensors_add(tensors, "n", &t), VSDK_STATUS_INVALID_ARGUMENT, "already in the set");
+  t.ndim = -1;
+  EXPECT(vsdk_tensors_add(tensors, "m", &t), VSDK_STATUS_INVALID_ARGUMENT, "ndim -1");
+  t.ndim = 2;
+  EXPECT(vsdk_tensors_add((vsdk_tensors_t*)suite, "m", &t), VSDK_STATUS_INVALID_ARGUMENT,
+         "not a live tensors handle");
+  size_t count = 0;
+  OK(vsdk_tensors_count(tensors, &count));
+  CHECK(count == 1);
+  vsdk_tensor_info_t entry = {sizeof entry, NULL, {0, 0, 0}, 0, NULL};
+  EXPECT(vsdk_tensors_at(tensors, 1, &entry), VSDK_STATUS_NOT_FOUND, "the set holds 1");
+  OK(vsdk_tensors_at(tensors, 0, &entry));
+  CHECK(strcmp(entry.name, "n") == 0 && entry.ndim == 2 && entry.shape[1] == 32);
+  /* Given in `names` and in `tensors`: refused. */
+  args.stage = "layer_norm";
+  args.output_count = 1;
+  args.tensors = tensors;
+  EXPECT(vsdk_check(suite, &args, &results), VSDK_STATUS_INVALID_ARGUMENT, "given twice");
+  args.tensors = (const vsdk_tensors_t*)suite;
+  EXPECT(vsdk_check(suite, &args, &results), VSDK_STATUS_INVALID_ARGUMENT, "args->tensors");
+  vsdk_tensors_free(tensors);
+  vsdk_end_to_end_record_t e2e = {sizeof e2e, NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0};
+  EXPECT(vsdk_results_end_to_end((const vsdk_results_t*)suite, 0, &e2e), VSDK_STATUS_INVALID_ARGUMENT,
+         "not a live results handle");
   CHECK(results == NULL);
 
   /* Reports: files that are not there or not reports. */
