@@ -8,7 +8,8 @@
 //! outputs end to end). The same engine with LayerNorm eps 1e-5 fails both.
 //!
 //! Needs python3 with numpy, onnx, onnxruntime and pyyaml (tools/test
-//! installs them from PyPI) and a C compiler: without them it fails, saying so.
+//! installs them from PyPI where missing, into a prefix it names in
+//! $VSDK_ORT_PYTHONPATH) and a C compiler: without them it fails, saying so.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -71,6 +72,7 @@ fn ort_captures(dir: &Path, eps: &str) -> (PathBuf, PathBuf) {
         .args(["--suite", "dinov2-vits14-quick", "--ln-eps", eps, "--out"])
         .arg(&out_path)
         .env("VSDK_CLI", env!("CARGO_BIN_EXE_vips-conformance"))
+        .envs(std::env::var_os("VSDK_ORT_PYTHONPATH").map(|p| ("PYTHONPATH", p)))
         .output()
         .expect("python3 is needed");
     assert!(
