@@ -153,6 +153,11 @@ fn a_failing_run_shows_where_and_why() {
         None,
     );
     assert_eq!(r.code, 0, "{}", r.text());
+    assert!(
+        r.stdout.contains(&format!("wrote {} (", s(&again))),
+        "{}",
+        r.text()
+    );
     assert_eq!(
         std::fs::read_to_string(&again).unwrap(),
         page,
@@ -522,6 +527,31 @@ fn progress_bars_show_on_a_terminal_only() {
     for part in [" fp32 [", " fp16 [", "\x1b[2K"] {
         assert!(drawn.contains(part), "{part:?} in {drawn:?}");
     }
+    // Every frame's bar is as long as its count says: empty at 0 (also at
+    // 0/0, before the stages are planned), full only when done.
+    let mut frames = 0;
+    for frame in drawn.split(" [").skip(1) {
+        let Some((bar, rest)) = frame.split_once(']') else {
+            continue;
+        };
+        let count: Vec<u64> = rest
+            .split_whitespace()
+            .next()
+            .unwrap_or("")
+            .split('/')
+            .filter_map(|n| n.parse().ok())
+            .collect();
+        let [pos, len] = count[..] else { continue };
+        let filled = bar.chars().filter(|&c| c == '=').count() as u64;
+        let width = bar.chars().count() as u64;
+        if pos == 0 {
+            assert_eq!(filled, 0, "[{bar}] {pos}/{len}");
+        } else {
+            assert!(filled <= width * pos / len + 1, "[{bar}] {pos}/{len}");
+        }
+        frames += 1;
+    }
+    assert!(frames > 3, "{drawn:?}");
     for quiet in ["--quiet", "--json"] {
         let shown = on_terminal(quiet);
         assert!(!shown.contains(" fp32 ["), "{quiet}: {shown:?}");

@@ -118,6 +118,19 @@ impl StageView {
     }
 }
 
+/// Who computed the outputs, said once: a provider's name, version and
+/// library, or the files `check` read (its name and its library).
+fn provider_line(r: &RunReport) -> String {
+    let mut line = r.provider.clone();
+    if !r.provider_version.is_empty() {
+        line = format!("{line} {}", r.provider_version);
+    }
+    if !r.provider_library.is_empty() && r.provider_library != r.provider {
+        line = format!("{line} ({})", r.provider_library);
+    }
+    line
+}
+
 fn short(hash: &str) -> String {
     hash.chars().take(16).collect()
 }
@@ -141,15 +154,12 @@ impl View {
                 "mode",
                 r.tiers.first().map_or("-", |t| t.mode.name()).to_string(),
             ),
-            (
-                "provider",
-                format!(
-                    "{} {} ({})",
-                    r.provider, r.provider_version, r.provider_library
-                ),
-            ),
-            ("device", r.device.clone()),
+            ("provider", provider_line(r)),
         ];
+        // Captured tensors (`check`) ran on no device.
+        if !r.device.is_empty() && r.device != "-" {
+            facts.push(("device", r.device.clone()));
+        }
         if let Some(id) = &r.identity {
             facts.push(("library sha256", short(&id.library_sha256)));
             facts.push((
