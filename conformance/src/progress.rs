@@ -30,7 +30,9 @@ impl Bars {
         let bars = tiers
             .iter()
             .map(|&t| {
-                let bar = multi.add(ProgressBar::new(0));
+                // No length until the runner plans the tier's stages: an
+                // empty bar at 0/0 (a length of 0 would draw a full one).
+                let bar = multi.add(ProgressBar::no_length());
                 bar.set_style(style.clone());
                 bar.set_prefix(t.name());
                 bar.set_message("waiting");
@@ -48,7 +50,7 @@ impl Bars {
         match *e {
             Event::Planned { tier, stages, .. } => {
                 if let Some(bar) = self.bar(tier) {
-                    bar.inc_length(stages as u64);
+                    bar.set_length(bar.length().unwrap_or(0) + stages as u64);
                 }
             }
             Event::Started { tier, round, stage } => {

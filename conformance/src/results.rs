@@ -38,6 +38,8 @@ pub struct ResultFiles {
     remarks: Vec<String>,
     csv: Option<(PathBuf, csv::Writer<File>)>,
     junit: Option<(PathBuf, File)>,
+    /// The files written, each with what it holds, to say once the table is out.
+    written: Vec<(PathBuf, String)>,
 }
 
 fn beside(path: &Path, suffix: &str) -> PathBuf {
@@ -63,6 +65,7 @@ impl ResultFiles {
                 remarks: Vec::new(),
                 csv: None,
                 junit: None,
+                written: Vec::new(),
             });
         };
         let (csv_path, junit_path) = (beside(output, ".csv"), beside(output, ".junit.xml"));
@@ -77,6 +80,7 @@ impl ResultFiles {
             remarks: Vec::new(),
             csv: Some((csv_path, csv)),
             junit: Some((junit_path.clone(), create(&junit_path)?)),
+            written: Vec::new(),
         })
     }
 
@@ -94,6 +98,19 @@ impl ResultFiles {
         }
     }
 
+    /// Notes a file written (besides these), holding `what`.
+    pub fn wrote(&mut self, path: &Path, what: String) {
+        self.written.push((path.to_path_buf(), what));
+    }
+
+    /// A line per file written: `wrote PATH (what it holds)`.
+    pub fn written(&self) -> Vec<String> {
+        self.written
+            .iter()
+            .map(|(p, what)| format!("wrote {} ({what})", p.display()))
+            .collect()
+    }
+
     /// A line for the page, under the run's facts.
     pub fn remark(&mut self, text: String) {
         self.remarks.push(text);
@@ -101,18 +118,23 @@ impl ResultFiles {
 
     /// Writes the JSON report, the JUnit file and the page.
     pub fn finish(&mut self, report: &RunReport, document: &Document) -> Result<(), String> {
-        if let Some((path, csv)) = &mut self.csv {
-            csv.flush()
-                .map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
-        }
         if let Some((path, file)) = &mut self.json {
             let text = serde_json::to_string_pretty(report).map_err(|e| e.to_string())?;
             file.write_all(text.as_bytes())
                 .map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
+            self.written
+                .push((path.clone(), "the results, JSON".into()));
+        }
+        if let Some((path, csv)) = &mut self.csv {
+            csv.flush()
+                .map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
+            self.written
+                .push((path.clone(), "a row per stage, CSV; a --baseline".into()));
         }
         if let Some((path, file)) = &mut self.junit {
             file.write_all(results::junit(report).as_bytes())
                 .map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
+            self.written.push((path.clone(), "JUnit XML".into()));
         }
         // The page last: the results are on disk whatever happens to it.
         if let Some(path) = &self.html {
@@ -120,6 +142,8 @@ impl ResultFiles {
             view.with_document(Ok(document), &report.document_sha256);
             view.remarks.extend(self.remarks.iter().cloned());
             crate::commands::report::write(path, &view, Some(document))?;
+            self.written
+                .push((path.clone(), crate::commands::report::PAGE.into()));
         }
         Ok(())
     }

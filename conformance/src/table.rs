@@ -1,7 +1,13 @@
-//! The results table printed by `run` and `check`.
+//! The results table printed by `run` and `check`. It keeps to [`WIDTH`]
+//! columns: the execution, `p99|e|` and drift columns, the full library
+//! hash and each coverage warning are shown with `--wide`, which also
+//! leaves long lines unwrapped.
 
 use vips_sdk::error_model::Judgement;
-use vips_sdk::runner::{self, RunReport, Status};
+use vips_sdk::runner::{self, RunReport, StageResult, Status, TierReport};
+
+/// The columns the table and the lines about it keep to, without `--wide`.
+const WIDTH: usize = 100;
 
 fn sci(v: f64) -> String {
     format!("{v:.2e}")
@@ -25,173 +31,316 @@ fn least(j: &Judgement) -> String {
     }
 }
 
-pub fn print(r: &RunReport) {
-    println!(
-        "{} {} on {} {} ({})",
-        r.component, r.component_version, r.provider, r.provider_version, r.device
-    );
-    if let Some(id) = &r.identity {
-        println!(
-            "provider library {} (sha256 {}){}",
-            id.library,
-            id.library_sha256,
-            if id.isolated {
-                ", in a worker process"
-            } else {
-                ", in process"
+/// `text` in lines of at most `width` columns (`None`: unwrapped), the
+/// first indented by `indent` spaces and the rest by two more. A word longer
+/// than a line (a path) keeps its own line.
+fn wrap(text: &str, indent: usize, width: Option<usize>) -> Vec<String> {
+    let mut lines = Vec::new();
+    for (i, paragraph) in text.lines().enumerate() {
+        let mut line = " ".repeat(if i == 0 { indent } else { indent + 2 });
+        let Some(width) = width else {
+            // As it is (a stderr tail keeps its spacing).
+            lines.push(line + paragraph);
+            continue;
+        };
+        let mut empty = true;
+        for word in paragraph.split(' ').filter(|w| !w.is_empty()) {
+            let fits = line.chars().count() + usize::from(!empty) + word.chars().count() <= width;
+            if !empty && !fits {
+                lines.push(std::mem::replace(&mut line, " ".repeat(indent + 2)));
+                empty = true;
             }
-        );
-        if let Some(sandbox) = &id.sandbox {
-            println!("worker sandbox: {}", sandbox.summary());
+            if !empty {
+                line.push(' ');
+            }
+            line.push_str(word);
+            empty = false;
         }
-        if let Some(note) = &id.claim_note {
-            println!("note: {note}");
-        }
-        if let Some(d) = &id.device {
-            println!(
-                "device {} (driver {}, id {}, {} MiB); seed {}",
-                d.name,
-                d.driver_version,
-                d.stable_id,
-                d.memory_bytes >> 20,
-                r.seed
-            );
+        lines.push(line);
+    }
+    if lines.is_empty() {
+        lines.push(" ".repeat(indent));
+    }
+    lines
+}
+
+/// How the table is printed.
+struct Printer {
+    wide: bool,
+}
+
+impl Printer {
+    fn width(&self) -> Option<usize> {
+        (!self.wide).then_some(WIDTH)
+    }
+
+    /// A line of prose, wrapped to the width.
+    fn say(&self, indent: usize, text: &str) {
+        for line in wrap(text, indent, self.width()) {
+            println!("{line}");
         }
     }
-    for t in &r.tiers {
-        println!(
-            "\ntier {}, {} mode",
-            t.tier.name(),
-            serde_json::to_value(t.mode)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default()
-        );
-        // |e| is the error over its bound: below 1 passes; 1 − max|e| is the
-        // margin. rms t is the error over a correct implementation's σ (the
-        // limit is the tier's rms_factor); tolerance the least factor by which
-        // the bound would have to grow for a failing stage to pass.
-        println!(
-            "{:<22} {:<10} {:<13} {:>8} {:>8} {:>8} {:>9}  {:<28} {:>10} {:>9}",
-            "stage",
-            "execution",
-            "status",
-            "max|e|",
-            "p99|e|",
-            "rms t",
-            "tolerance",
-            "tightest operator (max|e|)",
-            "drift L2",
-            "time"
-        );
-        let (mut pass, mut fail, mut unsupported, mut expected) = (0, 0, 0, 0);
-        for s in &t.stages {
-            match s.status {
-                Status::Pass => pass += 1,
-                Status::NotSupported => unsupported += 1,
-                Status::ExpectedFail => expected += 1,
-                _ => fail += 1,
-            }
-            let exec = s.execution.map_or("-", runner::Execution::name);
-            let worst_output = s
-                .outputs
-                .iter()
-                .max_by(|a, b| a.judgement.max_e.total_cmp(&b.judgement.max_e));
-            let (max_e, p99, drift) = match worst_output {
-                Some(o) => (
-                    e(o.judgement.max_e),
-                    e(o.judgement.p99_e),
-                    sci(o.drift.rel_l2_error),
-                ),
-                None => ("-".into(), "-".into(), "-".into()),
-            };
-            let rms = s
-                .outputs
-                .iter()
-                .filter_map(|o| o.judgement.rms_t)
-                .reduce(f64::max)
-                .map_or("-".into(), e);
-            let tol = s.least_tolerance().to_string();
-            let tight = s.tightest_node.as_ref().map_or(String::new(), |n| {
+}
+
+/// A column: its header, whether it aligns right, whether only `--wide`
+/// shows it.
+struct Column {
+    head: &'static str,
+    right: bool,
+    wide: bool,
+}
+
+const fn col(head: &'static str, right: bool, wide: bool) -> Column {
+    Column { head, right, wide }
+}
+
+const COLUMNS: [Column; 11] = [
+    col("stage", false, false),
+    col("execution", false, true),
+    col("status", false, false),
+    col("max|e|", true, false),
+    col("p99|e|", true, true),
+    col("rms t", true, false),
+    col("tolerance", true, false),
+    // The tightest operator and its own |e| (against its own bound, not
+    // the stage's): the legend says so.
+    col("tightest op", false, false),
+    col("own|e|", true, false),
+    col("drift L2", true, true),
+    col("time", true, false),
+];
+
+/// The legend under the tables: what the numbers are.
+const LEGEND: &str = "max|e|: the stage's largest |e| = |actual − reference| / bound (below 1 \
+    passes). own|e|: the tightest operator's |e| against its own bound (fed the provider's own \
+    inputs), not the stage's. rms t: the error's rms over a correct implementation's σ. tolerance: \
+    the least factor on the bound that passes.";
+
+/// What `--wide` adds, in the legend.
+const LEGEND_WIDE: &str =
+    "p99|e|: the 99th percentile of |e|; drift L2: ‖actual − golden‖ / ‖golden‖.";
+const LEGEND_NARROW: &str =
+    "--wide adds the execution, p99|e| and drift L2 columns and every coverage warning.";
+
+/// A stage's row, one cell per column of [`COLUMNS`].
+fn row(s: &StageResult) -> Vec<String> {
+    let worst_output = s
+        .outputs
+        .iter()
+        .max_by(|a, b| a.judgement.max_e.total_cmp(&b.judgement.max_e));
+    let (max_e, p99, drift) = match worst_output {
+        Some(o) => (
+            e(o.judgement.max_e),
+            e(o.judgement.p99_e),
+            sci(o.drift.rel_l2_error),
+        ),
+        None => ("-".into(), "-".into(), "-".into()),
+    };
+    let rms = s
+        .outputs
+        .iter()
+        .filter_map(|o| o.judgement.rms_t)
+        .reduce(f64::max)
+        .map_or("-".into(), e);
+    let (op, own) = s
+        .tightest_node
+        .as_ref()
+        .map_or((String::new(), String::new()), |n| {
+            (
+                n.op.trim_start_matches("vsdk.").to_string(),
+                e(n.judgement.max_e),
+            )
+        });
+    vec![
+        s.stage.clone(),
+        s.execution.map_or("-", runner::Execution::name).to_string(),
+        s.status.label().to_string(),
+        max_e,
+        p99,
+        rms,
+        s.least_tolerance().to_string(),
+        op,
+        own,
+        drift,
+        format!("{:.1}ms", s.seconds * 1e3),
+    ]
+}
+
+/// A line under a stage's row: its indent and text.
+type Detail = (usize, String);
+
+/// The lines under a stage's row: why it did not pass, what was found.
+/// Coverage warnings only with `--wide` (the table counts them).
+fn details(s: &StageResult, wide: bool) -> Vec<Detail> {
+    let mut lines = Vec::new();
+    // A failure on the stage's own data is detailed below (outputs,
+    // drill-down); its one-line reason is for the records.
+    let detailed = s.outputs.iter().any(|o| !o.judgement.passed) || s.drill_down.is_some();
+    if let Some(reason) = s
+        .reason
+        .as_ref()
+        .filter(|r| !detailed || s.findings.iter().any(|f| f.to_string() == **r))
+    {
+        lines.push((4, reason.clone()));
+    }
+    for f in s
+        .findings
+        .iter()
+        .filter(|f| Some(f.to_string()) != s.reason)
+    {
+        lines.push((4, f.to_string()));
+    }
+    for n in &s.notes {
+        lines.push((4, format!("note: {n}")));
+    }
+    for o in s.outputs.iter().filter(|o| !o.judgement.passed) {
+        lines.push((
+            4,
+            format!(
+                "`{}`: {}{}",
+                o.tensor,
+                o.judgement.reason.as_deref().unwrap_or(""),
+                least(&o.judgement)
+            ),
+        ));
+        if let Some(w) = &o.judgement.worst {
+            lines.push((
+                6,
                 format!(
-                    "{} {}",
-                    n.op.trim_start_matches("vsdk."),
-                    e(n.judgement.max_e)
-                )
-            });
-            println!(
-                "{:<22} {:<10} {:<13} {max_e:>8} {p99:>8} {rms:>8} {tol:>9}  {tight:<28} {drift:>10} {:>7.1}ms",
-                s.stage,
-                exec,
-                s.status.label(),
-                s.seconds * 1e3
-            );
-            // A failure on the stage's own data is detailed below (outputs,
-            // drill-down); its one-line reason is for the records.
-            let detailed = s.outputs.iter().any(|o| !o.judgement.passed) || s.drill_down.is_some();
-            if let Some(reason) = s
-                .reason
-                .as_ref()
-                .filter(|r| !detailed || s.findings.iter().any(|f| f.to_string() == **r))
-            {
-                println!("    {reason}");
+                    "worst {:?}: {:.7} vs reference {:.7}, bound {}",
+                    w.index,
+                    w.actual,
+                    w.reference,
+                    sci(w.bound)
+                ),
+            ));
+        }
+    }
+    for inv in s.invariants.iter().filter(|i| !i.held) {
+        lines.push((
+            4,
+            format!("invariant {} does not hold: {}", inv.invariant, inv.detail),
+        ));
+    }
+    if let Some(d) = &s.drill_down {
+        let j = &d.judgement;
+        lines.push((
+            4,
+            format!(
+                "drill-down: first operator that fails its own check is node {} `{}` -> `{}`: {}{}",
+                d.node,
+                d.op,
+                d.output,
+                j.reason.as_deref().unwrap_or(""),
+                least(j)
+            ),
+        ));
+    }
+    if let Some(n) = &s.drill_down_note {
+        lines.push((4, format!("drill-down: {n}")));
+    }
+    if wide {
+        for c in &s.coverage {
+            lines.push((4, format!("coverage: {c}")));
+        }
+    }
+    lines
+}
+
+fn tier(p: &Printer, r: &RunReport, t: &TierReport) {
+    println!(
+        "\ntier {}, {} mode",
+        t.tier.name(),
+        serde_json::to_value(t.mode)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
+    );
+    let shown: Vec<&Column> = COLUMNS.iter().filter(|c| p.wide || !c.wide).collect();
+    let keep = |cells: Vec<String>| -> Vec<String> {
+        cells
+            .into_iter()
+            .zip(&COLUMNS)
+            .filter(|(_, c)| p.wide || !c.wide)
+            .map(|(v, _)| v)
+            .collect()
+    };
+    let rows: Vec<(Vec<String>, Vec<Detail>)> = t
+        .stages
+        .iter()
+        .map(|s| (keep(row(s)), details(s, p.wide)))
+        .collect();
+    let widths: Vec<usize> = shown
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            rows.iter()
+                .map(|(cells, _)| cells[i].chars().count())
+                .chain([c.head.chars().count()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |cells: &[String]| {
+        let mut out = String::new();
+        for (i, (cell, c)) in cells.iter().zip(&shown).enumerate() {
+            if i > 0 {
+                out.push_str("  ");
             }
-            for f in s
-                .findings
-                .iter()
-                .filter(|f| Some(f.to_string()) != s.reason)
-            {
-                println!("    {f}");
-            }
-            for n in &s.notes {
-                println!("    note: {n}");
-            }
-            for o in s.outputs.iter().filter(|o| !o.judgement.passed) {
-                println!(
-                    "    `{}`: {}{}",
-                    o.tensor,
-                    o.judgement.reason.as_deref().unwrap_or(""),
-                    least(&o.judgement)
-                );
-                if let Some(w) = &o.judgement.worst {
-                    println!(
-                        "      worst {:?}: {:.7} vs reference {:.7}, bound {}",
-                        w.index,
-                        w.actual,
-                        w.reference,
-                        sci(w.bound)
-                    );
-                }
-            }
-            for inv in s.invariants.iter().filter(|i| !i.held) {
-                println!(
-                    "    invariant {} does not hold: {}",
-                    inv.invariant, inv.detail
-                );
-            }
-            if let Some(d) = &s.drill_down {
-                let j = &d.judgement;
-                println!(
-                    "    drill-down: first operator that fails its own check is node {} `{}` -> `{}`: {}{}",
-                    d.node,
-                    d.op,
-                    d.output,
-                    j.reason.as_deref().unwrap_or(""),
-                    least(j)
-                );
-            }
-            if let Some(n) = &s.drill_down_note {
-                println!("    drill-down: {n}");
-            }
-            for c in &s.coverage {
-                println!("    coverage: {c}");
+            let pad = " ".repeat(widths[i] - cell.chars().count());
+            if c.right {
+                out.push_str(&pad);
+                out.push_str(cell);
+            } else {
+                out.push_str(cell);
+                out.push_str(&pad);
             }
         }
-        if let Some(first) = &t.first_divergent_stage {
-            println!("first divergent stage: {first}");
+        println!("{}", out.trim_end());
+    };
+    line(&shown.iter().map(|c| c.head.to_string()).collect::<Vec<_>>());
+    for (cells, details) in &rows {
+        line(cells);
+        for (indent, text) in details {
+            p.say(*indent, text);
         }
-        for e2e in &t.end_to_end {
-            println!(
+    }
+    let (mut pass, mut fail, mut unsupported, mut expected) = (0, 0, 0, 0);
+    for s in &t.stages {
+        match s.status {
+            Status::Pass => pass += 1,
+            Status::NotSupported => unsupported += 1,
+            Status::ExpectedFail => expected += 1,
+            _ => fail += 1,
+        }
+    }
+    let warned: Vec<&str> = t
+        .stages
+        .iter()
+        .filter(|s| !s.coverage.is_empty())
+        .map(|s| s.stage.as_str())
+        .collect();
+    if !p.wide && !warned.is_empty() {
+        let count: usize = t.stages.iter().map(|s| s.coverage.len()).sum();
+        let stages = match warned.as_slice() {
+            [one] => (*one).to_string(),
+            [first, .., last] => format!("{} stages, {first} to {last}", warned.len()),
+            [] => String::new(),
+        };
+        p.say(
+            0,
+            &format!(
+                "coverage: {count} warning(s) on {stages}: what the data cannot show, not failures (--wide lists them)"
+            ),
+        );
+    }
+    if let Some(first) = &t.first_divergent_stage {
+        p.say(0, &format!("first divergent stage: {first}"));
+    }
+    for e2e in &t.end_to_end {
+        p.say(
+            0,
+            &format!(
                 "end to end `{}`: rel L2 {} (limit {}), cosine {:.7} (limit {}): {}",
                 e2e.tensor,
                 sci(e2e.drift.rel_l2_error),
@@ -199,44 +348,149 @@ pub fn print(r: &RunReport) {
                 e2e.drift.cosine_similarity,
                 e2e.criterion.cosine,
                 if e2e.passed { "PASS" } else { "FAIL" }
-            );
-        }
-        let expected = if expected > 0 {
-            format!(", {expected} expected failures")
-        } else {
-            String::new()
-        };
-        println!("{pass} passed, {fail} failed, {unsupported} not supported{expected}");
-        if !t.differential.is_empty() {
-            let failed: Vec<_> = t
-                .differential
-                .iter()
-                .filter(|s| s.status.is_failure())
-                .collect();
-            println!(
+            ),
+        );
+    }
+    let expected = if expected > 0 {
+        format!(", {expected} expected failures")
+    } else {
+        String::new()
+    };
+    println!("{pass} passed, {fail} failed, {unsupported} not supported{expected}");
+    if !t.differential.is_empty() {
+        let failed: Vec<_> = t
+            .differential
+            .iter()
+            .filter(|s| s.status.is_failure())
+            .collect();
+        p.say(
+            0,
+            &format!(
                 "differential round (fresh inputs from seed {}, nonce {}): {} of {} stages passed",
                 r.seed,
                 r.settings.nonce,
                 t.differential.len() - failed.len(),
                 t.differential.len()
-            );
-            for s in failed {
-                println!(
-                    "    {} {}: {}",
+            ),
+        );
+        for s in failed {
+            p.say(
+                4,
+                &format!(
+                    "{} {}: {}",
                     s.stage,
                     s.status.label(),
                     s.reason
                         .as_deref()
                         .unwrap_or("out of bounds on fresh inputs")
-                );
-            }
+                ),
+            );
         }
     }
+}
+
+/// Who computed the outputs: a provider and its device, or the files a
+/// `check` read (said once).
+fn provider(r: &RunReport) -> String {
+    let mut who = r.provider.clone();
+    if !r.provider_version.is_empty() {
+        who = format!("{who} {}", r.provider_version);
+    }
+    if !r.device.is_empty() && r.device != "-" {
+        who = format!("{who} ({})", r.device);
+    }
+    who
+}
+
+/// Prints the results; `wide`: every column and detail, lines unwrapped.
+pub fn print(r: &RunReport, wide: bool) {
+    let p = Printer { wide };
+    p.say(
+        0,
+        &format!("{} {} on {}", r.component, r.component_version, provider(r)),
+    );
+    if let Some(id) = &r.identity {
+        let hash = if wide {
+            id.library_sha256.clone()
+        } else {
+            let short: String = id.library_sha256.chars().take(16).collect();
+            format!("{short}…")
+        };
+        p.say(
+            0,
+            &format!(
+                "provider library {} (sha256 {hash}){}",
+                id.library,
+                if id.isolated {
+                    ", in a worker process"
+                } else {
+                    ", in process"
+                }
+            ),
+        );
+        if let Some(sandbox) = &id.sandbox {
+            p.say(0, &format!("worker sandbox: {}", sandbox.summary()));
+        }
+        if let Some(note) = &id.claim_note {
+            p.say(0, &format!("note: {note}"));
+        }
+        if let Some(d) = &id.device {
+            p.say(
+                0,
+                &format!(
+                    "device {} (driver {}, id {}, {} MiB); seed {}",
+                    d.name,
+                    d.driver_version,
+                    d.stable_id,
+                    d.memory_bytes >> 20,
+                    r.seed
+                ),
+            );
+        }
+    }
+    for t in &r.tiers {
+        tier(&p, r, t);
+    }
+    if !r.tiers.is_empty() {
+        println!();
+        p.say(0, LEGEND);
+        p.say(0, if wide { LEGEND_WIDE } else { LEGEND_NARROW });
+    }
     if let Some(stop) = &r.stopped_early {
-        println!("\n{stop}");
+        println!();
+        p.say(0, stop);
     }
     if let Some(teardown) = &r.teardown {
-        println!("\nreleasing the provider failed: {teardown}");
+        println!();
+        p.say(0, &format!("releasing the provider failed: {teardown}"));
     }
     println!("\nverdict: {}", if r.passed { "PASS" } else { "FAIL" });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrap_keeps_to_the_width_and_indents_what_follows() {
+        let text = "a reason that goes on and on, well past the width of a line of the table";
+        let lines = wrap(text, 4, Some(30));
+        assert!(lines.len() > 2, "{lines:?}");
+        assert!(lines.iter().all(|l| l.chars().count() <= 30), "{lines:?}");
+        assert!(lines[0].starts_with("    a ") && lines[1].starts_with("      "));
+        assert_eq!(
+            lines.iter().map(|l| l.trim()).collect::<Vec<_>>().join(" "),
+            text
+        );
+        // A word longer than the line keeps its own line; `None` wraps nothing.
+        let path = format!("see /{}", "x".repeat(40));
+        assert_eq!(
+            wrap(&path, 0, Some(20)),
+            ["see", &format!("  /{}", "x".repeat(40))]
+        );
+        assert_eq!(wrap(text, 2, None), [format!("  {text}")]);
+        assert_eq!(wrap("a  b\n   c", 0, None), ["a  b", "     c"]);
+        // Lines of the text stay lines.
+        assert_eq!(wrap("one\ntwo", 0, Some(80)), ["one", "  two"]);
+    }
 }

@@ -8,10 +8,16 @@ fn test_dir() -> std::path::PathBuf {
 }
 
 fn cli(args: &[&str]) -> (i32, String, String) {
+    cli_env(args, &[])
+}
+
+/// `cli` with these environment variables set.
+fn cli_env(args: &[&str], env: &[(&str, &std::path::Path)]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_vips-conformance"))
         .args(args)
         // The CPU provider, a dev-dependency, is built beside this test program.
         .env("VSDK_PROVIDER_PATH", test_dir())
+        .envs(env.iter().copied())
         .output()
         .expect("run vips-conformance");
     (
@@ -149,7 +155,7 @@ fn the_demo_runs_on_both_providers_in_both_modes() {
         }
     }
     let results = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("demo-results.json");
-    let (code, out, _) = cli(&[
+    let (code, out, err) = cli(&[
         "run",
         "demo-mlp",
         "--json",
@@ -159,6 +165,11 @@ fn the_demo_runs_on_both_providers_in_both_modes() {
         results.to_str().unwrap(),
     ]);
     assert_eq!(code, 0, "{out}");
+    // Beside JSON, the files written are said on stderr.
+    assert!(
+        err.contains(&format!("wrote {} (the results, JSON)", results.display())),
+        "{err}"
+    );
     let report: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(report["passed"], true);
     assert_eq!(report["tiers"][0]["tier"], "fp16");
@@ -205,6 +216,139 @@ fn a_wrong_operator_fails_its_stage_with_exit_1_and_drill_down() {
         out.contains("NOT SUPPORTED") && out.contains("0 passed, 0 failed, 3 not supported"),
         "{out}"
     );
+}
+
+/// The table keeps to 100 columns: a failing run's reasons wrapped, the
+/// coverage warnings counted, and the legend says the tightest operator's
+/// `|e|` is against its own bound; `--wide` adds the execution, p99 and
+/// drift columns, every warning and the whole library hash; every file
+/// written is said; `check` names its captures once, here and on its page.
+#[test]
+fn the_table_fits_100_columns_and_wide_shows_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let (results, page, saved) = (path("r.json"), path("r.html"), path("outs.safetensors"));
+    let mutant = test_dir().join("libvsdk_mutant_provider.so");
+    let target = test_dir().join(vips_sdk::library_file_name("cpu"));
+    let env = [
+        ("VSDK_MUTANT_TARGET", target.as_path()),
+        ("VSDK_MUTATION", std::path::Path::new("layer_norm_eps")),
+    ];
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            "dinov2-vits14-quick",
+            "--no-differential",
+            "--provider",
+            mutant.to_str().unwrap(),
+        ];
+        args.extend(extra);
+        let (code, out, err) = cli_env(&args, &env);
+        assert_eq!(code, 1, "{out}{err}");
+        out
+    };
+    let out = run(&[
+        "--output",
+        &results,
+        "--html",
+        &page,
+        "--save-outputs",
+        &saved,
+    ]);
+    for line in out.lines() {
+        assert!(
+            line.chars().count() <= 100,
+            "{} columns: {line}\n{out}",
+            line.chars().count()
+        );
+    }
+    let header = out.lines().find(|l| l.starts_with("stage ")).unwrap();
+    for (column, shown) in [
+        ("tightest op", true),
+        ("own|e|", true),
+        ("execution", false),
+        ("p99|e|", false),
+        ("drift L2", false),
+    ] {
+        assert_eq!(header.contains(column), shown, "{column}: {header}");
+    }
+    let block = out.lines().find(|l| l.starts_with("block_00 ")).unwrap();
+    assert!(
+        block.contains("FAIL") && block.contains("layer_norm@1"),
+        "{block}"
+    );
+    // The output's words, unwrapped.
+    let words = |out: &str| out.split_whitespace().collect::<Vec<_>>().join(" ");
+    let flat = words(&out);
+    assert!(
+        flat.contains("own|e|: the tightest operator's |e| against its own bound"),
+        "{out}"
+    );
+    assert!(!out.contains("coverage: node"), "{out}");
+    assert!(
+        flat.contains("coverage: 19 warning(s) on 10 stages")
+            && flat.contains("(--wide lists them)"),
+        "{out}"
+    );
+    for (file, what) in [
+        (results.clone(), "the results, JSON"),
+        (format!("{results}.csv"), "a row per stage"),
+        (format!("{results}.junit.xml"), "JUnit XML"),
+        (page.clone(), "the HTML report"),
+        (saved.clone(), "the outputs"),
+    ] {
+        assert!(
+            out.contains(&format!("wrote {file} ({what}")),
+            "{file}: {out}"
+        );
+    }
+
+    let wide = run(&["--wide", "--stage", "block_0[0-3]"]);
+    let header = wide.lines().find(|l| l.starts_with("stage ")).unwrap();
+    for column in ["execution", "p99|e|", "drift L2", "tightest op", "own|e|"] {
+        assert!(header.contains(column), "{column}: {header}");
+    }
+    assert!(
+        wide.contains("\n    coverage: node 0 (`vsdk.layer_norm`"),
+        "{wide}"
+    );
+    assert!(
+        wide.lines().any(|l| l.chars().count() > 100),
+        "unwrapped: {wide}"
+    );
+    let sha = |s: &str| {
+        s.split("(sha256 ")
+            .nth(1)
+            .map(|h| h.chars().take_while(char::is_ascii_hexdigit).count())
+    };
+    assert_eq!(sha(&wide), Some(64), "{wide}");
+    assert_eq!(sha(&flat), Some(16), "{out}");
+
+    // `check` of those outputs: the captures named once.
+    let check_page = path("check.html");
+    let (code, out, err) = cli(&[
+        "check",
+        "dinov2-vits14-quick",
+        "--tensors",
+        &saved,
+        "--stage",
+        "block_00",
+        "--html",
+        &check_page,
+    ]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert_eq!(
+        out.lines().next(),
+        Some(format!("dinov2-vits14-quick 0.1.0 on captured: {saved}").as_str()),
+        "{out}"
+    );
+    assert!(out.contains(&format!("wrote {check_page} (")), "{out}");
+    let html = std::fs::read_to_string(&check_page).unwrap();
+    assert!(
+        html.contains(&format!("<th>provider</th><td>captured: {saved}</td>")),
+        "{html}"
+    );
+    assert_eq!(html.matches(&format!("captured: {saved}")).count(), 1);
 }
 
 #[test]
@@ -409,7 +553,13 @@ fn check_judges_outputs_computed_elsewhere() {
     }
     // One output 1e-4 off (relative): far outside float32 bounds.
     let bad = captures("bad", 1e-4);
-    let (code, out, _) = cli(&["check", "demo-mlp", "--tensors", bad.to_str().unwrap()]);
+    let (code, out, _) = cli(&[
+        "check",
+        "demo-mlp",
+        "--tensors",
+        bad.to_str().unwrap(),
+        "--wide",
+    ]);
     assert_eq!(code, 1, "{out}");
     let fc1 = out.lines().find(|l| l.starts_with("fc1_gelu")).unwrap();
     assert!(fc1.contains("captured") && fc1.contains("FAIL"), "{out}");

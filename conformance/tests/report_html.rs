@@ -120,13 +120,23 @@ fn a_failing_run_shows_where_and_why() {
     assert_eq!(code, 1);
     assert_self_contained(&page);
     let failing: Vec<&str> = page
-        .split("<article class=\"stage-detail failing-stage\" id=\"")
+        .split("<details class=\"stage-detail failing-stage\" id=\"")
         .skip(1)
         .map(|a| &a[..a.find('"').unwrap()])
         .collect();
     assert_eq!(failing, ["stage-fp32-preprocess"]);
+    // The only failing stage is open; the banner names it and its operator.
+    assert!(page.contains("id=\"stage-fp32-preprocess\" open>"));
+    assert!(
+        page.contains(
+            "fp32: 1 stage(s) did not pass; the first divergent stage is preprocess, \
+             at operator node 1 vsdk.crop@1 → cropped"
+        ),
+        "{}",
+        &page[..page.find("</header>").unwrap()]
+    );
     let article = &page[page.find("id=\"stage-fp32-preprocess\"").unwrap()..];
-    let article = &article[..article.find("</article>").unwrap()];
+    let article = &article[..article.find("</details>").unwrap()];
     for note in notes("dinov2-vits14-quick", "preprocess") {
         assert!(
             article.contains(&format!("<li>{}</li>", markup_text(&note))),
@@ -138,6 +148,42 @@ fn a_failing_run_shows_where_and_why() {
     assert!(article.contains("<figure class=\"heatmap\">"));
     assert!(article.contains("the image, expected") && article.contains("the image, actual"));
     assert!(article.contains("|actual − expected|"));
+    // Expected, actual and their difference in one row that never wraps.
+    let pair = &article[article.find("<div class=\"pair\">").unwrap()..];
+    let pair = &pair[..pair.find("</div></div><div class=\"panels\">").unwrap()];
+    assert!(
+        pair.contains("the image, expected")
+            && pair.contains("the image, actual")
+            && pair.contains("|actual − expected|"),
+        "{pair}"
+    );
+    // The colour scale is labelled at whole decades only.
+    let ticks: Vec<&str> = article
+        .split("<div class=\"ticks\">")
+        .skip(1)
+        .flat_map(|t| t[..t.find("</div>").unwrap()].split("</span>"))
+        .filter_map(|t| t.rsplit('>').next().filter(|l| !l.is_empty()))
+        .collect();
+    assert!(ticks.len() >= 2, "{ticks:?}");
+    for label in &ticks {
+        let decade = *label == "1"
+            || *label == "10"
+            || label
+                .strip_prefix("1e")
+                .is_some_and(|k| k.parse::<i32>().is_ok());
+        assert!(decade, "a colour scale labelled {label}: {ticks:?}");
+    }
+    // Heatmaps carry index ticks: the 56×56 image's rows and columns.
+    let heatmap = &article[article.find("<figure class=\"heatmap\">").unwrap()..];
+    let heatmap = &heatmap[..heatmap.find("</figure>").unwrap()];
+    for axis in ["rt", "ct"] {
+        let at = heatmap.find(&format!("<div class=\"{axis}\"")).unwrap();
+        let labels = &heatmap[at..at + heatmap[at..].find("</div>").unwrap()];
+        assert!(
+            labels.contains(">0</span>") && labels.contains(">50</span>"),
+            "{axis}: {labels}"
+        );
+    }
     assert!(page.contains("<header id=\"verdict\" class=\"fail\">"));
     let map = &results["tiers"][0]["stages"][0]["outputs"][0]["error_map"];
     assert_eq!(map["layout"]["kind"], "image", "{map:?}");
@@ -153,6 +199,11 @@ fn a_failing_run_shows_where_and_why() {
         None,
     );
     assert_eq!(r.code, 0, "{}", r.text());
+    assert!(
+        r.stdout.contains(&format!("wrote {} (", s(&again))),
+        "{}",
+        r.text()
+    );
     assert_eq!(
         std::fs::read_to_string(&again).unwrap(),
         page,
@@ -416,10 +467,57 @@ fn checker(args: &[&str]) -> Out {
     )
 }
 
+/// What Chromium lays out: `page` with a script appended that puts
+/// `expression`'s value (JSON) on the body, read back from `--dump-dom` at
+/// a window `width` pixels wide. (The page itself has no script; a copy
+/// gets one.)
+fn laid_out(page: &Path, width: u32, expression: &str) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let probe = dir.path().join("probe.html");
+    let mut html = std::fs::read_to_string(page).unwrap();
+    html.push_str(&format!(
+        "<script>document.body.setAttribute('data-probe', JSON.stringify({expression}))</script>"
+    ));
+    std::fs::write(&probe, html).unwrap();
+    let mut cmd = Command::new("chromium");
+    cmd.args([
+        "--headless=new",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--hide-scrollbars",
+        &format!("--window-size={width},900"),
+        &format!("--user-data-dir={}", s(&dir.path().join("profile"))),
+        "--dump-dom",
+    ]);
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        cmd.arg("--no-sandbox"); // chromium refuses root with its sandbox
+    }
+    let o = Out::of(
+        cmd.arg(format!("file://{}", s(&probe)))
+            .env("XDG_CONFIG_HOME", dir.path())
+            .env("XDG_CACHE_HOME", dir.path())
+            .output()
+            .expect("run chromium"),
+    );
+    let at = o
+        .stdout
+        .find("data-probe=\"")
+        .unwrap_or_else(|| panic!("no probe: {}", o.text()));
+    let value = &o.stdout[at + "data-probe=\"".len()..];
+    let value = value[..value.find('"').unwrap()]
+        .replace("&quot;", "\"")
+        .replace("&amp;", "&");
+    serde_json::from_str(&value).unwrap()
+}
+
 /// Both pages in headless Chromium: no console error, no network request,
 /// the failing stage's heatmap and notes visible; screenshots kept in
 /// target/report-screenshots. The checker's own self-test shows it fails
-/// pages that break these rules.
+/// pages that break these rules. A page of twelve failing blocks stays
+/// short (every stage but the first folded); expected and actual panels
+/// stay side by side at 1400 pixels.
 #[test]
 fn the_pages_load_in_headless_chromium_without_errors_or_requests() {
     require(
@@ -448,11 +546,33 @@ fn the_pages_load_in_headless_chromium_without_errors_or_requests() {
         Some("crop_off_by_one"),
     );
     assert_eq!(code, 1);
+    let (code, _, gelu) = run_page(
+        dir.path(),
+        "gelu",
+        "dinov2-vits14-quick",
+        &["--no-differential"],
+        Some("gelu_tanh"),
+    );
+    assert_eq!(code, 1);
+    assert_eq!(
+        gelu.matches("<details class=\"stage-detail failing-stage\"")
+            .count(),
+        12
+    );
+    assert_eq!(
+        gelu.matches("class=\"stage-detail failing-stage\" id=\"stage-fp32-block_00\" open>")
+            .count(),
+        1
+    );
+    assert_eq!(gelu.matches("\" open>").count(), 1, "one stage open");
+    assert!(gelu.contains(
+        "fp32: 12 stage(s) did not pass; the first divergent stage is block_00, at operator node 18 vsdk.gelu@1 → hidden_act"
+    ));
     let note: String = notes("dinov2-vits14-quick", "preprocess")[0]
         .chars()
         .take(40)
         .collect();
-    let cases: [(&str, &[&str]); 2] = [
+    let cases: [(&str, &[&str]); 3] = [
         (
             "pass",
             &[
@@ -479,6 +599,15 @@ fn the_pages_load_in_headless_chromium_without_errors_or_requests() {
                 &note,
             ],
         ),
+        (
+            "gelu",
+            &[
+                "--expect",
+                "#stage-fp32-block_00 .heatmap img",
+                "--expect",
+                "#stage-fp32-block_11 summary",
+            ],
+        ),
     ];
     for (name, expects) in cases {
         let page = dir.path().join(format!("{name}.html"));
@@ -494,6 +623,34 @@ fn the_pages_load_in_headless_chromium_without_errors_or_requests() {
         assert!(
             std::fs::metadata(&shot).unwrap().len() > 10_000,
             "{name}: a screenshot"
+        );
+        if name == "gelu" {
+            // Twelve failing blocks, folded: 16,000 pixels before.
+            let height = seen["content_height"].as_u64().unwrap();
+            assert!(height < 7_000, "{height} pixels tall");
+        }
+    }
+    // Each row of expected, actual and difference: one top, left to right,
+    // at 1400 pixels (the image panels wrapped apart there).
+    let rows = laid_out(
+        &dir.path().join("fail.html"),
+        1400,
+        "[...document.querySelectorAll('.pair')].map(p => [...p.querySelectorAll('figure')]\
+         .map(f => { const b = f.getBoundingClientRect(); return [b.top, b.left]; }))",
+    );
+    let rows = rows.as_array().unwrap();
+    assert!(!rows.is_empty());
+    for row in rows {
+        let figs: Vec<(f64, f64)> = row
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| (f[0].as_f64().unwrap(), f[1].as_f64().unwrap()))
+            .collect();
+        assert_eq!(figs.len(), 3, "{row}");
+        assert!(
+            figs.windows(2).all(|w| w[0].0 == w[1].0 && w[0].1 < w[1].1),
+            "side by side: {row}"
         );
     }
 }
@@ -522,6 +679,31 @@ fn progress_bars_show_on_a_terminal_only() {
     for part in [" fp32 [", " fp16 [", "\x1b[2K"] {
         assert!(drawn.contains(part), "{part:?} in {drawn:?}");
     }
+    // Every frame's bar is as long as its count says: empty at 0 (also at
+    // 0/0, before the stages are planned), full only when done.
+    let mut frames = 0;
+    for frame in drawn.split(" [").skip(1) {
+        let Some((bar, rest)) = frame.split_once(']') else {
+            continue;
+        };
+        let count: Vec<u64> = rest
+            .split_whitespace()
+            .next()
+            .unwrap_or("")
+            .split('/')
+            .filter_map(|n| n.parse().ok())
+            .collect();
+        let [pos, len] = count[..] else { continue };
+        let filled = bar.chars().filter(|&c| c == '=').count() as u64;
+        let width = bar.chars().count() as u64;
+        if pos == 0 {
+            assert_eq!(filled, 0, "[{bar}] {pos}/{len}");
+        } else {
+            assert!(filled <= width * pos / len + 1, "[{bar}] {pos}/{len}");
+        }
+        frames += 1;
+    }
+    assert!(frames > 3, "{drawn:?}");
     for quiet in ["--quiet", "--json"] {
         let shown = on_terminal(quiet);
         assert!(!shown.contains(" fp32 ["), "{quiet}: {shown:?}");

@@ -39,6 +39,15 @@ pub fn parse_tier(name: &str) -> Result<vips_sdk::compare::Tier, String> {
     vips_sdk::compare::Tier::parse(name).map_err(|e| format!("--{e}"))
 }
 
+/// A line for people: on stdout, or on stderr where stdout is JSON.
+pub fn say(line: &str, json: bool) {
+    if json {
+        eprintln!("{line}");
+    } else {
+        println!("{line}");
+    }
+}
+
 /// Writes `value` as pretty JSON to stdout.
 pub fn print_json(value: &impl serde::Serialize) -> Result<(), String> {
     let text =

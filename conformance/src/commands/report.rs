@@ -53,6 +53,9 @@ pub fn document(suite: Option<&str>, component: &str) -> Result<Document, String
     Document::open(&doc).map_err(|e| e.to_string())
 }
 
+/// What an HTML page is, where a command says it wrote one.
+pub const PAGE: &str = "the HTML report, docs/report.md";
+
 /// Writes `view`'s page to `path`.
 pub fn write(path: &Path, view: &View, doc: Option<&Document>) -> Result<(), String> {
     let page = html::render(view, doc.map(|d| d.stages.as_slice()))?;
@@ -118,6 +121,6 @@ pub fn run(args: Args) -> super::Outcome {
     let same = view.with_document(doc.as_ref().map_err(Clone::clone), &sha256);
     let doc = doc.ok().filter(|_| same);
     write(&args.html, &view, doc.as_ref())?;
-    eprintln!("wrote {}", args.html.display());
+    println!("wrote {} ({PAGE})", args.html.display());
     Ok(ExitCode::SUCCESS)
 }

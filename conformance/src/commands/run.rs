@@ -141,6 +141,11 @@ pub struct Common {
     /// Print JSON instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Print every column of the table (execution, p99|e|, drift) and every
+    /// coverage warning, with long lines unwrapped; without it the table
+    /// keeps to 100 columns.
+    #[arg(long, conflicts_with = "json")]
+    wide: bool,
     /// No progress bars (they are drawn only when stderr is a terminal, and
     /// never with --json).
     #[arg(long, short)]
@@ -220,7 +225,11 @@ impl Common {
         if self.json {
             super::print_json(report)?;
         } else {
-            table::print(report);
+            table::print(report, self.wide);
+        }
+        // Where each file went, after the table (on stderr beside JSON).
+        for line in files.written() {
+            super::say(&line, self.json);
         }
         written?;
         Ok(if report.passed {
@@ -349,7 +358,9 @@ pub fn run(args: Args) -> super::Outcome {
     if let Some(template) = &args.save_outputs {
         for (tier, tensors) in &mut saved {
             tensors.sort_by(|a, b| a.0.cmp(&b.0));
-            super::export::write(&saved_path(template, *tier), tensors)?;
+            let path = saved_path(template, *tier);
+            super::export::write(&path, tensors)?;
+            files.wrote(&path, format!("the outputs, {} tensors", tensors.len()));
         }
     }
     // Every worker is gone (run_on released the provider and confirmed its

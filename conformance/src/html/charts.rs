@@ -16,6 +16,16 @@ fn err(e: impl std::fmt::Display) -> String {
     format!("drawing a chart: {e}")
 }
 
+/// A log axis's label: a whole decade as `super::decade` writes it.
+fn log_label(v: f64) -> String {
+    let k = v.log10();
+    if (k - k.round()).abs() < 1e-6 {
+        super::decade(k.round() as i32)
+    } else {
+        format!("{v:.0e}")
+    }
+}
+
 /// The margin chart's x axis: |e| from 1e-4 to 1e3, log scale.
 const E_MIN: f64 = 1e-4;
 const E_MAX: f64 = 1e3;
@@ -58,7 +68,7 @@ pub fn margins(stages: &[(String, Option<f64>)]) -> Result<String> {
             .configure_mesh()
             .disable_y_mesh()
             .x_desc("largest normalised error |e| (the bound is 1; log scale)")
-            .x_label_formatter(&|x| format!("{x:.0e}"))
+            .x_label_formatter(&|x| log_label(*x))
             .y_labels(n)
             .y_label_formatter(&name)
             .label_style((FONT, 12))
@@ -153,7 +163,7 @@ pub fn drift(tier: &str, points: &[(String, f64)]) -> Result<String> {
         chart
             .configure_mesh()
             .y_desc("‖actual − golden‖ / ‖golden‖")
-            .y_label_formatter(&|y| format!("{y:.0e}"))
+            .y_label_formatter(&|y| log_label(*y))
             .label_style((FONT, 12))
             .axis_desc_style((FONT, 13))
             .x_labels(n)

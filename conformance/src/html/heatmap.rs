@@ -11,6 +11,17 @@ use vips_sdk::error_map::Panel;
 /// Decades of `|e|` an output's scale spans, at most.
 const DECADES: f32 = 4.0;
 
+/// `log10(v)` for a power of ten, exact where f32 is not (10⁻³ gives
+/// -2.9999998): so a decade is not taken for the one above or below.
+fn decade_log(v: f32) -> f32 {
+    let l = v.log10();
+    if (l - l.round()).abs() < 1e-4 {
+        l.round()
+    } else {
+        l
+    }
+}
+
 type Rgb = [u8; 3];
 
 fn viridis(t: f32) -> Rgb {
@@ -50,8 +61,9 @@ pub struct Scale {
 }
 
 impl Scale {
-    /// From the largest `|e|` of `panels` down [`DECADES`] (or to the
-    /// smallest nonzero `|e|`, if closer).
+    /// Whole decades, so that every label is one: from the decade at or
+    /// above the largest `|e|` of `panels` down [`DECADES`] (or to the
+    /// decade at or below the smallest nonzero `|e|`, if closer).
     pub fn of<'a>(panels: impl IntoIterator<Item = &'a Panel>) -> Scale {
         let (min, max) = panels
             .into_iter()
@@ -63,12 +75,17 @@ impl Scale {
         if max <= 0.0 {
             return Scale { lo: -1.0, hi: 0.0 };
         }
-        let hi = max.log10();
-        let lo = min.log10().max(hi - DECADES);
+        let hi = decade_log(max).ceil();
+        let lo = decade_log(min).floor().max(hi - DECADES);
         Scale {
-            lo: if hi - lo < 0.5 { hi - 0.5 } else { lo },
+            lo: lo.min(hi - 1.0),
             hi,
         }
+    }
+
+    /// The whole decades on the scale, low to high (log10).
+    pub fn decades(&self) -> impl Iterator<Item = i32> {
+        (self.lo.round() as i32)..=(self.hi.round() as i32)
     }
 
     /// Where `|e|` falls on the scale, 0 to 1.
@@ -201,22 +218,29 @@ mod tests {
     }
 
     /// Errors far past the bound still spread over the whole scale, larger
-    /// ones brighter; exact elements are black.
+    /// ones brighter; exact elements are black; the ends are whole decades.
     #[test]
     fn the_scale_follows_the_output() {
         let seed = rand::random::<u32>();
         let top = 10f32.powf(2.0 + (seed % 5) as f32);
         let s = Scale::of([&panel(vec![0.0, top / 1e6, top / 100.0, top / 10.0, top])]);
-        assert!((s.hi - top.log10()).abs() < 1e-5, "{seed}: {s:?}");
-        assert!((s.hi - s.lo - DECADES).abs() < 1e-5, "{seed}: {s:?}");
+        assert_eq!(s.hi, top.log10().round(), "{seed}: {s:?}");
+        assert_eq!(s.hi - s.lo, DECADES, "{seed}: {s:?}");
         let light = |e: f32| s.colour(e).iter().map(|&c| u32::from(c)).sum::<u32>();
         assert!(light(top / 100.0) < light(top / 10.0) && light(top / 10.0) < light(top));
         assert_eq!(s.colour(0.0), [0, 0, 0]);
         assert_eq!(s.position(top / 1e6), 0.0);
+        // Between decades: the scale widens to the decades around them.
         let small = Scale::of([&panel(vec![0.02, 0.3])]);
-        assert!(
-            small.position(0.3) == 1.0 && small.position(0.02) < 0.1,
-            "{small:?}"
-        );
+        assert_eq!((small.lo, small.hi), (-2.0, 0.0));
+        assert!(small.position(0.3) > 0.7 && small.position(0.02) < 0.2);
+        assert_eq!(small.decades().collect::<Vec<_>>(), [-2, -1, 0]);
+        // Within one decade: one decade, both ends labelled.
+        let narrow = Scale::of([&panel(vec![31.0, 32.0])]);
+        assert_eq!((narrow.lo, narrow.hi), (1.0, 2.0));
+        for (e, lo, hi) in [(1e-3f32, -4.0, -3.0), (0.2, -1.0, 0.0), (1.5, 0.0, 1.0)] {
+            let one = Scale::of([&panel(vec![e])]);
+            assert_eq!((one.lo, one.hi), (lo, hi), "{e}");
+        }
     }
 }

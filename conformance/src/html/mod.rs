@@ -40,6 +40,15 @@ fn e_text(e: f64) -> String {
     }
 }
 
+/// A power of ten as a label: `1`, `10`, else `1e-3`, `1e2`.
+pub fn decade(k: i32) -> String {
+    match k {
+        0 => "1".into(),
+        1 => "10".into(),
+        _ => format!("1e{k}"),
+    }
+}
+
 fn status_class(s: Status) -> &'static str {
     match s {
         Status::Pass => "pass",
@@ -56,10 +65,13 @@ header.pass{background:#2e7d32} header.fail{background:#c62828} header.warn{back
 header h1{margin:0 0 6px;font-size:22px;font-weight:600}
 .verdict{font-size:30px;font-weight:700;letter-spacing:.5px}
 header ul{margin:8px 0 0;padding-left:20px}
-section,article{background:#fff;border:1px solid #dde1e6;border-radius:8px;padding:14px 18px;margin:18px 0}
+section,article,details.stage-detail{background:#fff;border:1px solid #dde1e6;border-radius:8px;padding:14px 18px;margin:18px 0}
+details.stage-detail:not([open]){padding:8px 18px;margin:8px 0}
 h2{font-size:19px;margin:4px 0 12px} h3{font-size:17px;margin:4px 0 10px} h4{font-size:15px;margin:14px 0 6px}
 table{border-collapse:collapse;font-size:13px} td,th{padding:3px 10px 3px 0;text-align:left;vertical-align:top}
 th{color:#555;font-weight:600} table.stages td{border-top:1px solid #eee}
+table.stages td:not(:last-child){white-space:nowrap}
+details.coverage>summary{cursor:pointer}
 .pill{display:inline-block;padding:1px 8px;border-radius:10px;font-size:12px;font-weight:600;color:#fff}
 .pill.pass{background:#2e7d32} .pill.fail{background:#c62828} .pill.warn{background:#ef6c00}
 code{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12.5px}
@@ -71,10 +83,21 @@ ol.graph{font-size:13px;padding-left:26px} ol.graph li{margin:2px 0;padding:1px 
 ol.graph li.diverged{background:#ffebee;border-left:4px solid #c62828;font-weight:600}
 ol.graph li.over{color:#c62828}
 .panels{display:flex;flex-wrap:wrap;gap:18px;align-items:flex-start}
+.pair{display:flex;flex-wrap:nowrap;gap:18px;align-items:flex-start;max-width:100%;overflow-x:auto}
+.pair figure{flex:none}
 figure{margin:0} figcaption{font-size:12px;color:#444;max-width:300px;margin-top:4px}
 figure img{image-rendering:pixelated;image-rendering:crisp-edges;border:1px solid #ccc;display:block}
+.plot{display:grid;column-gap:3px;row-gap:1px;align-items:start}
+.rt,.ct{position:relative;font-size:10px;line-height:10px;color:#555}
+.rt span{position:absolute;right:0;transform:translateY(-50%)}
+.ct{height:11px} .ct span{position:absolute;top:1px;transform:translateX(-50%)}
 .legend{font-size:11px;color:#444;width:300px} .legend img{width:300px;height:12px}
-.legend div{display:flex;justify-content:space-between}
+.legend .ticks{position:relative;height:14px}
+.legend .ticks span{position:absolute;transform:translateX(-50%);white-space:nowrap}
+.legend .ticks span.first{transform:none} .legend .ticks span.last{transform:translateX(-100%)}
+details.stage-detail>summary{cursor:pointer;list-style-position:outside;margin-left:16px}
+details.stage-detail>summary h3{display:inline;margin:0}
+details.stage-detail[open]>summary{margin-bottom:10px}
 svg{max-width:100%;height:auto}
 "#;
 
@@ -118,14 +141,30 @@ pub fn render(view: &View, stages: Option<&[Stage]>) -> Result<String, String> {
         .collect();
     if !detailed.is_empty() {
         let strip = heatmap::legend()?;
-        h.push_str("<section id=\"details\"><h2>Where the error lives</h2>\
+        let failing = detailed
+            .iter()
+            .filter(|(_, s)| s.status.is_failure())
+            .count();
+        let _ = writeln!(
+            h,
+            "<section id=\"details\"><h2>Where the error lives</h2>\
             <p class=\"remark\">Failing and nearly failing stages (largest |e| at least half the bound). \
             Each output's normalised error |e| = |actual − reference| / bound, on the tensor's own layout \
             (docs/report.md): black is exact, brighter is larger, on a log scale of the output's own \
-            (its largest |e| down four decades) with the bound marked.</p></section>\n");
-        for (tier, stage) in detailed {
+            (whole decades, from the one above its largest |e| down four) with the bound marked.</p>\
+            <p class=\"remark\" id=\"folded\">{} stage(s) below, {failing} failing: {}; \
+            click a stage's title to open or fold it.</p></section>",
+            detailed.len(),
+            if failing > 0 {
+                "the first failing one is open, the others folded"
+            } else {
+                "all folded"
+            }
+        );
+        let first = detailed.iter().position(|(_, s)| s.status.is_failure());
+        for (i, (tier, stage)) in detailed.into_iter().enumerate() {
             let doc = stages.and_then(|s| s.iter().find(|d| d.name == stage.name));
-            detail(&mut h, tier, stage, doc, &strip)?;
+            detail(&mut h, tier, stage, doc, &strip, first == Some(i))?;
         }
     }
     let _ = writeln!(
@@ -204,12 +243,18 @@ fn summary(h: &mut String, t: &TierView) -> Result<(), String> {
         for n in &s.notes {
             let _ = write!(why, "<br><span class=\"remark\">note: {}</span>", esc(n));
         }
-        for c in &s.coverage {
+        // Coverage warnings folded under a count: they repeat stage after
+        // stage, and are not failures.
+        if !s.coverage.is_empty() {
             let _ = write!(
                 why,
-                "<br><span class=\"coverage\">coverage: {}</span>",
-                esc(c)
+                "<details class=\"coverage\"><summary>coverage: {} warning(s), what the data cannot show</summary>",
+                s.coverage.len()
             );
+            for c in &s.coverage {
+                let _ = write!(why, "<div>coverage: {}</div>", esc(c));
+            }
+            why.push_str("</details>");
         }
         let _ = write!(
             h,
@@ -300,24 +345,43 @@ fn legend(h: &mut String, scale: heatmap::Scale, strip: &str) -> Result<(), Stri
             scale.position(1.0) * 100.0
         )
     };
+    // A label at each whole decade (the ends are decades).
+    let decades: Vec<i32> = scale.decades().collect();
+    let mut ticks = String::new();
+    for (i, &k) in decades.iter().enumerate() {
+        let class = if i == 0 {
+            " class=\"first\""
+        } else if i + 1 == decades.len() {
+            " class=\"last\""
+        } else {
+            ""
+        };
+        let _ = write!(
+            ticks,
+            "<span{class} style=\"left:{:.1}%\">{}</span>",
+            scale.position(10f32.powi(k)) * 100.0,
+            decade(k)
+        );
+    }
     let _ = write!(
         h,
         "<figure class=\"legend\"><img alt=\"colour scale of |e|\" src=\"{}\">\
-         <div><span>1e{:.1}</span><span>1e{:.1}</span></div><div>{}</div></figure>",
+         <div class=\"ticks\">{ticks}</div><div>{}</div></figure>",
         strip,
-        scale.lo,
-        scale.hi,
         esc(&bound)
     );
     Ok(())
 }
 
+/// A stage's section, folded unless `open`: its title and a line (the
+/// largest |e|, the first operator out of its own bound) show either way.
 fn detail(
     h: &mut String,
     t: &TierView,
     s: &StageView,
     doc: Option<&Stage>,
     strip: &str,
+    open: bool,
 ) -> Result<(), String> {
     let tier = t.tier.name();
     let class = if s.status.is_failure() {
@@ -325,14 +389,29 @@ fn detail(
     } else {
         "near-stage"
     };
+    let mut line = s
+        .max_e()
+        .map_or(String::new(), |e| format!("largest |e| {}", e_text(e)));
+    if let Some(d) = &s.drill_down {
+        let _ = write!(
+            line,
+            "{}first operator out of its own bound: node {} {}",
+            if line.is_empty() { "" } else { "; " },
+            d.node,
+            d.op
+        );
+    }
     let _ = write!(
         h,
-        "<article class=\"stage-detail {class}\" id=\"stage-{tier}-{}\">\
-         <h3>{} at {tier}: <span class=\"pill {}\">{}</span></h3>",
+        "<details class=\"stage-detail {class}\" id=\"stage-{tier}-{}\"{}>\
+         <summary><h3>{} at {tier}: <span class=\"pill {}\">{}</span></h3> \
+         <span class=\"remark\">{}</span></summary>",
         slug(&s.name),
+        if open { " open" } else { "" },
         esc(&s.name),
         status_class(s.status),
-        s.status.label()
+        s.status.label(),
+        esc(&line)
     );
     if let Some(r) = &s.reason {
         let _ = write!(h, "<p><b>Why:</b> {}</p>", esc(r));
@@ -388,7 +467,7 @@ fn detail(
             strip,
         )?;
     }
-    h.push_str("</article>\n");
+    h.push_str("</details>\n");
     Ok(())
 }
 
@@ -490,14 +569,56 @@ fn figure(h: &mut String, p: &Panel, src: &str, caption: &str) {
         PanelKind::Error => "heatmap",
         PanelKind::Expected | PanelKind::Actual => "values",
     };
+    // Index ticks: rows down the left (none for a strip), columns below.
+    let rows = if p.rows > 1 {
+        ticks(p.rows, p.row_step, ht, 14, "top")
+    } else {
+        (String::new(), 0)
+    };
+    let (cols, _) = ticks(p.cols, p.col_step, w, 36, "left");
     let _ = write!(
         h,
-        "<figure class=\"{kind}\"><img alt=\"{}\" src=\"{src}\" style=\"width:{w}px;height:{ht}px\">\
+        "<figure class=\"{kind}\"><div class=\"plot\" style=\"grid-template-columns:{}ch {w}px\">\
+         <div class=\"rt\" style=\"height:{ht}px\">{}</div>\
+         <img alt=\"{}\" src=\"{src}\" style=\"width:{w}px;height:{ht}px\">\
+         <div></div><div class=\"ct\">{cols}</div></div>\
          <figcaption>{} <br>{}{pooled}</figcaption></figure>",
+        rows.1,
+        rows.0,
         esc(&p.title),
         esc(caption),
         esc(&axes)
     );
+}
+
+/// Index labels along one axis of a panel: `cells` cells of `step` indices
+/// each over `pixels`, at least `gap` pixels apart, at 1, 2 or 5 times a
+/// power of ten; `side` the CSS property placing them. Gives the spans and
+/// the widest label's length.
+fn ticks(cells: usize, step: usize, pixels: usize, gap: usize, side: &str) -> (String, usize) {
+    let (cells, step) = (cells.max(1), step.max(1));
+    let extent = (cells * step) as f64;
+    let per_index = pixels as f64 / extent;
+    let mut every = 1usize;
+    'find: for scale in (0..12).map(|k| 10usize.pow(k)) {
+        for m in [1, 2, 5] {
+            every = m * scale;
+            if every >= step && every as f64 * per_index >= gap as f64 {
+                break 'find;
+            }
+        }
+    }
+    let last = (cells - 1) * step;
+    let mut out = String::new();
+    let mut widest = 0;
+    for i in (0..=last).step_by(every) {
+        // The middle of index i's place.
+        let at = (i as f64 + 0.5) / extent * 100.0;
+        let label = i.to_string();
+        widest = widest.max(label.len());
+        let _ = write!(out, "<span style=\"{side}:{at:.2}%\">{label}</span>");
+    }
+    (out, widest)
 }
 
 /// One mapped tensor; `strip` is the colour scale's image (made once a page).
@@ -527,6 +648,9 @@ fn output(
         match p.kind {
             PanelKind::Error => figure(h, p, &heatmap::errors(p, scale)?, &p.title),
             PanelKind::Expected => {
+                // Expected, actual and their difference side by side, never
+                // wrapped apart (scrolled across where too wide).
+                h.push_str("<div class=\"pair\">");
                 let actual = panels.next_if(|a| a.kind == PanelKind::Actual);
                 let range = heatmap::range(std::iter::once(p).chain(actual));
                 figure(h, p, &heatmap::values(p, range)?, &p.title);
@@ -540,6 +664,7 @@ fn output(
                         &format!("|actual − expected| (white: {top:.3e})"),
                     );
                 }
+                h.push_str("</div>");
             }
             PanelKind::Actual => figure(h, p, &heatmap::values(p, heatmap::range([p]))?, &p.title),
         }

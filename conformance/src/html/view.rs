@@ -118,6 +118,55 @@ impl StageView {
     }
 }
 
+/// Who computed the outputs, said once: a provider's name, version and
+/// library, or the files `check` read (its name and its library).
+fn provider_line(r: &RunReport) -> String {
+    let mut line = r.provider.clone();
+    if !r.provider_version.is_empty() {
+        line = format!("{line} {}", r.provider_version);
+    }
+    if !r.provider_library.is_empty() && r.provider_library != r.provider {
+        line = format!("{line} ({})", r.provider_library);
+    }
+    line
+}
+
+/// A normalised error for a sentence.
+fn e_short(e: f64) -> String {
+    if e.is_finite() {
+        format!("{e:.3}")
+    } else {
+        "∞".into()
+    }
+}
+
+impl TierView {
+    /// The first stage that did not pass (in chained mode, the first whose
+    /// own error is out of bounds) and, where the drill-down found it, the
+    /// first operator out of its own bound: for the banner.
+    pub fn first_failure(&self) -> Option<String> {
+        let stage = self
+            .first_divergent
+            .as_ref()
+            .and_then(|name| self.stages.iter().find(|s| &s.name == name))
+            .or_else(|| self.stages.iter().find(|s| s.status.is_failure()))?;
+        let at = match &stage.drill_down {
+            Some(d) => format!(
+                ", at operator node {} {} → {} (largest |e| {} against its own bound)",
+                d.node,
+                d.op,
+                d.output,
+                e_short(d.max_e)
+            ),
+            None if stage.status == Status::Fail => {
+                " (no single operator is out of its own bound)".into()
+            }
+            None => format!(" ({})", stage.status.label()),
+        };
+        Some(format!("the first divergent stage is {}{at}", stage.name))
+    }
+}
+
 fn short(hash: &str) -> String {
     hash.chars().take(16).collect()
 }
@@ -141,15 +190,12 @@ impl View {
                 "mode",
                 r.tiers.first().map_or("-", |t| t.mode.name()).to_string(),
             ),
-            (
-                "provider",
-                format!(
-                    "{} {} ({})",
-                    r.provider, r.provider_version, r.provider_library
-                ),
-            ),
-            ("device", r.device.clone()),
+            ("provider", provider_line(r)),
         ];
+        // Captured tensors (`check`) ran on no device.
+        if !r.device.is_empty() && r.device != "-" {
+            facts.push(("device", r.device.clone()));
+        }
         if let Some(id) = &r.identity {
             facts.push(("library sha256", short(&id.library_sha256)));
             facts.push((
@@ -170,13 +216,6 @@ impl View {
             .tiers
             .iter()
             .map(|t| {
-                let failing = t.stages.iter().filter(|s| s.status.is_failure()).count();
-                if failing > 0 {
-                    reasons.push(format!(
-                        "{}: {failing} stage(s) did not pass",
-                        t.tier.name()
-                    ));
-                }
                 TierView {
                     tier: t.tier,
                     mode: t.mode,
@@ -259,7 +298,19 @@ impl View {
                         .collect(),
                 }
             })
-            .collect();
+            .collect::<Vec<TierView>>();
+        for t in &tiers {
+            let failing = t.stages.iter().filter(|s| s.status.is_failure()).count();
+            if failing > 0 {
+                let first = t
+                    .first_failure()
+                    .map_or(String::new(), |f| format!("; {f}"));
+                reasons.push(format!(
+                    "{}: {failing} stage(s) did not pass{first}",
+                    t.tier.name()
+                ));
+            }
+        }
         View {
             component: r.component.clone(),
             title: None,
@@ -374,6 +425,9 @@ impl View {
         };
         // A certificate is only as good as its signature.
         let mut reasons = p.reasons.clone();
+        if let Some(first) = tier.first_failure() {
+            reasons.push(format!("{}: {first}", p.tier.name()));
+        }
         let standing = match (&signature, p.verdict) {
             (Signature::Invalid(why), _) => {
                 reasons.insert(0, format!("the signature does not verify: {why}"));
