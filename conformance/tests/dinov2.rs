@@ -1010,5 +1010,5 @@ fn check_judges_an_engine_that_starts_later_and_captures_what_it_has() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no selected stage's outputs"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no selected stage's outputs are among"));
 }

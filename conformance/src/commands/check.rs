@@ -29,6 +29,7 @@ pub fn run(args: Args) -> super::Outcome {
     let mut files = args.common.result_files()?;
     let mut captured = HashMap::new();
     let mut from = HashMap::new();
+    let mut skipped = Vec::new();
     for path in &args.tensors {
         // Only the suite's tensors and stage inputs are read (an unused
         // `.npz` member is not inflated); an `INPUT@STAGE` that names no
@@ -51,6 +52,7 @@ pub fn run(args: Args) -> super::Outcome {
                 args.suite
             ));
         }
+        skipped.extend(capture.skipped);
         for (name, t) in capture.tensors {
             if let Some(first) = from.insert(name.clone(), path.clone()) {
                 return Err(format!(
@@ -61,6 +63,15 @@ pub fn run(args: Args) -> super::Outcome {
             }
             captured.insert(name, t);
         }
+    }
+    if captured.is_empty() {
+        skipped.truncate(5);
+        return Err(format!(
+            "no captured tensor is named after a tensor of suite `{}` (found: {}): name them as `vips-conformance inspect {}` lists",
+            args.suite,
+            if skipped.is_empty() { "none".into() } else { skipped.join(", ") },
+            args.suite
+        ));
     }
     let label = args
         .tensors

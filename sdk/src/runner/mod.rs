@@ -658,7 +658,7 @@ pub fn check(
         .all(|s| s.status == Status::NotCaptured)
     {
         return Err(SuiteError::Layout(format!(
-            "no selected stage's outputs were captured (the captures hold {} tensor(s) named after none of them): name captures after the suite's tensors (`vips-conformance inspect` lists them)",
+            "no selected stage's outputs are among the {} captured tensor(s): name captures after the suite's tensors (`vips-conformance inspect` lists them)",
             captured.len()
         )));
     }

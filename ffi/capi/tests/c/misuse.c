@@ -196,7 +196,7 @@ int main(void) {
   EXPECT(vsdk_check(suite, &args, &results), VSDK_STATUS_INVALID_ARGUMENT, "without `args->stage`");
   args.output_count = 0;
   EXPECT(vsdk_check(suite, &args, &results), VSDK_STATUS_INVALID_ARGUMENT,
-         "no selected stage's outputs were captured");
+         "no selected stage's outputs are among");
   CHECK(results == NULL);
 
   /* Tensor sets: missing and foreign files, names given twice. */
