@@ -20,6 +20,26 @@ pub fn library_file_name(name: &str) -> String {
     format!("{PREFIX}{name}{}", std::env::consts::DLL_SUFFIX)
 }
 
+/// Why a provider argument is a path rather than a name (docs/c-api.md,
+/// "Names and paths"): it contains `/`, or ends in the library suffix
+/// (`.so`). Anything else is a name, looked up on [`search_path`] as
+/// [`library_file_name`].
+pub fn path_reason(arg: &str) -> Option<&'static str> {
+    if arg.contains('/') || arg.contains(std::path::MAIN_SEPARATOR) {
+        Some("it contains `/`")
+    } else if arg.ends_with(std::env::consts::DLL_SUFFIX) {
+        Some(if cfg!(windows) {
+            "it ends in `.dll`"
+        } else if cfg!(target_os = "macos") {
+            "it ends in `.dylib`"
+        } else {
+            "it ends in `.so`"
+        })
+    } else {
+        None
+    }
+}
+
 /// The directories searched, in order.
 pub fn search_path() -> Vec<PathBuf> {
     let mut dirs = dirs_from_env(PROVIDER_PATH_ENV);
