@@ -15,8 +15,8 @@ Real weights and real photos (the golden set is then yours, generated from
 them and pinning them by SHA-256):
 
     python3 tools/make_dinov2_suite.py --out DIR [--weights] [--image photo.jpg]
-    vips-conformance generate DIR --tensors dinov2_vits14.safetensors [--tensors DIR/image.npy]
-    vips-conformance run DIR --provider ...
+    vips-conformance generate ./DIR --tensors dinov2_vits14.safetensors [--tensors DIR/image.npy]
+    vips-conformance run ./DIR --provider ...      (with a `/`: a path, not a suite name)
 
 --weights reads every weight from the checkpoint under its official key
 (tools/convert_dinov2_checkpoint.py turns the hub .pth into safetensors);

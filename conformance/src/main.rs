@@ -80,9 +80,8 @@ fn main() -> ExitCode {
         Command::Run(args) => commands::run::run(*args),
         Command::List { suite, json } => commands::list::run(suite, json),
         Command::Check(args) => commands::check::run(args),
-        Command::Inspect { file, json } => {
-            suites::resolve(&file).and_then(|p| commands::inspect::run(&p, json))
-        }
+        Command::Inspect { file, json } => suites::locate(&file)
+            .and_then(|l| commands::inspect::run(&l.path, json).map_err(|e| l.context(e))),
         Command::Pack(args) => commands::pack::run(args),
         Command::Generate(args) => commands::generate::run(args),
         Command::Export { suite, out } => commands::export::run(&suite, &out),

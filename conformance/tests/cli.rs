@@ -455,6 +455,88 @@ fn bad_input_exits_2_naming_the_file_and_place() {
     check(&["run", "no-such-suite"], "no suite `no-such-suite`");
 }
 
+/// docs/runner.md, "Naming a suite": an argument with a `/` or a `.yaml`
+/// ending is a path, anything else a name, whatever the working directory
+/// holds; errors say which reading was taken. Providers alike (`/` or `.so`).
+#[test]
+fn names_and_paths_are_told_apart_by_their_spelling() {
+    let cwd = tempfile::tempdir().unwrap();
+    let here = cwd.path();
+    std::fs::create_dir(here.join("demo-mlp")).unwrap();
+    std::fs::create_dir(here.join("elsewhere")).unwrap();
+    std::fs::write(here.join("cpu"), "not a provider").unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_vips-conformance"))
+            .args(args)
+            .env("VSDK_PROVIDER_PATH", test_dir())
+            .current_dir(here)
+            .output()
+            .expect("run vips-conformance");
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!err.contains("panicked"), "{err}");
+        (
+            out.status.code().expect("exited"),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            err,
+        )
+    };
+    // A directory `demo-mlp` here does not hide the suite of that name.
+    let (code, out, err) = run(&["list", "demo-mlp"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("fc1_gelu"), "{out}");
+    // `./demo-mlp` is that directory, which holds no suite.
+    let (code, _, err) = run(&["list", "./demo-mlp"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("`./demo-mlp` (read as a path: it contains `/`): ./demo-mlp/suite.yaml"),
+        "{err}"
+    );
+    // A name that is not a suite, though a directory of that name is here.
+    let (code, _, err) = run(&["list", "elsewhere"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains(
+            "no suite `elsewhere`: read as a name (it has no `/` and does not end in `.yaml`)"
+        ) && err.contains("write `./elsewhere` to open it as a path"),
+        "{err}"
+    );
+    // Paths: a document by its `.yaml` ending, a missing path.
+    std::fs::copy(format!("{DEMO_DIR}/suite.yaml"), here.join("demo.yaml")).unwrap();
+    std::fs::copy(format!("{DEMO_DIR}/suite.golden"), here.join("demo.golden")).unwrap();
+    let (code, out, err) = run(&["list", "demo.yaml"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("fc1_gelu"), "{out}");
+    let (code, out, err) = run(&["inspect", "demo.golden"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("w1"), "{out}");
+    let (code, _, err) = run(&["list", "gone/demo-mlp"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains(
+            "no suite at `gone/demo-mlp`: read as a path (it contains `/`), and nothing is there"
+        ),
+        "{err}"
+    );
+    // Providers: `cpu` is a name (the file `cpu` here is not loaded); a
+    // `.so` ending is a file of the working directory.
+    let (code, out, err) = run(&["providers", "--json", "--provider", "cpu"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("libvsdk_provider_cpu.so"), "{out}");
+    let lib = vips_sdk::library_file_name("cpu");
+    let (code, out, err) = run(&["providers", "--json", "--provider", &lib]);
+    assert_ne!(code, 0, "{out}");
+    assert!(
+        format!("{out}{err}").contains(&format!(
+            "no provider library at `./{lib}`: read as a path (it ends in `.so`), and no file is there"
+        )),
+        "{out}{err}"
+    );
+    std::fs::copy(test_dir().join(&lib), here.join(&lib)).unwrap();
+    let (code, out, err) = run(&["providers", "--json", "--provider", &lib]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains(&format!("\"./{lib}\"")), "{out}");
+}
+
 #[test]
 fn inspect_takes_a_suite_name_and_shows_activation_scales() {
     let (code, out, err) = cli(&["inspect", "dinov2-vits14-stress", "--json"]);

@@ -44,11 +44,21 @@ pub enum Error {
         source: vsdk_catalog::CatalogError,
     },
 
-    #[error("no provider named `{name}` (looked for {file} in: {})", searched.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))]
+    #[error("no provider named `{name}` (read as a name: looked for {file} in: {}){}", searched.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "), if *in_working_dir { format!("; `{name}` in the working directory is not used: write `./{name}` to load it as a path") } else { String::new() })]
     NotFound {
         name: String,
         file: String,
         searched: Vec<PathBuf>,
+        /// The working directory holds a file of that name (not used).
+        in_working_dir: bool,
+    },
+
+    /// A provider argument read as a path (docs/c-api.md, "Names and
+    /// paths") where no file is.
+    #[error("no provider library at `{}`: read as a path ({reason}), and no file is there", library.display())]
+    Missing {
+        library: PathBuf,
+        reason: &'static str,
     },
 
     #[error("{0}")]

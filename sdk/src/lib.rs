@@ -16,10 +16,8 @@ mod loader;
 mod tensor;
 
 pub use error::{status_code_name, Error};
-pub use loader::search::{
-    dirs_from_env, discover, library_file_name, sdk_binary_dir, search_path, Discovered,
-    PROVIDER_PATH_ENV,
-};
+pub use install::{dirs_from_env, sdk_binary_dir};
+pub use loader::search::{discover, library_file_name, search_path, Discovered, PROVIDER_PATH_ENV};
 pub use loader::{Device, DeviceInfo, DeviceTensor, KernelId, Provider, ProviderInfo};
 pub use tensor::{Element, HostTensor};
 pub mod capture;
@@ -31,6 +29,7 @@ pub mod error_model;
 pub mod execution;
 pub mod generate;
 pub mod golden;
+pub mod install;
 pub mod isolation;
 mod json_float;
 pub mod limits;

@@ -246,20 +246,118 @@ pub fn find_all(dirs: &[PathBuf]) -> Vec<(String, PathBuf)> {
     found
 }
 
-/// A suite argument as a path: an existing path (a suite directory or a
-/// document), or the name of a suite directory in `dirs`.
-pub fn resolve(arg: &str, dirs: &[PathBuf]) -> Result<PathBuf, String> {
-    let p = Path::new(arg);
-    if p.exists() {
-        return Ok(p.to_path_buf());
+/// Why a suite argument is a path rather than a name (docs/runner.md,
+/// "Naming a suite"): it contains `/`, or ends in `.yaml` (`.yml`: a
+/// document) or `.golden` (a golden file). Anything else is a name, looked
+/// up in the suite directories, even when the working directory holds a file
+/// or directory of that name.
+pub fn path_reason(arg: &str) -> Option<&'static str> {
+    if arg.contains('/') || arg.contains(std::path::MAIN_SEPARATOR) {
+        Some("it contains `/`")
+    } else if arg.ends_with(".yaml") || arg.ends_with(".yml") {
+        Some("it ends in `.yaml`")
+    } else if arg.ends_with(".golden") {
+        Some("it ends in `.golden`")
+    } else {
+        None
+    }
+}
+
+/// A suite argument located: where it is, and how it was read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Located {
+    /// The argument as given.
+    pub arg: String,
+    /// The suite directory or document.
+    pub path: PathBuf,
+    /// Read as a name: the suite directory it was found in; `None`: read as
+    /// a path.
+    pub found_in: Option<PathBuf>,
+}
+
+impl Located {
+    /// How the argument was read, for messages.
+    pub fn reading(&self) -> String {
+        match &self.found_in {
+            Some(dir) => format!(
+                "suite `{}` (read as a name, found in {})",
+                self.arg,
+                dir.display()
+            ),
+            None => format!(
+                "`{}` (read as a path: {})",
+                self.arg,
+                path_reason(&self.arg).unwrap_or("given as one")
+            ),
+        }
+    }
+
+    /// `message` (an error about this suite's files) with how the argument
+    /// was read in front.
+    pub fn context(&self, message: impl std::fmt::Display) -> String {
+        format!("{}: {message}", self.reading())
+    }
+
+    /// The document and the golden file: a suite directory's two files, or a
+    /// document's golden file beside it (same stem), or a golden file's
+    /// document.
+    pub fn files(&self) -> (PathBuf, PathBuf) {
+        if self.path.is_dir() {
+            suite_files(&self.path)
+        } else if self.path.extension().is_some_and(|e| e == "golden") {
+            (self.path.with_extension("yaml"), self.path.clone())
+        } else {
+            (self.path.clone(), self.path.with_extension("golden"))
+        }
+    }
+
+    /// Opens the suite; an error says how the argument was read.
+    pub fn open(&self) -> Result<Suite, String> {
+        let (doc, golden) = self.files();
+        Suite::from_files(&doc, &golden).map_err(|e| self.context(e))
+    }
+
+    /// Reads the document alone; an error says how the argument was read.
+    pub fn document(&self) -> Result<Document, String> {
+        Document::open(&self.files().0).map_err(|e| self.context(e))
+    }
+}
+
+/// Locates a suite argument: a path when [`path_reason`] says so (it must
+/// exist), else the name of a suite directory in `dirs` (the first of that
+/// name). Errors say how the argument was read and where it was looked for.
+pub fn locate(arg: &str, dirs: &[PathBuf]) -> Result<Located, String> {
+    if let Some(why) = path_reason(arg) {
+        let p = Path::new(arg);
+        if !p.exists() {
+            return Err(format!(
+                "no suite at `{arg}`: read as a path ({why}), and nothing is there"
+            ));
+        }
+        return Ok(Located {
+            arg: arg.to_string(),
+            path: p.to_path_buf(),
+            found_in: None,
+        });
     }
     let all = find_all(dirs);
     if let Some((_, p)) = all.iter().find(|(n, _)| n == arg) {
-        return Ok(std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()));
+        return Ok(Located {
+            arg: arg.to_string(),
+            path: std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()),
+            found_in: p.parent().map(Path::to_path_buf),
+        });
     }
     let known: Vec<&str> = all.iter().map(|(n, _)| n.as_str()).collect();
+    let here = if arg.is_empty() || !Path::new(arg).exists() {
+        String::new()
+    } else {
+        format!(
+            "; `{arg}` in the working directory is not used: write `./{arg}` to open it as a path"
+        )
+    };
     Err(format!(
-        "no suite `{arg}`: not a path, and not among the suites found ({}) in {}",
+        "no suite `{arg}`: read as a name (it has no `/` and does not end in `.yaml`), and not among the suites found ({}) in {}{here}",
         if known.is_empty() {
             "none".into()
         } else {
@@ -270,4 +368,71 @@ pub fn resolve(arg: &str, dirs: &[PathBuf]) -> Result<PathBuf, String> {
             .collect::<Vec<_>>()
             .join(", ")
     ))
+}
+
+/// The suite directory or document of a suite argument ([`locate`]).
+pub fn resolve(arg: &str, dirs: &[PathBuf]) -> Result<PathBuf, String> {
+    locate(arg, dirs).map(|l| l.path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slash_or_a_document_ending_makes_a_path() {
+        for arg in ["./x", "a/b", "/abs", "x.yaml", "x.yml", "x.golden"] {
+            assert!(path_reason(arg).is_some(), "{arg}");
+        }
+        for arg in ["demo-mlp", "dinov2-vits14", "x.yaml.d", "yaml"] {
+            assert_eq!(path_reason(arg), None, "{arg}");
+        }
+    }
+
+    #[test]
+    fn a_name_is_found_in_the_suite_directories_and_says_where() {
+        let root = tempfile::tempdir().unwrap();
+        let (a, b) = (root.path().join("a"), root.path().join("b"));
+        for dir in [&a, &b] {
+            std::fs::create_dir_all(dir.join("s")).unwrap();
+            std::fs::write(dir.join("s/suite.yaml"), "").unwrap();
+        }
+        std::fs::create_dir_all(b.join("t")).unwrap();
+        std::fs::write(b.join("t/suite.yaml"), "").unwrap();
+        let dirs = [a.clone(), b.clone()];
+        let s = locate("s", &dirs).unwrap();
+        assert_eq!(s.found_in.as_deref(), Some(a.as_path()));
+        assert_eq!(s.files().0, a.join("s/suite.yaml").canonicalize().unwrap());
+        assert!(s
+            .reading()
+            .starts_with("suite `s` (read as a name, found in "));
+        let e = locate("u", &dirs).unwrap_err();
+        assert!(
+            e.starts_with("no suite `u`: read as a name (it has no `/` and does not end in `.yaml`), and not among the suites found (s, t) in "),
+            "{e}"
+        );
+        // The same suite given as a path, and its golden file.
+        let p = a.join("s");
+        let as_path = locate(p.to_str().unwrap(), &[]).unwrap();
+        assert_eq!(as_path.found_in, None);
+        assert_eq!(
+            as_path.reading(),
+            format!("`{}` (read as a path: it contains `/`)", p.display())
+        );
+        let golden = a.join("s/suite.golden");
+        let g = Located {
+            arg: golden.display().to_string(),
+            path: golden.clone(),
+            found_in: None,
+        };
+        assert_eq!(g.files(), (a.join("s/suite.yaml"), golden));
+        let e = locate(a.join("gone").to_str().unwrap(), &dirs).unwrap_err();
+        assert!(
+            e.ends_with("read as a path (it contains `/`), and nothing is there"),
+            "{e}"
+        );
+        // Opening an empty document: the error says how the argument was read.
+        let e = s.open().err().unwrap();
+        assert!(e.starts_with("suite `s` (read as a name, found in "), "{e}");
+    }
 }

@@ -161,8 +161,27 @@ fn unsupported_and_unknown_kernels_are_refused_before_dispatch() {
 fn a_name_not_on_the_search_path_lists_where_it_looked() {
     let e = Provider::open_by_name("no-such-provider").err().unwrap();
     let msg = e.to_string();
-    assert!(msg.starts_with("no provider named `no-such-provider` (looked for libvsdk_provider_no-such-provider.so in: "), "{msg}");
+    assert!(msg.starts_with("no provider named `no-such-provider` (read as a name: looked for libvsdk_provider_no-such-provider.so in: "), "{msg}");
     assert!(msg.contains("/usr/lib/vips-sdk/providers"), "{msg}");
+}
+
+#[test]
+fn a_path_is_told_from_a_name_by_a_slash_or_the_library_suffix() {
+    for (arg, why) in [
+        ("./no-such-provider", "it contains `/`"),
+        ("/no/such/libx.so", "it contains `/`"),
+        ("libvsdk_provider_nothing.so", "it ends in `.so`"),
+    ] {
+        let msg = Provider::open_by_name(arg).err().unwrap().to_string();
+        assert!(
+            msg.contains(&format!("read as a path ({why}), and no file is there")),
+            "{msg}"
+        );
+    }
+    assert_eq!(
+        Provider::locate(fixtures::WORKING).unwrap(),
+        std::path::PathBuf::from(fixtures::WORKING)
+    );
 }
 
 #[test]

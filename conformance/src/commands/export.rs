@@ -5,11 +5,10 @@ use crate::suites;
 use std::borrow::Borrow;
 use std::path::Path;
 use std::process::ExitCode;
-use vips_sdk::suite::Suite;
 use vips_sdk::{DType, HostTensor};
 
 pub fn run(suite: &str, out: &Path) -> super::Outcome {
-    let suite = Suite::open(&suites::resolve(suite)?).map_err(|e| e.to_string())?;
+    let suite = suites::locate(suite)?.open()?;
     let tensors = suite
         .document
         .tensors

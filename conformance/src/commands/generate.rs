@@ -3,8 +3,6 @@
 use crate::suites;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use vips_sdk::document::Document;
-use vips_sdk::suite::suite_files;
 use vips_sdk::Provider;
 
 #[derive(clap::Args)]
@@ -25,9 +23,9 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> super::Outcome {
-    let dir = suites::resolve(&args.suite)?;
-    let (doc_path, golden_path) = suite_files(&dir);
-    let doc = Document::open(&doc_path).map_err(|e| e.to_string())?;
+    let located = suites::locate(&args.suite)?;
+    let golden_path = located.files().1;
+    let doc = located.document()?;
     let reference = Provider::open_by_name("cpu")
         .and_then(|p| p.device(0))
         .map_err(|e| e.to_string())?;

@@ -41,13 +41,7 @@ pub fn run(suite: Option<String>, json: bool) -> super::Outcome {
         }
         return Ok(ExitCode::SUCCESS);
     };
-    let path = suites::resolve(&arg)?;
-    let doc_path = if path.is_dir() {
-        suite_files(&path).0
-    } else {
-        path
-    };
-    let doc = Document::open(&doc_path).map_err(|e| e.to_string())?;
+    let doc = suites::locate(&arg)?.document()?;
     let stages: Vec<serde_json::Value> = doc
         .stages
         .iter()

@@ -38,7 +38,7 @@ pub struct Args {
 /// `component`: a name only, as the file's `component` is untrusted.
 pub fn document(suite: Option<&str>, component: &str) -> Result<Document, String> {
     let path = match suite {
-        Some(s) => suites::resolve(s)?,
+        Some(s) => return suites::locate(s)?.document(),
         None => suites::all()
             .into_iter()
             .find(|(name, _)| name == component)

@@ -191,7 +191,7 @@ impl Common {
             ModeArg::Isolated => Mode::Isolated,
             ModeArg::Chained => Mode::Chained,
         };
-        let suite = Suite::open(&suites::resolve(suite)?).map_err(|e| e.to_string())?;
+        let suite = suites::locate(suite)?.open()?;
         let reference = Provider::open_by_name(&args.reference)
             .and_then(|p| p.device(0))
             .map_err(|e| format!("reference provider: {e}"))?;

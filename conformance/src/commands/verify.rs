@@ -40,14 +40,7 @@ pub struct Args {
 
 /// The golden file a `--golden` argument stands for.
 fn golden_file(arg: &str) -> Result<PathBuf, String> {
-    let path = suites::resolve(arg)?;
-    if path.is_dir() {
-        return Ok(vips_sdk::suite::suite_files(&path).1);
-    }
-    Ok(match path.extension().and_then(|e| e.to_str()) {
-        Some("yaml") | Some("yml") => path.with_extension("golden"),
-        _ => path,
-    })
+    Ok(suites::locate(arg)?.files().1)
 }
 
 #[derive(serde::Serialize)]
@@ -77,15 +70,7 @@ pub fn run(args: Args) -> super::Outcome {
     let model = args
         .model
         .as_deref()
-        .map(|m| {
-            let path = suites::resolve(m)?;
-            let doc = if path.is_dir() {
-                vips_sdk::suite::suite_files(&path).0
-            } else {
-                path
-            };
-            vips_sdk::document::Document::open(&doc).map_err(|e| e.to_string())
-        })
+        .map(|m| suites::locate(m)?.document())
         .transpose()?;
 
     let mut results = Vec::new();

@@ -38,7 +38,7 @@ impl Tagged for HostProvider {
 pub fn provider_error(e: vips_sdk::Error) -> Error {
     use vips_sdk::Error as E;
     let code = match &e {
-        E::NotFound { .. } => vsdk_ffi::engine::VSDK_STATUS_NOT_FOUND,
+        E::NotFound { .. } | E::Missing { .. } => vsdk_ffi::engine::VSDK_STATUS_NOT_FOUND,
         E::Open { .. }
         | E::NotAProvider { .. }
         | E::AbiMismatch { .. }

@@ -56,21 +56,17 @@ impl Tagged for SuiteHandle {
     }
 }
 
-/// Where suites are looked up by name: `VSDK_SUITES_PATH`, then
-/// `share/vips-sdk/suites` of the prefix this library is installed in.
-fn suite_dirs() -> Vec<std::path::PathBuf> {
-    let mut dirs = vips_sdk::dirs_from_env(vips_sdk::suite::SUITES_PATH_ENV);
-    if let Some(lib) = vips_sdk::sdk_binary_dir() {
-        dirs.push(lib.join("../share/vips-sdk/suites"));
-    }
-    dirs
-}
-
+/// A suite argument is a path when it contains `/` or ends in `.yaml`, else a
+/// name looked up in `VSDK_SUITES_PATH`, then `share/vips-sdk/suites` of the
+/// prefix libvips_sdk.so is in (or the program linked with libvips_sdk.a),
+/// of the prefix recorded by `tools/install`, of `/usr/local` and `/usr`
+/// (`vips_sdk::install::suite_dirs`; docs/c-api.md, "Names and paths").
 fn open(arg: &str) -> Result<SuiteHandle> {
-    let path = vips_sdk::suite::resolve(arg, &suite_dirs())
+    let located = vips_sdk::suite::locate(arg, &vips_sdk::install::suite_dirs())
         .map_err(|m| Error::new(VSDK_STATUS_NOT_FOUND, m))?;
-    let suite =
-        Suite::open(&path).map_err(|e| Error::new(VSDK_STATUS_INVALID_FILE, e.to_string()))?;
+    let suite = located
+        .open()
+        .map_err(|m| Error::new(VSDK_STATUS_INVALID_FILE, m))?;
     let names = |v: &[String]| v.iter().map(|n| c_string(n)).collect::<Vec<_>>();
     let stages = suite
         .document

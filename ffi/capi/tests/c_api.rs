@@ -88,9 +88,16 @@ fn shared(dir: &Path) -> Vec<String> {
 }
 
 fn run(exe: &Path) -> String {
+    // In a working directory holding a file and a directory named like the
+    // provider and the suite the programs open by name: names are never
+    // read as paths (docs/c-api.md, "Names and paths").
+    let cwd = tempfile::tempdir().unwrap();
+    std::fs::create_dir(cwd.path().join("demo-mlp")).unwrap();
+    std::fs::write(cwd.path().join("cpu"), "not a provider").unwrap();
     let out = Command::new(exe)
         .env("VSDK_SUITES_PATH", repo().join("conformance/suites"))
         .env("VSDK_PROVIDER_PATH", target_dir())
+        .current_dir(cwd.path())
         .output()
         .expect("run the C program");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();

@@ -11,6 +11,7 @@ mod serve;
 pub use serve::serve;
 
 use crate::execution::{Executed, Program, Spec};
+use crate::install::push_unique;
 use crate::sandbox::tree::{Cgroup, PidNamespace};
 use crate::sandbox::{Facts, Policy, SERVE_ARG};
 use crate::{DType, DeviceInfo, HostTensor, ProviderInfo};
@@ -62,7 +63,9 @@ pub const WORKER_ENV: &str = "VSDK_WORKER";
 
 /// The worker program: `$VSDK_WORKER`, else beside this program or the
 /// library the SDK is in (a build directory), else `../libexec/vips-sdk/`
-/// from either (an installed prefix); every place looked when not found.
+/// from either (an installed prefix), else `libexec/vips-sdk/` of the prefix
+/// recorded at install time, `/usr/local` and `/usr`; every place looked
+/// when not found.
 pub fn worker_program() -> Result<PathBuf, String> {
     if let Some(p) = std::env::var_os(WORKER_ENV).filter(|v| !v.is_empty()) {
         let p = PathBuf::from(p);
@@ -80,19 +83,22 @@ pub fn worker_program() -> Result<PathBuf, String> {
         .ok()
         .and_then(|e| e.canonicalize().ok())
         .and_then(|e| e.parent().map(std::path::Path::to_path_buf));
-    for dir in [exe_dir, crate::loader::search::sdk_binary_dir()]
+    for dir in [exe_dir, crate::install::sdk_binary_dir()]
         .into_iter()
         .flatten()
     {
-        dirs.push(dir.clone());
+        push_unique(&mut dirs, dir.clone());
         // cargo's test programs live in target/<profile>/deps.
         if let Some(parent) = dir.parent().filter(|_| dir.ends_with("deps")) {
-            dirs.push(parent.to_path_buf());
+            push_unique(&mut dirs, parent.to_path_buf());
         }
-        dirs.push(dir.join("../libexec/vips-sdk"));
+        push_unique(&mut dirs, dir.join("../libexec/vips-sdk"));
     }
-    dirs.push(PathBuf::from("/usr/local/libexec/vips-sdk"));
-    dirs.push(PathBuf::from("/usr/libexec/vips-sdk"));
+    // The prefix recorded at install time (a program linked with
+    // libvips_sdk.a), then /usr/local and /usr.
+    for prefix in crate::install::install_prefixes() {
+        push_unique(&mut dirs, prefix.join("libexec/vips-sdk"));
+    }
     dirs.iter()
         .map(|d| d.join(WORKER_PROGRAM))
         .find(|p| p.is_file())

@@ -254,20 +254,36 @@ impl Provider {
     }
 
     /// Loads a provider by name from the search path (see [`search::search_path`]),
-    /// or by path when `name` contains a path separator.
+    /// or by path when [`search::path_reason`] says the argument is one.
     pub fn open_by_name(name: &str) -> Result<Provider, Error> {
         Provider::open(Provider::locate(name)?)
     }
 
-    /// The library [`Provider::open_by_name`] would load.
+    /// The library [`Provider::open_by_name`] would load: a path when the
+    /// argument contains `/` or ends in `.so` (it must be a file), else a
+    /// name looked up on the search path.
     pub fn locate(name: &str) -> Result<PathBuf, Error> {
-        if name.contains(std::path::MAIN_SEPARATOR) || name.contains('/') {
-            return Ok(PathBuf::from(name));
+        if let Some(reason) = search::path_reason(name) {
+            // `x.so` alone is the file in the working directory (dlopen
+            // would search the library path for it).
+            let path = if name.contains('/') || name.contains(std::path::MAIN_SEPARATOR) {
+                PathBuf::from(name)
+            } else {
+                Path::new(".").join(name)
+            };
+            if !path.is_file() {
+                return Err(Error::Missing {
+                    library: path,
+                    reason,
+                });
+            }
+            return Ok(path);
         }
         search::find(name).map_err(|(file, searched)| Error::NotFound {
             name: name.to_string(),
             file,
             searched,
+            in_working_dir: !name.is_empty() && Path::new(name).exists(),
         })
     }
 

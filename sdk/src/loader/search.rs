@@ -1,6 +1,9 @@
 //! Finding providers by name: `VSDK_PROVIDER_PATH`, then beside the running
-//! program, then the system directories.
+//! program, then beside libvips_sdk.so, then the prefixes the SDK may be
+//! installed in (`crate::install`: the recorded prefix, the system's).
 
+pub use crate::install::dirs_from_env;
+use crate::install::{install_prefixes, push_unique, sdk_binary};
 use std::path::{Path, PathBuf};
 
 /// Colon-separated directories searched first (`;` on Windows).
@@ -17,16 +20,24 @@ pub fn library_file_name(name: &str) -> String {
     format!("{PREFIX}{name}{}", std::env::consts::DLL_SUFFIX)
 }
 
-/// The directories listed in environment variable `name` (`:`-separated;
-/// `;` on Windows), empty entries skipped.
-pub fn dirs_from_env(name: &str) -> Vec<PathBuf> {
-    std::env::var_os(name)
-        .map(|v| {
-            std::env::split_paths(&v)
-                .filter(|p| !p.as_os_str().is_empty())
-                .collect()
+/// Why a provider argument is a path rather than a name (docs/c-api.md,
+/// "Names and paths"): it contains `/`, or ends in the library suffix
+/// (`.so`). Anything else is a name, looked up on [`search_path`] as
+/// [`library_file_name`].
+pub fn path_reason(arg: &str) -> Option<&'static str> {
+    if arg.contains('/') || arg.contains(std::path::MAIN_SEPARATOR) {
+        Some("it contains `/`")
+    } else if arg.ends_with(std::env::consts::DLL_SUFFIX) {
+        Some(if cfg!(windows) {
+            "it ends in `.dll`"
+        } else if cfg!(target_os = "macos") {
+            "it ends in `.dylib`"
+        } else {
+            "it ends in `.so`"
         })
-        .unwrap_or_default()
+    } else {
+        None
+    }
 }
 
 /// The directories searched, in order.
@@ -48,49 +59,15 @@ pub fn search_path() -> Vec<PathBuf> {
     }
     // The SDK inside a shared library (libvips_sdk.so in <prefix>/lib): the
     // providers installed beside it.
-    if let Some(dir) = sdk_binary_dir() {
-        let beside = dir.join("vips-sdk/providers");
-        if !dirs.contains(&beside) {
-            dirs.push(beside);
-        }
+    if let Some(b) = sdk_binary().filter(|b| b.shared_library) {
+        push_unique(&mut dirs, b.dir.join("vips-sdk/providers"));
     }
-    dirs.push(PathBuf::from("/usr/local/lib/vips-sdk/providers"));
-    dirs.push(PathBuf::from("/usr/lib/vips-sdk/providers"));
+    // The prefix recorded at install time (what a program linked with
+    // libvips_sdk.a has), then /usr/local and /usr.
+    for prefix in install_prefixes() {
+        push_unique(&mut dirs, prefix.join("lib/vips-sdk/providers"));
+    }
     dirs
-}
-
-/// The directory of the file this code was loaded from: the program, or the
-/// shared library (libvips_sdk.so) the SDK is part of.
-pub fn sdk_binary_dir() -> Option<PathBuf> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::ffi::OsStrExt;
-        // SAFETY: `Dl_info` is plain pointers, valid zeroed; `dladdr` fills it
-        // for an address inside a loaded object (this function's own code)
-        // and `dli_fname` then points to a NUL-terminated path owned by the
-        // dynamic loader, read at once.
-        unsafe {
-            let mut info: libc::Dl_info = std::mem::zeroed();
-            let here = sdk_binary_dir as *const libc::c_void;
-            if libc::dladdr(here, &mut info) == 0 || info.dli_fname.is_null() {
-                return None;
-            }
-            let path = std::ffi::CStr::from_ptr(info.dli_fname);
-            let path = Path::new(std::ffi::OsStr::from_bytes(path.to_bytes()));
-            // Inside the main program glibc answers argv[0], which may be
-            // relative to another directory or a bare name from PATH.
-            let path = if path.is_absolute() {
-                path.canonicalize().ok()?
-            } else {
-                std::env::current_exe().ok()?.canonicalize().ok()?
-            };
-            path.parent().map(Path::to_path_buf)
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        None
-    }
 }
 
 /// The first file for `name` on the search path, or every place looked.

@@ -63,6 +63,14 @@ int main(void) {
   EXPECT(vsdk_provider_open("cpu", NULL), VSDK_STATUS_INVALID_ARGUMENT, "`out` is NULL");
   EXPECT(vsdk_provider_open("no-such-provider", &provider), VSDK_STATUS_NOT_FOUND, "no provider named `no-such-provider`");
   EXPECT(vsdk_provider_open("/etc/hostname", &provider), VSDK_STATUS_INVALID_FILE, "/etc/hostname");
+  /* Names and paths (docs/c-api.md): a `/` or a `.so` ending makes a path,
+   * anything else is a name, whatever the working directory holds (the test
+   * runs where a file `cpu` and a directory `demo-mlp` lie). */
+  EXPECT(vsdk_provider_open("./no-such.so", &provider), VSDK_STATUS_NOT_FOUND,
+         "read as a path (it contains `/`), and no file is there");
+  EXPECT(vsdk_provider_open("no-such.so", &provider), VSDK_STATUS_NOT_FOUND,
+         "read as a path (it ends in `.so`)");
+  EXPECT(vsdk_provider_open("no-such-provider", &provider), VSDK_STATUS_NOT_FOUND, "read as a name");
   CHECK(provider == NULL); /* out-parameters are written only on success */
   vsdk_error_t* e = vsdk_provider_open("cpu", &provider);
   CHECK(e == NULL && provider != NULL);
@@ -85,6 +93,14 @@ int main(void) {
 
   vsdk_suite_t* suite = NULL;
   EXPECT(vsdk_suite_open("no-such-suite", &suite), VSDK_STATUS_NOT_FOUND, "no suite `no-such-suite`");
+  EXPECT(vsdk_suite_open("no-such-suite", &suite), VSDK_STATUS_NOT_FOUND,
+         "read as a name (it has no `/` and does not end in `.yaml`)");
+  EXPECT(vsdk_suite_open("./demo-mlp", &suite), VSDK_STATUS_INVALID_FILE,
+         "`./demo-mlp` (read as a path: it contains `/`): ");
+  EXPECT(vsdk_suite_open("./no-such-suite", &suite), VSDK_STATUS_NOT_FOUND,
+         "read as a path (it contains `/`), and nothing is there");
+  EXPECT(vsdk_suite_open("no-such-suite.yaml", &suite), VSDK_STATUS_NOT_FOUND,
+         "read as a path (it ends in `.yaml`)");
   CHECK(vsdk_suite_open("demo-mlp", &suite) == NULL && suite != NULL);
 
   /* A handle of the wrong kind. */
