@@ -97,12 +97,15 @@ VSDK_API void vsdk_error_free(vsdk_error_t* error);
  * library is unloaded when nothing made from it is left). */
 typedef struct vsdk_host_provider vsdk_host_provider_t;
 
-/* Opens a provider: a library path, or a name (e.g. "cpu") looked up as
- * libvsdk_provider_<name>.so in, in order: the directories of
- * VSDK_PROVIDER_PATH; <program dir>/../lib/vips-sdk/providers; the
- * program's directory and its parent; vips-sdk/providers beside
- * libvips_sdk.so (<prefix>/lib/vips-sdk/providers); /usr/local/lib/vips-sdk/
- * providers; /usr/lib/vips-sdk/providers. The reference provider "cpu" that
+/* Opens a provider: a library path (an argument containing '/' or ending in
+ * ".so"), or a name (e.g. "cpu") looked up as libvsdk_provider_<name>.so in,
+ * in order: the directories of VSDK_PROVIDER_PATH;
+ * <program dir>/../lib/vips-sdk/providers; the program's directory and its
+ * parent; vips-sdk/providers beside libvips_sdk.so
+ * (<prefix>/lib/vips-sdk/providers); lib/vips-sdk/providers of the prefix
+ * tools/install recorded into the library (a statically linked program
+ * finds its installation so); /usr/local/lib/vips-sdk/providers;
+ * /usr/lib/vips-sdk/providers (docs/c-api.md, "Names and paths"). The reference provider "cpu" that
  * vsdk_run and vsdk_check judge against is found the same way.
  * `path_or_name` BORROWED. `*out` TRANSFERRED: vsdk_provider_free. */
 VSDK_API vsdk_error_t* vsdk_provider_open(const char* path_or_name, vsdk_host_provider_t** out);
@@ -135,8 +138,11 @@ VSDK_API vsdk_error_t* vsdk_provider_device_info(const vsdk_host_provider_t* pro
 /* A suite: a VIPS document and its golden file, checked against each other. */
 typedef struct vsdk_suite vsdk_suite_t;
 
-/* Opens a suite directory, a document path (its .golden beside it), or a
- * suite name (VSDK_SUITES_PATH). `path_or_name` BORROWED; `*out` TRANSFERRED:
+/* Opens a suite: a path (an argument containing '/' or ending in ".yaml": a
+ * suite directory, or a document with its .golden beside it), else a name
+ * looked up in VSDK_SUITES_PATH, then share/vips-sdk/suites of the
+ * library's prefix, of the prefix tools/install recorded, of /usr/local and
+ * /usr (docs/c-api.md, "Names and paths"). `path_or_name` BORROWED; `*out` TRANSFERRED:
  * vsdk_suite_free. */
 VSDK_API vsdk_error_t* vsdk_suite_open(const char* path_or_name, vsdk_suite_t** out);
 VSDK_API void vsdk_suite_free(vsdk_suite_t* suite);
