@@ -171,7 +171,7 @@ def oneof(*names):
 STATUSES = (
     "pass", "fail", "not_supported", "error", "crashed", "timeout", "missing",
     "out_of_bounds", "unwritten", "flaky", "expected_fail", "unexpected_pass",
-    "memory_limit", "processes_left",
+    "memory_limit", "processes_left", "not_captured",
 )
 HOST = {"os": STR, "kernel": STR, "arch": STR, "cpu": STR, "logical_cpus": U64}
 SHARD = {"k": U64, "n": U64}
