@@ -102,12 +102,17 @@ fn engine_struct_layout() {
     assert_eq!(offset_of!(vsdk_tensor_info_t, dtype), 16);
     assert_eq!(offset_of!(vsdk_tensor_info_t, ndim), 20);
     assert_eq!(offset_of!(vsdk_tensor_info_t, shape), 24);
-    assert_eq!(size_of::<vsdk_results_info_t>(), 24);
+    // Grown structs: the appended fields start where the first version ended
+    // (the smallest struct_size the library accepts).
+    assert_eq!(offset_of!(vsdk_results_info_t, end_to_end_count), 24);
+    assert_eq!(size_of::<vsdk_results_info_t>(), 32);
     assert_eq!(size_of::<vsdk_stage_record_t>(), 96);
     assert_eq!(offset_of!(vsdk_stage_record_t, status), 32);
     assert_eq!(offset_of!(vsdk_stage_record_t, max_e), 64);
     assert_eq!(offset_of!(vsdk_stage_record_t, output_count), 88);
-    assert_eq!(size_of::<vsdk_output_record_t>(), 104);
+    assert_eq!(offset_of!(vsdk_output_record_t, worst_index), 104);
+    assert_eq!(offset_of!(vsdk_output_record_t, tolerance_factor), 144);
+    assert_eq!(size_of::<vsdk_output_record_t>(), 152);
     assert_eq!(offset_of!(vsdk_output_record_t, elements), 24);
     assert_eq!(
         offset_of!(vsdk_output_record_t, golden_cosine_similarity),
@@ -116,7 +121,12 @@ fn engine_struct_layout() {
     assert_eq!(size_of::<vsdk_run_options_t>(), 56);
     assert_eq!(offset_of!(vsdk_run_options_t, chained), 32);
     assert_eq!(offset_of!(vsdk_run_options_t, seed), 48);
-    assert_eq!(size_of::<vsdk_check_args_t>(), 48);
+    assert_eq!(offset_of!(vsdk_check_args_t, tensors), 48);
+    assert_eq!(offset_of!(vsdk_check_args_t, chained), 56);
+    assert_eq!(size_of::<vsdk_check_args_t>(), 64);
+    assert_eq!(size_of::<vsdk_end_to_end_record_t>(), 80);
+    assert_eq!(offset_of!(vsdk_end_to_end_record_t, rel_l2_error), 32);
+    assert_eq!(offset_of!(vsdk_end_to_end_record_t, min_cosine_similarity), 72);
     assert_eq!(offset_of!(vsdk_check_args_t, outputs), 40);
     assert_eq!(size_of::<vsdk_report_info_t>(), 88);
     assert_eq!(offset_of!(vsdk_report_info_t, finished), 80);
