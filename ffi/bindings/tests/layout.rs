@@ -126,7 +126,10 @@ fn engine_struct_layout() {
     assert_eq!(size_of::<vsdk_check_args_t>(), 64);
     assert_eq!(size_of::<vsdk_end_to_end_record_t>(), 80);
     assert_eq!(offset_of!(vsdk_end_to_end_record_t, rel_l2_error), 32);
-    assert_eq!(offset_of!(vsdk_end_to_end_record_t, min_cosine_similarity), 72);
+    assert_eq!(
+        offset_of!(vsdk_end_to_end_record_t, min_cosine_similarity),
+        72
+    );
     assert_eq!(offset_of!(vsdk_check_args_t, outputs), 40);
     assert_eq!(size_of::<vsdk_report_info_t>(), 88);
     assert_eq!(offset_of!(vsdk_report_info_t, finished), 80);
