@@ -88,6 +88,19 @@ fn static_link(prefix: &Path) -> Vec<String> {
     args
 }
 
+/// `source` compiled and linked with the static archive of `prefix`, warnings
+/// as errors, into `exe`.
+fn cc_static(prefix: &Path, source: &Path, exe: &Path) -> Out {
+    let cflags = sh(clean("pkg-config", prefix).args(["--cflags", "vips-sdk"]));
+    sh(clean("cc", prefix)
+        .args(["-std=c99", "-Wall", "-Wextra", "-Werror"])
+        .arg(source)
+        .args(cflags.stdout.split_whitespace())
+        .args(static_link(prefix))
+        .arg("-o")
+        .arg(exe))
+}
+
 /// No dynamic dependency on libvips_sdk: the archive is inside.
 fn assert_static(exe: &Path) {
     let needed = sh(Command::new("readelf").arg("-d").arg(exe));
@@ -320,7 +333,10 @@ fn the_quick_start_of_the_docs_compiles_and_runs() {
     let source = here.path().join("quick_start.c");
     std::fs::write(&source, code).unwrap();
     let exe = here.path().join("quick_start");
+    // Warnings as errors: the docs' `{.struct_size = sizeof s}` initialisers
+    // pass -Wextra (`{sizeof s}` would not).
     let r = sh(clean("cc", p)
+        .args(["-std=c99", "-Wall", "-Wextra", "-Werror"])
         .arg(&source)
         .args(pkg_config(p, &["vips-sdk"]))
         .arg("-o")
@@ -332,13 +348,7 @@ fn the_quick_start_of_the_docs_compiles_and_runs() {
     // Static: the suite, the CPU provider and the worker program (vsdk_run)
     // found through the prefix tools/install recorded into the archive.
     let statik = here.path().join("quick_start_static");
-    let cflags = sh(clean("pkg-config", p).args(["--cflags", "vips-sdk"]));
-    let r = sh(clean("cc", p)
-        .arg(&source)
-        .args(cflags.stdout.split_whitespace())
-        .args(static_link(p))
-        .arg("-o")
-        .arg(&statik));
+    let r = cc_static(p, &source, &statik);
     assert_eq!(r.code, 0, "building the quick start static: {}", r.stderr);
     assert_static(&statik);
     let r = static_run(&statik, p, here.path());
@@ -420,13 +430,7 @@ int main(void) {
     let c = here.path().join("find.c");
     std::fs::write(&c, code).unwrap();
     let statik = here.path().join("find_static");
-    let cflags = sh(clean("pkg-config", old).args(["--cflags", "vips-sdk"]));
-    let r = sh(clean("cc", old)
-        .arg(&c)
-        .args(cflags.stdout.split_whitespace())
-        .args(static_link(old))
-        .arg("-o")
-        .arg(&statik));
+    let r = cc_static(old, &c, &statik);
     assert_eq!(r.code, 0, "{}", r.stderr);
     // Move the tree.
     let moved_parent = tempfile::tempdir().unwrap();

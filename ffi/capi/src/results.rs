@@ -520,38 +520,32 @@ pub unsafe extern "C" fn vsdk_check(
                 ))
             }
         };
-        for (i, name) in names.iter().enumerate() {
-            let Some(stage) = stage else { break };
-            if !stage.outputs.iter().any(|o| o == name) {
-                return Err(Error::invalid(format!(
-                    "args->names[{i}]: `{name}` is not an output of stage `{}` (its outputs: {})",
-                    stage.name,
-                    stage.outputs.join(", ")
-                )));
-            }
-            let declared = s
-                .suite
-                .spec(name)
-                .map(|sp| sp.shape.clone())
-                .unwrap_or_default();
-            // SAFETY: non-null (checked) and `output_count` descriptors long.
-            let t = unsafe { a.outputs.add(i).read_unaligned() };
-            // SAFETY: the header's contract for `outputs`: each
-            // descriptor's arrays and the memory it describes are readable.
-            let t = unsafe {
-                host_tensor(
-                    &t,
-                    Some(&declared),
-                    &format!("args->outputs[{i}] (`{name}`)"),
-                )
-            }?;
-            if captured.insert(name.to_string(), t).is_some() {
-                return Err(Error::invalid(format!(
-                    "args->names[{i}]: `{name}` is given twice (in `names` or in `tensors`)"
-                )));
-            }
-        }
         if let Some(stage) = stage {
+            for (i, name) in names.iter().enumerate() {
+                if !stage.outputs.iter().any(|o| o == name) {
+                    return Err(Error::invalid(format!(
+                        "args->names[{i}]: `{name}` is not an output of stage `{}` (its outputs: {})",
+                        stage.name,
+                        stage.outputs.join(", ")
+                    )));
+                }
+                let declared = s
+                    .suite
+                    .spec(name)
+                    .map(|sp| sp.shape.clone())
+                    .unwrap_or_default();
+                // SAFETY: non-null (checked) and `output_count` descriptors long.
+                let t = unsafe { a.outputs.add(i).read_unaligned() };
+                let what = format!("args->outputs[{i}] (`{name}`)");
+                // SAFETY: the header's contract for `outputs`: each
+                // descriptor's arrays and the memory it describes are readable.
+                let t = unsafe { host_tensor(&t, Some(&declared), &what) }?;
+                if captured.insert(name.to_string(), t).is_some() {
+                    return Err(Error::invalid(format!(
+                        "args->names[{i}]: `{name}` is given twice (in `names` or in `tensors`)"
+                    )));
+                }
+            }
             if let Some(missing) = stage.outputs.iter().find(|o| !captured.contains_key(*o)) {
                 return Err(Error::invalid(format!(
                     "stage `{}` also outputs `{missing}`: give every output",

@@ -26,10 +26,21 @@ pub struct SuiteHandle {
     by_name: HashMap<String, usize>,
 }
 
-struct TensorStrings {
-    name: CString,
+/// A tensor's name, dtype and shape as `vsdk_tensor_info_t` points at them.
+pub(crate) struct TensorStrings {
+    pub name: CString,
     dtype: vsdk_dtype_t,
     shape: Vec<i64>,
+}
+
+impl TensorStrings {
+    pub fn of(name: &str, spec: &vips_sdk::TensorSpec) -> TensorStrings {
+        TensorStrings {
+            name: c_string(name),
+            dtype: dl_dtype(spec.dtype),
+            shape: spec.shape.iter().map(|&d| d as i64).collect(),
+        }
+    }
 }
 
 struct StageStrings {
@@ -89,14 +100,7 @@ fn open(arg: &str) -> Result<SuiteHandle> {
         .document
         .tensors
         .iter()
-        .filter_map(|t| {
-            let spec = suite.spec(&t.name)?;
-            Some(TensorStrings {
-                name: c_string(&t.name),
-                dtype: dl_dtype(spec.dtype),
-                shape: spec.shape.iter().map(|&d| d as i64).collect(),
-            })
-        })
+        .filter_map(|t| Some(TensorStrings::of(&t.name, suite.spec(&t.name)?)))
         .collect();
     let by_name = tensors
         .iter()
@@ -219,7 +223,7 @@ pub fn dl_dtype(d: vips_sdk::DType) -> vsdk_dtype_t {
     }
 }
 
-fn tensor_info(t: &TensorStrings) -> vsdk_tensor_info_t {
+pub(crate) fn tensor_info(t: &TensorStrings) -> vsdk_tensor_info_t {
     vsdk_tensor_info_t {
         struct_size: 0,
         name: t.name.as_ptr(),

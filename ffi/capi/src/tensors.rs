@@ -2,8 +2,8 @@
 //! read from capture files (.npy, .npz, .safetensors, as the CLI's
 //! `check --tensors`) or copied from DLPack-compatible descriptors.
 
-use crate::boundary::{self, c_string, guard, Error, Result, Tagged};
-use std::ffi::CString;
+use crate::boundary::{self, guard, Error, Result, Tagged};
+use crate::suite::{tensor_info, TensorStrings};
 use std::sync::Mutex;
 use vips_sdk::{DType, HostTensor, TensorSpec};
 use vsdk_ffi::engine::{
@@ -24,8 +24,7 @@ pub struct Tensors {
 }
 
 struct Entry {
-    name: CString,
-    shape: Vec<i64>,
+    strings: TensorStrings,
     tensor: HostTensor,
 }
 
@@ -53,7 +52,10 @@ impl Tensors {
     /// Adds `tensor` as `name`; `from` says where it came from in errors.
     fn add(&self, name: &str, tensor: HostTensor, from: &str) -> Result<()> {
         let mut entries = self.entries();
-        if entries.iter().any(|e| e.name.as_bytes() == name.as_bytes()) {
+        if entries
+            .iter()
+            .any(|e| e.strings.name.as_bytes() == name.as_bytes())
+        {
             return Err(Error::invalid(format!(
                 "{from}: a tensor named `{name}` is already in the set"
             )));
@@ -64,8 +66,7 @@ impl Tensors {
             )));
         }
         entries.push(Entry {
-            name: c_string(name),
-            shape: tensor.spec.shape.iter().map(|&d| d as i64).collect(),
+            strings: TensorStrings::of(name, &tensor.spec),
             tensor,
         });
         Ok(())
@@ -91,7 +92,10 @@ impl Tensors {
     pub fn by_name(&self) -> std::collections::HashMap<String, HostTensor> {
         self.entries()
             .iter()
-            .map(|e| (e.name.to_string_lossy().into_owned(), e.tensor.clone()))
+            .map(|e| {
+                let name = e.strings.name.to_string_lossy().into_owned();
+                (name, e.tensor.clone())
+            })
             .collect()
     }
 }
@@ -190,15 +194,8 @@ pub unsafe extern "C" fn vsdk_tensors_at(
                 format!("tensor {index}: the set holds {}", entries.len()),
             )
         })?;
-        let info = vsdk_tensor_info_t {
-            struct_size: 0,
-            name: e.name.as_ptr(),
-            dtype: crate::suite::dl_dtype(e.tensor.spec.dtype),
-            ndim: e.shape.len() as i32,
-            shape: e.shape.as_ptr(),
-        };
         // SAFETY: the header's contract: an out struct is NULL or holds `struct_size` writable bytes.
-        unsafe { boundary::write_out(out, "out", info) }
+        unsafe { boundary::write_out(out, "out", tensor_info(&e.strings)) }
     })
 }
 

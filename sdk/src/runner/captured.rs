@@ -100,20 +100,16 @@ pub(super) fn through_producers(
         .stages
         .iter()
         .take_while(|s| s.name != stage.name);
-    let producers: Vec<&Stage> = earlier
-        .filter(|p| {
-            stage
-                .inputs
-                .iter()
-                .any(|i| !fed(i) && p.outputs.contains(i))
-        })
-        .collect();
-    let first = producers.first()?;
+    let produced = |i: &String| earlier.clone().any(|p| p.outputs.contains(i));
     let missing: Vec<&String> = stage
         .inputs
         .iter()
-        .filter(|i| producers.iter().any(|p| p.outputs.contains(i)))
+        .filter(|i| !fed(i) && produced(i))
         .collect();
+    let producers: Vec<&Stage> = earlier
+        .filter(|p| missing.iter().any(|m| p.outputs.contains(m)))
+        .collect();
+    let first = producers.first()?;
     let mut inputs: Vec<String> = Vec::new();
     for name in producers
         .iter()

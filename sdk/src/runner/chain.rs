@@ -17,7 +17,7 @@ use std::collections::HashMap;
 pub(super) struct Chain {
     pub produced: HashMap<String, (HostTensor, String, bool)>,
     missing: HashMap<String, String>,
-    pub not_captured: HashMap<String, String>,
+    not_captured: HashMap<String, String>,
 }
 
 /// The engine's capture of `name` where some stage outputs it.
