@@ -75,6 +75,7 @@ impl Bars {
                     bar.set_message(match round {
                         Round::Main => stage.to_string(),
                         Round::Differential => format!("{stage} (fresh inputs)"),
+                        Round::Contract => format!("kernel contract: {stage}"),
                     });
                 }
             }

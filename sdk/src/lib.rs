@@ -23,6 +23,7 @@ pub use tensor::{Element, HostTensor};
 pub mod capture;
 pub mod certify;
 pub mod compare;
+pub mod contract;
 pub mod document;
 pub mod error_map;
 pub mod error_model;

@@ -185,6 +185,7 @@ fn protocol_seeds() -> Vec<(&'static str, Vec<u8>)> {
     let run = Request::Run {
         program: Program {
             steps: vec![step, fused],
+            ..Program::default()
         },
         inputs: vec![
             ("x".into(), spec("float32", &[2, 2])),
@@ -200,6 +201,7 @@ fn protocol_seeds() -> Vec<(&'static str, Vec<u8>)> {
             description: "reference".into(),
             abi_version: vips_sdk::ABI_VERSION,
             library: "/usr/lib/libvsdk_cpu.so".into(),
+            thread_safe: false,
         },
         device: DeviceInfo {
             index: 0,

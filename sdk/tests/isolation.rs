@@ -2,7 +2,7 @@
 //! random tensors, and malformed input refused before it costs memory.
 
 use rand::{Rng, SeedableRng};
-use vips_sdk::execution::{Program, Spec, Step};
+use vips_sdk::execution::{Layout, Program, Spec, Step};
 use vips_sdk::isolation::protocol::{self, ProtocolError, Reply, Request};
 use vips_sdk::runner::Baseline;
 use vips_sdk::{Attrs, HostTensor};
@@ -31,6 +31,14 @@ fn a_run_request_round_trips_with_its_tensors() {
                 &Attrs::new().with("eps", vips_sdk::AttrValue::Float(rng.gen())),
             )
         }],
+        layouts: vec![(
+            "x".into(),
+            Layout {
+                strides: vec![rng.gen_range(0..9), 1],
+                offset: rng.gen_range(0..9),
+            },
+        )],
+        threads: rng.gen_range(0..4),
     };
     let request = Request::Run {
         program: program.clone(),

@@ -95,7 +95,12 @@ impl Results {
     fn of(report: &RunReport, suite: &vips_sdk::suite::Suite) -> Results {
         let mut records = Vec::new();
         for tier in &report.tiers {
-            for r in tier.stages.iter().chain(&tier.differential) {
+            for r in tier
+                .stages
+                .iter()
+                .chain(&tier.differential)
+                .chain(&tier.contract)
+            {
                 let max_e = r
                     .outputs
                     .iter()
@@ -149,6 +154,7 @@ impl Results {
                     round: c_string(match r.round {
                         runner::Round::Main => "main",
                         runner::Round::Differential => "differential",
+                        runner::Round::Contract => "contract",
                     }),
                     status: r.status,
                     label: c_string(r.status.label()),

@@ -206,7 +206,6 @@ pub fn check_nodes(
     nan: NanPolicy,
     allowed_over_fraction: f64,
 ) -> Result<Vec<NodeCheck>, Error> {
-    let r = Reference(reference);
     let mut checks = Vec::with_capacity(stage.graph.len());
     for (i, node) in stage.graph.iter().enumerate() {
         let got = |n: &String| {
@@ -216,22 +215,14 @@ pub fn check_nodes(
         };
         let own: Vec<&HostTensor> = node.inputs.iter().map(got).collect::<Result<_, _>>()?;
         let actual = got(&node.output)?;
-        let in_specs: Vec<TensorSpec> = own.iter().map(|t| t.spec.clone()).collect();
-        let (resolved, _) =
-            ops::output_spec(node.op, &node.attrs_at(tier.float_dtype()), &in_specs)?;
-        let wide: Vec<HostTensor> = own.iter().map(|t| ops::wide(t)).collect();
-        let ins: Vec<&HostTensor> = wide.iter().collect();
-        let ref_attrs = node.attrs_at(Some(DType::F64));
-        let call = Call {
-            op: node.op,
-            attrs: &ref_attrs,
-            node: &resolved,
-            inputs: &ins,
-            precision: Precision::of(actual.spec.dtype),
+        let ev = node_reference(
+            node,
+            tier.float_dtype(),
+            &own,
+            actual.spec.dtype,
+            reference,
             params,
-            off_tier_inputs: false,
-        };
-        let ev = ops::evaluate(&r, &call)?;
+        )?;
         if ev.value.spec.shape != actual.spec.shape {
             return Err(Error::Tensor(format!(
                 "node {i} ({}): the provider's output has shape {:?}, the reference {:?}",
@@ -245,13 +236,13 @@ pub fn check_nodes(
             allowed_over_fraction,
             statistics: Statistics::of(params, ev.accumulates),
         };
-        let (expected, bound) = (ev.value.to_f64_vec(), ev.local(params.lambda));
-        let judgement = judge(actual, &expected, &bound, Some(&ev.sigma), rules);
+        let (expected, bound) = (ev.value.to_f64_vec(), &ev.bound);
+        let judgement = judge(actual, &expected, bound, Some(&ev.sigma), rules);
         let error_map = (!judgement.passed).then(|| {
             ErrorMap::of(
                 &actual.to_f64_vec(),
                 &expected,
-                &bound,
+                bound,
                 &actual.spec.shape,
                 nan,
             )
@@ -265,4 +256,50 @@ pub fn check_nodes(
         });
     }
     Ok(checks)
+}
+
+/// One operator's reference from the very inputs an implementation received
+/// (`inputs`, in their own dtypes), and how far a correct implementation
+/// whose output has dtype `out` may be from it.
+pub struct NodeReference {
+    /// float64 for float outputs.
+    pub value: HostTensor,
+    /// The local bound at the tier's confidence λ.
+    pub bound: Vec<f64>,
+    pub sigma: Vec<f64>,
+    /// A dot product or sum: its mean is tested too.
+    pub accumulates: bool,
+}
+
+/// [`NodeReference`] of `node`, whose floats the implementation computes in
+/// `float` (the tier's dtype; a cast's float target follows it).
+pub fn node_reference(
+    node: &crate::document::GraphNode,
+    float: Option<DType>,
+    inputs: &[&HostTensor],
+    out: DType,
+    reference: &Device,
+    params: &TierParams,
+) -> Result<NodeReference, Error> {
+    let in_specs: Vec<TensorSpec> = inputs.iter().map(|t| t.spec.clone()).collect();
+    let (resolved, _) = ops::output_spec(node.op, &node.attrs_at(float), &in_specs)?;
+    let wide: Vec<HostTensor> = inputs.iter().map(|t| ops::wide(t)).collect();
+    let ins: Vec<&HostTensor> = wide.iter().collect();
+    let ref_attrs = node.attrs_at(Some(DType::F64));
+    let call = Call {
+        op: node.op,
+        attrs: &ref_attrs,
+        node: &resolved,
+        inputs: &ins,
+        precision: Precision::of(out),
+        params,
+        off_tier_inputs: false,
+    };
+    let ev = ops::evaluate(&Reference(reference), &call)?;
+    Ok(NodeReference {
+        bound: ev.local(params.lambda),
+        value: ev.value,
+        sigma: ev.sigma,
+        accumulates: ev.accumulates,
+    })
 }

@@ -19,7 +19,9 @@ mod coverage;
 mod graph;
 mod ops;
 
-pub use graph::{check_nodes, stage_reference, NodeCheck, StageReference};
+pub use graph::{
+    check_nodes, node_reference, stage_reference, NodeCheck, NodeReference, StageReference,
+};
 
 use crate::compare::{NanPolicy, Tier};
 use crate::{DType, HostTensor};

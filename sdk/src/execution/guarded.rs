@@ -4,7 +4,7 @@
 //! poisoned before its kernel, and the whole program runs twice (both runs
 //! come back: each is judged).
 
-use super::program::{Executed, Finding, Program, Side, Spec};
+use super::program::{Executed, Finding, Layout, Program, Side, Spec, Step};
 use super::SplitMix;
 use crate::{Device, DeviceTensor, Error, HostTensor, Node, Op, TensorSpec};
 use std::collections::{HashMap, HashSet};
@@ -37,10 +37,18 @@ impl Run<'_> {
     }
 
     /// A buffer holding `body` between two guards (three writes rather than
-    /// a copy of the body).
-    fn place(&mut self, spec: TensorSpec, body: &[u8]) -> Result<DeviceTensor, Error> {
+    /// a copy of the body); with a layout, `body` is the view's bytes.
+    fn place(
+        &mut self,
+        spec: TensorSpec,
+        layout: Option<&Layout>,
+        body: &[u8],
+    ) -> Result<DeviceTensor, Error> {
         let guard = self.guard_size();
-        let t = self.device.alloc_guarded(spec, guard)?;
+        let t = match layout {
+            Some(l) => self.device.alloc_view(spec, l, guard)?,
+            None => self.device.alloc_guarded(spec, guard)?,
+        };
         let guards = self.guard_bytes(guard);
         self.device.write_buffer(&t, 0, &guards)?;
         if !body.is_empty() {
@@ -61,7 +69,7 @@ impl Run<'_> {
         whole: Option<&[u8]>,
     ) -> Result<(), Error> {
         let (offset, size) = t.layout();
-        let end = offset + t.spec.size_bytes() as u64;
+        let end = offset + t.extent();
         let (before, after) = match whole {
             Some(w) => (w[..offset as usize].to_vec(), w[end as usize..].to_vec()),
             None => (
@@ -104,6 +112,30 @@ impl Run<'_> {
         Ok(())
     }
 
+    /// After a step ran: its tensors' guards checked, its outputs read back
+    /// (the caller keeps them on the device for later steps).
+    fn collect(
+        &mut self,
+        step: &Step,
+        args: &[&DeviceTensor],
+        outputs: Vec<DeviceTensor>,
+        values: &mut Vec<(String, HostTensor)>,
+    ) -> Result<Vec<DeviceTensor>, Error> {
+        for (name, t) in step.inputs.iter().zip(args) {
+            self.check_guards(&step.kernel, name, t, None)?;
+        }
+        for (name, t) in step.outputs.iter().zip(&outputs) {
+            let (offset, _) = t.layout();
+            let body = match t.spec.size_bytes() {
+                0 => Vec::new(),
+                n => self.device.read_buffer(t, offset, n as u64)?,
+            };
+            self.check_guards(&step.kernel, name, t, None)?;
+            values.push((name.clone(), HostTensor::from_bytes(t.spec.clone(), body)?));
+        }
+        Ok(outputs)
+    }
+
     /// One run of the program; every step output by name, each poisoned
     /// with `poison` before its kernel.
     fn run(
@@ -115,12 +147,46 @@ impl Run<'_> {
         // Setting up and checking are not any step's (usize::MAX: no kernel).
         (self.on_step)(usize::MAX);
         let mut on_device: HashMap<&str, DeviceTensor> = HashMap::new();
+        // What each input's buffer must hold at the end (a view's bytes).
+        let mut placed: HashMap<&str, Vec<u8>> = HashMap::new();
         for &(name, t) in inputs {
-            on_device.insert(name, self.place(t.spec.clone(), &t.bytes)?);
+            let layout = program
+                .layouts
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, l)| l);
+            let device = match layout {
+                Some(l) => {
+                    let span = l.span(&t.spec).map_err(Error::Tensor)?;
+                    let body = l.scatter(t, span);
+                    let device = self.place(t.spec.clone(), Some(l), &body)?;
+                    placed.insert(name, body);
+                    device
+                }
+                None => self.place(t.spec.clone(), None, &t.bytes)?,
+            };
+            on_device.insert(name, device);
         }
+        let concurrent = program.threads > 1;
+        if concurrent {
+            if let Some(step) = program
+                .steps
+                .iter()
+                .find(|s| s.inputs.iter().any(|i| !inputs.iter().any(|(n, _)| n == i)))
+            {
+                return Err(Error::Tensor(format!(
+                    "`{}` reads another step's output: concurrent steps read program inputs only",
+                    step.kernel
+                )));
+            }
+        }
+        // Concurrent: every step's outputs placed first, then the calls.
+        let mut prepared = Vec::new();
         let mut values = Vec::new();
         for (index, step) in program.steps.iter().enumerate() {
-            (self.on_step)(index);
+            if !concurrent {
+                (self.on_step)(index);
+            }
             let args = step
                 .inputs
                 .iter()
@@ -162,30 +228,36 @@ impl Run<'_> {
                 .into_iter()
                 .map(|s| {
                     let body = vec![poison; s.size_bytes()];
-                    self.place(s, &body)
+                    self.place(s, None, &body)
                 })
                 .collect::<Result<Vec<_>, _>>()?;
+            if concurrent {
+                prepared.push((step, attrs, outputs));
+                continue;
+            }
             self.device
                 .execute_into(&step.kernel, step.version, &attrs, &args, &outputs)?;
-            for (name, t) in step.inputs.iter().zip(&args) {
-                self.check_guards(&step.kernel, name, t, None)?;
-            }
+            let outputs = self.collect(step, &args, outputs, &mut values)?;
             for (name, t) in step.outputs.iter().zip(outputs) {
-                let (offset, _) = t.layout();
-                let body = match t.spec.size_bytes() {
-                    0 => Vec::new(),
-                    n => self.device.read_buffer(&t, offset, n as u64)?,
-                };
-                self.check_guards(&step.kernel, name, &t, None)?;
-                values.push((name.clone(), HostTensor::from_bytes(t.spec.clone(), body)?));
                 on_device.insert(name, t);
+            }
+        }
+        if concurrent {
+            execute_concurrently(self.device, &prepared, &on_device, program.threads)?;
+            for (step, _, outputs) in prepared {
+                let args: Vec<&DeviceTensor> =
+                    step.inputs.iter().map(|i| &on_device[i.as_str()]).collect();
+                let outputs = self.collect(step, &args, outputs, &mut values)?;
+                for (name, t) in step.outputs.iter().zip(outputs) {
+                    on_device.insert(name, t);
+                }
             }
         }
         // Every buffer must still hold what was written into it: a far
         // write lands in another tensor, not in its own tensor's guards.
         let written: HashMap<&str, &[u8]> = inputs
             .iter()
-            .map(|&(n, t)| (n, t.bytes.as_slice()))
+            .map(|&(n, t)| (n, placed.get(n).map_or(t.bytes.as_slice(), Vec::as_slice)))
             .chain(values.iter().map(|(n, t)| (n.as_str(), t.bytes.as_slice())))
             .collect();
         (self.on_step)(usize::MAX);
@@ -193,7 +265,7 @@ impl Run<'_> {
             let (offset, size) = t.layout();
             let whole = self.device.read_buffer(t, 0, size)?;
             self.check_guards("", name, t, Some(&whole))?;
-            let body = &whole[offset as usize..offset as usize + t.spec.size_bytes()];
+            let body = &whole[offset as usize..(offset + t.extent()) as usize];
             if let Some(first) = body.iter().zip(written[name]).position(|(a, b)| a != b) {
                 self.findings.push(Finding::Corrupted {
                     tensor: name.to_string(),
@@ -202,6 +274,47 @@ impl Run<'_> {
             }
         }
         Ok(values)
+    }
+}
+
+/// Runs the prepared calls on `threads` threads at once (each thread takes
+/// the next call), so that calls overlap; the first error wins.
+fn execute_concurrently(
+    device: &Device,
+    calls: &[(&Step, crate::Attrs, Vec<DeviceTensor>)],
+    on_device: &HashMap<&str, DeviceTensor>,
+    threads: u32,
+) -> Result<(), Error> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let next = AtomicUsize::new(0);
+    let errors = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..threads.min(calls.len() as u32) {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some((step, attrs, outputs)) = calls.get(i) else {
+                    break;
+                };
+                let args: Vec<&DeviceTensor> =
+                    step.inputs.iter().map(|n| &on_device[n.as_str()]).collect();
+                if let Err(e) =
+                    device.execute_into(&step.kernel, step.version, attrs, &args, outputs)
+                {
+                    errors
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .push((i, e));
+                }
+            });
+        }
+    });
+    let mut errors = errors
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    errors.sort_by_key(|(i, _)| *i);
+    match errors.into_iter().next() {
+        Some((_, e)) => Err(e),
+        None => Ok(()),
     }
 }
 

@@ -6,7 +6,7 @@ mod guarded;
 mod program;
 
 pub use guarded::{run as run_guarded, two_runs};
-pub use program::{Attr, Executed, Finding, Program, Side, Spec, Step};
+pub use program::{Attr, Executed, Finding, Layout, Program, Side, Spec, Step};
 
 use crate::isolation::{Failure, Worker};
 use crate::{DType, Device, DeviceInfo, HostTensor, ProviderInfo};

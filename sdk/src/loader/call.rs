@@ -27,14 +27,11 @@ struct TensorStorage {
 
 fn storage(t: &DeviceTensor) -> TensorStorage {
     let shape: Vec<i64> = t.spec.shape.iter().map(|&d| d as i64).collect();
-    let mut strides = vec![1i64; shape.len()];
-    for i in (0..shape.len().saturating_sub(1)).rev() {
-        strides[i] = strides[i + 1] * shape[i + 1];
-    }
+    let (strides, byte_offset) = t.strides_and_offset();
     let (code, bits) = t.spec.dtype.dlpack();
     TensorStorage {
         data: t.ptr,
-        byte_offset: t.offset,
+        byte_offset,
         dtype: vsdk_dtype_t {
             code,
             bits,

@@ -23,6 +23,9 @@ pub struct ProviderInfo {
     pub description: String,
     pub abi_version: u32,
     pub library: PathBuf,
+    /// The table declares `VSDK_CONCURRENCY_THREAD_SAFE`.
+    #[serde(default)]
+    pub thread_safe: bool,
 }
 
 /// What a provider says about one of its devices.
@@ -225,6 +228,7 @@ impl Provider {
                 description: String::new(),
                 abi_version: lib.abi_version,
                 library: lib.path.clone(),
+                thread_safe: lib.api.concurrency == VSDK_CONCURRENCY_THREAD_SAFE,
             },
             lib,
         };
@@ -390,13 +394,50 @@ pub struct DeviceTensor {
     ptr: *mut std::ffi::c_void,
     offset: u64,
     buffer_bytes: u64,
+    /// A view (see [`Device::alloc_view`]); `None`: compact row-major.
+    view: Option<View>,
     pub spec: TensorSpec,
+}
+
+/// A non-compact tensor: element strides, the first element's element
+/// offset from the tensor's start, and the bytes the view spans.
+struct View {
+    strides: Vec<i64>,
+    offset: u64,
+    extent: u64,
 }
 
 impl DeviceTensor {
     /// Where the tensor starts in its buffer, and the buffer's size.
     pub fn layout(&self) -> (u64, u64) {
         (self.offset, self.buffer_bytes)
+    }
+
+    /// The bytes from the tensor's start that it spans: its size when
+    /// compact, a view's extent otherwise.
+    pub fn extent(&self) -> u64 {
+        self.view
+            .as_ref()
+            .map_or(self.spec.size_bytes() as u64, |v| v.extent)
+    }
+
+    /// What a kernel call says about the tensor: its element strides and
+    /// its `byte_offset` in the buffer.
+    pub(crate) fn strides_and_offset(&self) -> (Vec<i64>, u64) {
+        match &self.view {
+            Some(v) => (
+                v.strides.clone(),
+                self.offset + v.offset * self.spec.dtype.size_bytes() as u64,
+            ),
+            None => {
+                let shape = &self.spec.shape;
+                let mut strides = vec![1i64; shape.len()];
+                for i in (0..shape.len().saturating_sub(1)).rev() {
+                    strides[i] = strides[i + 1] * shape[i + 1] as i64;
+                }
+                (strides, self.offset)
+            }
+        }
     }
 }
 
@@ -452,8 +493,42 @@ impl Device {
     /// the same buffer (a multiple of 64, so the tensor stays aligned):
     /// what a kernel writes there is visible to [`Device::read_buffer`].
     pub fn alloc_guarded(&self, spec: TensorSpec, guard: u64) -> Result<DeviceTensor, Error> {
+        let bytes = spec.size_bytes() as u64;
+        self.alloc_buffer(spec, guard, bytes, None)
+    }
+
+    /// Allocates a view of `spec`: element `i` at element `offset + Σ i_k ·
+    /// strides[k]` of a region of `span` elements, with `guard` bytes on
+    /// either side (see [`Device::alloc_guarded`]).
+    pub fn alloc_view(
+        &self,
+        spec: TensorSpec,
+        layout: &crate::execution::Layout,
+        guard: u64,
+    ) -> Result<DeviceTensor, Error> {
+        let span = layout.span(&spec).map_err(|m| self.misuse(m))?;
+        let strides = layout
+            .strides
+            .iter()
+            .map(|&s| i64::try_from(s).map_err(|_| self.misuse(format!("stride {s} overflows"))))
+            .collect::<Result<Vec<_>, _>>()?;
+        let extent = span * spec.dtype.size_bytes() as u64;
+        let view = View {
+            strides,
+            offset: layout.offset,
+            extent,
+        };
+        self.alloc_buffer(spec, guard, extent, Some(view))
+    }
+
+    fn alloc_buffer(
+        &self,
+        spec: TensorSpec,
+        guard: u64,
+        tensor_bytes: u64,
+        view: Option<View>,
+    ) -> Result<DeviceTensor, Error> {
         let mut ptr = std::ptr::null_mut();
-        let tensor_bytes = spec.size_bytes() as u64;
         let bytes = guard
             .checked_mul(2)
             .and_then(|g| g.checked_add(tensor_bytes))
@@ -470,6 +545,7 @@ impl Device {
             ptr,
             offset: guard,
             buffer_bytes: bytes,
+            view,
             spec,
         })
     }
@@ -487,6 +563,9 @@ impl Device {
     }
 
     pub fn download(&self, t: &DeviceTensor) -> Result<HostTensor, Error> {
+        if t.view.is_some() {
+            return Err(self.misuse("download of a view: read its buffer instead".into()));
+        }
         let bytes = self.read_buffer(t, t.offset, t.spec.size_bytes() as u64)?;
         HostTensor::from_bytes(t.spec.clone(), bytes)
     }

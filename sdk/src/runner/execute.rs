@@ -70,6 +70,7 @@ pub(super) fn graph_program(float: Option<DType>, stage: &Stage) -> Program {
                 ..Step::new(node.op.name(), node.op.version(), &node.attrs_at(float))
             })
             .collect(),
+        ..Program::default()
     }
 }
 
@@ -88,6 +89,7 @@ pub(super) fn fused_program(suite: &Suite, stage: &Stage, tier: Tier) -> Program
             out_specs: Some(specs),
             ..Step::new(kernel, *version, &crate::Attrs::new())
         }],
+        ..Program::default()
     }
 }
 

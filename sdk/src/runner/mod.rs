@@ -8,6 +8,7 @@
 
 mod captured;
 mod chain;
+mod contract;
 mod differential;
 mod execute;
 mod identity;
@@ -17,6 +18,7 @@ mod stage;
 mod timeouts;
 
 pub use captured::{captured_input_name, is_captured_name};
+pub use contract::{CONCURRENCY, THREADS as CONCURRENCY_THREADS};
 pub use identity::{sha256_file, Host, Identity, Reference};
 pub use invariants::InvariantResult;
 pub use results::Baseline;
@@ -75,6 +77,8 @@ pub struct RunOptions {
     pub nonce_given: bool,
     /// Run the differential round (fresh inputs, outputs that must change).
     pub differential: bool,
+    /// Run the kernel contract (`crate::contract`) after each tier.
+    pub contract: bool,
     /// Bitwise differences between the two runs of a stage fail it.
     pub require_deterministic: bool,
     /// Re-run a failing stage up to this many times; one that then passes
@@ -103,6 +107,7 @@ impl Default for RunOptions {
             nonce: crate::execution::runtime_seed(),
             nonce_given: false,
             differential: true,
+            contract: true,
             require_deterministic: false,
             flake_retries: 0,
             max_fails: None,
@@ -208,6 +213,9 @@ impl Status {
 pub enum Round {
     Main,
     Differential,
+    /// The kernel contract: each kernel the component needs, called the
+    /// way engines call it (`crate::contract`).
+    Contract,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -425,6 +433,10 @@ pub struct TierReport {
     /// The differential round: each stage on fresh inputs, judged by the
     /// error model alone, whose outputs must differ from the main round's.
     pub differential: Vec<StageResult>,
+    /// The kernel contract: one result per case, then the concurrency pass
+    /// ([`CONCURRENCY`]); empty where it did not run.
+    #[serde(default)]
+    pub contract: Vec<StageResult>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -467,6 +479,9 @@ pub struct Settings {
     /// `--shard k/n`.
     pub shard: Option<(usize, usize)>,
     pub differential: bool,
+    /// The kernel contract ran (not `--no-contract`).
+    #[serde(default)]
+    pub contract: bool,
     /// See [`RunOptions::nonce`].
     pub nonce: u64,
     pub nonce_given: bool,
@@ -489,6 +504,7 @@ impl Settings {
                 .map(|g| g.glob().glob().to_string()),
             shard: opts.shard,
             differential: opts.differential,
+            contract: opts.contract,
             nonce: opts.nonce,
             nonce_given: opts.nonce_given,
             require_deterministic: opts.require_deterministic,
@@ -634,6 +650,7 @@ pub fn check(
 ) -> Result<RunReport, SuiteError> {
     let opts = RunOptions {
         differential: false,
+        contract: false,
         ..opts.clone()
     };
     if let Some(name) = captured
@@ -685,6 +702,7 @@ fn report(suite: &Suite, tiers: Vec<TierReport>, who: [String; 4], opts: &RunOpt
             t.stages
                 .iter()
                 .chain(&t.differential)
+                .chain(&t.contract)
                 .all(|s| !s.status.is_failure())
                 && t.end_to_end.iter().all(|e| e.passed)
         });
@@ -754,12 +772,8 @@ impl Progress<'_> {
         });
     }
 
-    fn started(&mut self, tier: Tier, round: Round, stage: &Stage) {
-        (self.observer)(Event::Started {
-            tier,
-            round,
-            stage: &stage.name,
-        });
+    fn started(&mut self, tier: Tier, round: Round, stage: &str) {
+        (self.observer)(Event::Started { tier, round, stage });
     }
 
     /// A stage never run because the run stopped early.
@@ -865,7 +879,7 @@ fn run_tiers(
             inputs
                 .notes
                 .extend(composed.as_ref().map(|(_, n)| n.clone()));
-            progress.started(tier, Round::Main, stage);
+            progress.started(tier, Round::Main, &stage.name);
             let (mut result, outputs) = with_retries(opts.flake_retries, |attempt| {
                 tier_at
                     .stage(
@@ -934,7 +948,7 @@ fn run_tiers(
                     Round::Differential,
                     [stage_index as u64, opts.nonce],
                 );
-                progress.started(tier, Round::Differential, stage);
+                progress.started(tier, Round::Differential, &stage.name);
                 let result = differential::round(&ctx, main_outputs.get(&stage.name), |name| {
                     Ok(to_tier(&*suite.tensor(name)?, tier))
                 })?;
@@ -942,6 +956,12 @@ fn run_tiers(
                 release_after(suite, &stages, stage_index);
             }
         }
+        let contract = match source {
+            Source::Provider(backend) if opts.contract && progress.stopped.is_none() => {
+                tier_at.contract(backend, &stages, &mut progress)
+            }
+            _ => Vec::new(),
+        };
         tiers.push(TierReport {
             tier,
             mode: opts.mode,
@@ -949,6 +969,7 @@ fn run_tiers(
             first_divergent_stage,
             end_to_end,
             differential,
+            contract,
         });
     }
     Ok((tiers, progress.stopped))
@@ -965,6 +986,47 @@ struct TierContext<'a> {
 }
 
 impl<'a> TierContext<'a> {
+    /// The kernel contract for the kernels of `stages` (of every stage when
+    /// the run is one shard: shard 1 runs it, for the whole component).
+    fn contract(
+        &self,
+        backend: &Backend,
+        stages: &[&Stage],
+        progress: &mut Progress,
+    ) -> Vec<StageResult> {
+        let all: Vec<&Stage>;
+        let stages = match self.opts.shard {
+            Some((k, _)) if k != 1 => return Vec::new(),
+            Some(_) => {
+                all = self.suite.document.stages.iter().collect();
+                &all[..]
+            }
+            None => stages,
+        };
+        let run = contract::Contract {
+            suite: self.suite,
+            tier: self.tier,
+            backend,
+            reference: self.reference,
+            // The values, like the differential round's, from the nonce too.
+            seed: SplitMix::derive(
+                self.opts.seed,
+                &[
+                    self.tier_index as u64,
+                    Round::Contract as u64,
+                    self.opts.nonce,
+                ],
+            ),
+            timeout: self.opts.timeout,
+        };
+        let tier = self.tier;
+        let results = run.round(stages, &mut |tell| match tell {
+            contract::Tell::Planned(n) => progress.planned(tier, Round::Contract, n),
+            contract::Tell::Started(name) => progress.started(tier, Round::Contract, name),
+        });
+        results.into_iter().map(|r| progress.record(r)).collect()
+    }
+
     /// `stage` run in `round`; `parts` seed its guard regions.
     fn stage<'s>(
         &self,

@@ -37,7 +37,7 @@ pub(super) struct StageContext<'a> {
 
 /// A stage the provider did not run to the end: crashed, timed out, or
 /// returned an error status.
-fn failed(result: &mut StageResult, failure: Failure) {
+pub(super) fn failed(result: &mut StageResult, failure: Failure) {
     result.status = match failure {
         Failure::Provider(_) => Status::Error,
         Failure::Crashed { .. } => Status::Crashed,

@@ -1,0 +1,752 @@
+//! The cases of each kernel: layouts (transposed, padded with an offset,
+//! stride-0 broadcast), odd and large sizes, and the values that break
+//! naive kernels (docs/runner.md, "The kernel contract", lists them).
+
+use super::values::{self, broadcast, padded, specials, tensor, transposed, Rng};
+use super::{Case, Needed};
+use crate::document::{GraphNode, Location};
+use crate::execution::Layout;
+use crate::{AttrValue, Attrs, DType, HostTensor, Op};
+
+/// One input: its values in their dtype and how they lie in memory.
+struct Input {
+    t: HostTensor,
+    layout: Option<Layout>,
+}
+
+/// `values` in `dtype`, made consistent with `layout` (a stride-0 axis
+/// repeats its first slice).
+fn input(shape: &[usize], values: Vec<f64>, dtype: DType, layout: Option<Layout>) -> Input {
+    let values = match &layout {
+        Some(l) => values::through(l, shape, values),
+        None => values,
+    };
+    Input {
+        t: tensor(shape, values, dtype),
+        layout,
+    }
+}
+
+struct Cases<'a> {
+    op: Op,
+    dtype: DType,
+    needed: &'a Needed,
+    rng: Rng,
+    out: Vec<Case>,
+}
+
+impl Cases<'_> {
+    fn add(&mut self, variant: &str, about: &str, attrs: Attrs, inputs: Vec<Input>) {
+        let exact = self.op == Op::Cast || self.op.moves_data() || self.op == Op::ResizePilBicubic;
+        self.add_judged(variant, about, attrs, inputs, exact);
+    }
+
+    fn add_judged(
+        &mut self,
+        variant: &str,
+        about: &str,
+        attrs: Attrs,
+        inputs: Vec<Input>,
+        exact: bool,
+    ) {
+        let node = GraphNode {
+            op: self.op,
+            attrs,
+            inputs: (0..inputs.len()).map(|i| format!("in{i}")).collect(),
+            output: "out".into(),
+            at: Location::default(),
+        };
+        let (inputs, layouts) = inputs.into_iter().map(|i| (i.t, i.layout)).unzip();
+        self.out.push(Case {
+            name: format!(
+                "{}@{} {} {variant}",
+                self.op.name(),
+                self.op.version(),
+                self.dtype.name()
+            ),
+            node,
+            inputs,
+            layouts,
+            exact,
+            about: about.to_string(),
+        });
+    }
+
+    /// The template's attributes among `names`.
+    fn kept(&self, names: &[&str]) -> Attrs {
+        Attrs(
+            self.needed
+                .template
+                .attrs
+                .0
+                .iter()
+                .filter(|(n, _)| names.contains(&n.as_str()))
+                .cloned()
+                .collect(),
+        )
+    }
+
+    fn normals(&mut self, shape: &[usize], scale: f64) -> Vec<f64> {
+        self.rng.normals(shape.iter().product(), scale)
+    }
+
+    /// Normals with a special value (of the case's dtype) in about one
+    /// element of eight.
+    fn with_specials(&mut self, shape: &[usize], scale: f64, allowed: &[f64]) -> Vec<f64> {
+        let n = shape.iter().product();
+        (0..n)
+            .map(|_| {
+                if self.rng.below(8) == 0 {
+                    self.rng.pick(allowed)
+                } else {
+                    scale * self.rng.normal()
+                }
+            })
+            .collect()
+    }
+
+    /// The three layouts every kernel meets, on one input of `shape`
+    /// (`at` of `n` inputs, the others compact).
+    fn layouts(&mut self, shape: &[usize]) -> [(&'static str, &'static str, Layout); 3] {
+        let pad = 1 + self.rng.below(13) as u64;
+        let offset = 1 + self.rng.below(7) as u64;
+        let axis = (0..shape.len()).find(|&a| shape[a] > 1).unwrap_or(0);
+        [
+            (
+                "transposed",
+                "an input stored transposed (non-unit stride on its last axis)",
+                transposed(shape),
+            ),
+            (
+                "padded",
+                "an input with padded rows and an element offset (the padding holds NaN)",
+                padded(shape, pad, offset),
+            ),
+            (
+                "broadcast",
+                "an input broadcast with stride 0 along an axis",
+                broadcast(shape, axis),
+            ),
+        ]
+    }
+}
+
+/// The cases of `op` at `dtype`.
+pub(super) fn of(op: Op, dtype: DType, needed: &Needed, seed: u64) -> Vec<Case> {
+    let mut c = Cases {
+        op,
+        dtype,
+        needed,
+        rng: Rng::new(seed),
+        out: Vec::new(),
+    };
+    match op {
+        Op::Add | Op::Sub | Op::Mul | Op::Div => elementwise(&mut c),
+        Op::Gelu => gelu(&mut c),
+        Op::Softmax => softmax(&mut c),
+        Op::LayerNorm => layer_norm(&mut c),
+        Op::Linear => linear(&mut c),
+        Op::Sdpa => sdpa(&mut c),
+        Op::Conv2d => conv2d(&mut c),
+        Op::Cast => cast(&mut c),
+        Op::ResizePilBicubic => resize_pil(&mut c),
+        Op::ResizeBicubic => resize(&mut c),
+        Op::Crop | Op::Concat | Op::Reshape | Op::Permute => movement(&mut c),
+    }
+    c.out
+}
+
+/// One case per layout of the first input, the others compact.
+fn layout_cases(c: &mut Cases, attrs: &Attrs, shapes: &[Vec<usize>], scale: f64) {
+    let d = c.dtype;
+    for (variant, about, layout) in c.layouts(&shapes[0]) {
+        let mut inputs = Vec::new();
+        for (i, shape) in shapes.iter().enumerate() {
+            let v = c.normals(shape, scale);
+            inputs.push(input(shape, v, d, (i == 0).then(|| layout.clone())));
+        }
+        c.add(variant, about, attrs.clone(), inputs);
+    }
+}
+
+fn elementwise(c: &mut Cases) {
+    let d = c.dtype;
+    let none = Attrs::new();
+    layout_cases(c, &none, &[vec![5, 7, 9], vec![7, 9]], 2.0);
+    // NumPy broadcasting by shape, and a scalar.
+    let (a, b) = (c.normals(&[4, 1, 9], 2.0), c.normals(&[5, 9], 2.0));
+    c.add(
+        "numpy-broadcast",
+        "shapes [4,1,9] and [5,9] broadcast to [4,5,9]",
+        none.clone(),
+        vec![input(&[4, 1, 9], a, d, None), input(&[5, 9], b, d, None)],
+    );
+    let n = (1 << 17) + 5;
+    let (a, b) = (c.normals(&[n], 2.0), c.normals(&[], 2.0));
+    c.add(
+        "large",
+        "131077 elements (past one block and one grid row) and a rank-0 scalar",
+        none.clone(),
+        vec![input(&[n], a, d, None), input(&[], b, d, None)],
+    );
+    // IEEE 754 specials, paired where the result stays finite or is a
+    // defined special (no overflow of finite values, no subnormal divisor).
+    let (max, tiny, _) = values::limits(d);
+    let sp = specials(d);
+    let n = 257;
+    let mut a: Vec<f64> = (0..n).map(|_| c.rng.pick(&sp)).collect();
+    let mut b: Vec<f64> = (0..n).map(|_| c.rng.pick(&sp)).collect();
+    // Rounded to the dtype first: the pairs are judged as stored.
+    let stored = |v: &[f64]| tensor(&[n], v.to_vec(), d).to_f64_vec();
+    (a, b) = (stored(&a), stored(&b));
+    let sub = |x: f64| x != 0.0 && x.abs() < tiny;
+    for (x, y) in a.iter_mut().zip(b.iter_mut()) {
+        let r = match c.op {
+            Op::Add => *x + *y,
+            Op::Sub => *x - *y,
+            Op::Mul => *x * *y,
+            _ => *x / *y,
+        };
+        let scaled = matches!(c.op, Op::Mul | Op::Div);
+        if (r.is_finite() && r.abs() > max / 2.0)
+            || (scaled && (sub(*x) || sub(*y)) && r.abs() >= tiny)
+            || (c.op == Op::Div && sub(*y))
+        {
+            *y = 1.0;
+        }
+        if c.op == Op::Mul && (sub(*x) || sub(*y)) {
+            *x = x.clamp(-1.0, 1.0);
+        }
+    }
+    c.add(
+        "specials",
+        "±0, ±Inf, NaN, subnormals, the smallest normal and large values (IEEE 754: x/0 = ±Inf, 0/0 = NaN, NaN propagates)",
+        none,
+        vec![input(&[n], a, d, None), input(&[n], b, d, None)],
+    );
+}
+
+fn gelu(c: &mut Cases) {
+    let d = c.dtype;
+    let none = Attrs::new();
+    layout_cases(c, &none, &[vec![3, 5, 37]], 2.0);
+    let n = (1 << 17) + 3;
+    let v = c.normals(&[n], 3.0);
+    c.add(
+        "large",
+        "131075 elements (past one block and one grid row)",
+        none.clone(),
+        vec![input(&[n], v, d, None)],
+    );
+    let (max, tiny, sub) = values::limits(d);
+    let extremes = [
+        0.0,
+        -0.0,
+        f64::NAN,
+        sub,
+        -sub,
+        tiny,
+        -tiny,
+        -40.0,
+        40.0,
+        -9.0,
+        9.0,
+        max / 4.0,
+        -max / 4.0,
+    ];
+    let v = c.with_specials(&[9, 33], 3.0, &extremes);
+    c.add(
+        "extremes",
+        "±0, NaN, subnormals, ±9, ±40 and ±max/4 (erf saturates; x·x overflows)",
+        none,
+        vec![input(&[9, 33], v, d, None)],
+    );
+}
+
+fn softmax(c: &mut Cases) {
+    let d = c.dtype;
+    let axis = Attrs::new().with("axis", AttrValue::Int(-1));
+    layout_cases(c, &axis, &[vec![4, 6, 33]], 3.0);
+    let v = c.normals(&[2, 8209], 3.0);
+    c.add(
+        "long-rows",
+        "rows of 8209 elements (past any one block's width)",
+        axis.clone(),
+        vec![input(&[2, 8209], v, d, None)],
+    );
+    let (rows, cols) = (8, 67);
+    let mut v = Vec::new();
+    for _ in 0..rows {
+        let mut row: Vec<f64> = (0..cols).map(|_| 300.0 * c.rng.unit() - 150.0).collect();
+        row[c.rng.below(cols)] = 100.0 + 50.0 * c.rng.unit();
+        row[c.rng.below(cols)] = f64::NEG_INFINITY;
+        v.extend(row);
+    }
+    c.add(
+        "large-logits",
+        "logits from -150 to 150, every row's maximum at least 100, and -Inf entries (exp overflows unless the maximum is subtracted)",
+        axis,
+        vec![input(&[rows, cols], v, d, None)],
+    );
+}
+
+/// A row's mean this many times its spread: one-pass `E[x²] − μ²` cancels
+/// catastrophically (kept representable in 16-bit dtypes).
+fn large_mean(d: DType) -> (f64, f64) {
+    match d {
+        DType::F16 => (3000.0, 4.0),
+        DType::BF16 => (8192.0, 256.0),
+        _ => (1e4, 1.0),
+    }
+}
+
+fn layer_norm(c: &mut Cases) {
+    let d = c.dtype;
+    let attrs = c.kept(&["eps"]).with("axis", AttrValue::Int(-1));
+    for (variant, about, layout) in c.layouts(&[6, 40]) {
+        let x = c.normals(&[6, 40], 2.0);
+        let w: Vec<f64> = (0..40).map(|_| 1.0 + 0.3 * c.rng.normal()).collect();
+        let b = c.normals(&[40], 0.5);
+        c.add(
+            variant,
+            about,
+            attrs.clone(),
+            vec![
+                input(&[6, 40], x, d, Some(layout)),
+                input(&[40], w, d, None),
+                input(&[40], b, d, None),
+            ],
+        );
+    }
+    for (variant, about, shape, (mean, spread)) in [
+        (
+            "large-mean",
+            "rows whose mean is thousands of times their spread (E[x²] ≫ σ²: one-pass variance cancels)",
+            [8usize, 384],
+            large_mean(d),
+        ),
+        ("long-rows", "rows of 4099 elements", [2, 4099], (0.0, 2.0)),
+    ] {
+        let x: Vec<f64> = (0..shape[0] * shape[1])
+            .map(|_| mean + spread * c.rng.normal())
+            .collect();
+        let w: Vec<f64> = (0..shape[1]).map(|_| 1.0 + 0.3 * c.rng.normal()).collect();
+        let b = c.normals(&[shape[1]], 0.5);
+        c.add(
+            variant,
+            about,
+            attrs.clone(),
+            vec![
+                input(&shape, x, d, None),
+                input(&[shape[1]], w, d, None),
+                input(&[shape[1]], b, d, None),
+            ],
+        );
+    }
+}
+
+fn linear(c: &mut Cases) {
+    let d = c.dtype;
+    let none = Attrs::new();
+    let (k, n) = (37, 19);
+    let scale = 1.0 / (k as f64).sqrt();
+    for (variant, about, layout) in c.layouts(&[3, 5, k]) {
+        let x = c.normals(&[3, 5, k], 1.0);
+        let w = c.normals(&[n, k], scale);
+        let b = c.normals(&[n], 0.1);
+        c.add(
+            variant,
+            about,
+            none.clone(),
+            vec![
+                input(&[3, 5, k], x, d, Some(layout)),
+                input(&[n, k], w, d, None),
+                input(&[n], b, d, None),
+            ],
+        );
+    }
+    let x = c.normals(&[7, k], 1.0);
+    let w = c.normals(&[n, k], scale);
+    c.add(
+        "transposed-weight",
+        "the weight passed as a transposed view of a [K, N] matrix, no bias",
+        none.clone(),
+        vec![
+            input(&[7, k], x, d, None),
+            input(&[n, k], w, d, Some(transposed(&[n, k]))),
+        ],
+    );
+    let long = 4099;
+    let x = c.normals(&[4, long], 1.0);
+    let w = c.normals(&[33, long], 1.0 / (long as f64).sqrt());
+    let b = c.normals(&[33], 0.1);
+    c.add(
+        "long-k",
+        "a reduction of 4099 terms (odd, past any tile)",
+        none.clone(),
+        vec![
+            input(&[4, long], x, d, None),
+            input(&[33, long], w, d, None),
+            input(&[33], b, d, None),
+        ],
+    );
+    let (_, tiny, sub) = values::limits(d);
+    let x = c.with_specials(&[6, k], 1.0, &[0.0, -0.0, sub, -sub, tiny, f64::NAN]);
+    let w = c.normals(&[n, k], scale);
+    let b = c.normals(&[n], 0.1);
+    c.add(
+        "specials",
+        "±0, subnormal and NaN inputs (a NaN makes its row NaN)",
+        none,
+        vec![
+            input(&[6, k], x, d, None),
+            input(&[n, k], w, d, None),
+            input(&[n], b, d, None),
+        ],
+    );
+}
+
+fn sdpa(c: &mut Cases) {
+    let d = c.dtype;
+    let attrs = c.kept(&["scale"]);
+    let (head, dv) = (24usize, 40usize);
+    let scale = match attrs.get("scale") {
+        Some(AttrValue::Float(s)) => *s,
+        _ => 1.0 / (head as f64).sqrt(),
+    };
+    // Logits of a few units: q and k with entries of size scale^-1/2.
+    let qk = (1.0 / (scale * (head as f64).sqrt())).sqrt();
+    let shapes = |lq: usize, lk: usize| {
+        [
+            vec![1, 2, lq, head],
+            vec![1, 2, lk, head],
+            vec![1, 2, lk, dv],
+        ]
+    };
+    let [q, k, v] = shapes(17, 33);
+    for (variant, about, layout) in c.layouts(&k) {
+        let (qv, kv, vv) = (c.normals(&q, qk), c.normals(&k, qk), c.normals(&v, 1.0));
+        // Keys and values laid out alike (a KV cache's view of both).
+        let vl = match variant {
+            "transposed" => transposed(&v),
+            "padded" => padded(&v, 3, 1),
+            _ => broadcast(&v, 1),
+        };
+        c.add(
+            &format!("{variant}-kv"),
+            &about.replace("an input", "keys and values"),
+            attrs.clone(),
+            vec![
+                input(&q, qv, d, None),
+                input(&k, kv, d, Some(layout)),
+                input(&v, vv, d, Some(vl)),
+            ],
+        );
+    }
+    let [q, k, v] = shapes(5, 1031);
+    let (qv, kv, vv) = (c.normals(&q, qk), c.normals(&k, qk), c.normals(&v, 1.0));
+    c.add(
+        "long-keys",
+        "1031 keys (odd, past any tile)",
+        attrs.clone(),
+        vec![
+            input(&q, qv, d, None),
+            input(&k, kv, d, None),
+            input(&v, vv, d, None),
+        ],
+    );
+    // Every query aligned with one key so that scale·q·k reaches 100-150.
+    let [q, k, v] = shapes(9, 33);
+    let kv = c.normals(&k, 1.0);
+    let mut qv = Vec::new();
+    for h in 0..2 {
+        for _ in 0..9 {
+            let j = c.rng.below(33);
+            let key = &kv[(h * 33 + j) * head..(h * 33 + j + 1) * head];
+            let norm2: f64 = key.iter().map(|x| x * x).sum();
+            let target = 100.0 + 50.0 * c.rng.unit();
+            qv.extend(key.iter().map(|x| x * target / (scale * norm2)));
+        }
+    }
+    let vv = c.normals(&v, 1.0);
+    c.add(
+        "large-logits",
+        "attention logits of 100 to 150 (exp overflows unless the maximum is subtracted)",
+        attrs,
+        vec![
+            input(&q, qv, d, None),
+            input(&k, kv, d, None),
+            input(&v, vv, d, None),
+        ],
+    );
+}
+
+fn conv2d(c: &mut Cases) {
+    let d = c.dtype;
+    let attrs = c.kept(&["strides", "pads", "dilations", "groups"]);
+    let ints = |name: &str, default: [i64; 2]| match attrs.get(name) {
+        Some(AttrValue::Ints(v)) if v.len() >= 2 => [v[0], v[1]],
+        _ => default,
+    };
+    let (s, dil) = (ints("strides", [1, 1]), ints("dilations", [1, 1]));
+    let groups = match attrs.get("groups") {
+        Some(AttrValue::Int(g)) => (*g).max(1) as usize,
+        _ => 1,
+    };
+    let w_spec = c.needed.template_specs.get(1).map(|s| s.shape.clone());
+    let (cg, kh, kw) = match w_spec.as_deref() {
+        Some([_, cg, kh, kw]) => (*cg, *kh, *kw),
+        _ => (3, 3, 3),
+    };
+    let (ch, out) = (cg * groups, 4 * groups);
+    let h = (dil[0] as usize) * (kh - 1) + 1 + 2 * s[0] as usize + 1;
+    let w = (dil[1] as usize) * (kw - 1) + 1 + 3 * s[1] as usize + 2;
+    let x_shape = [2, ch, h, w];
+    let w_shape = [out, cg, kh, kw];
+    let scale = 1.0 / ((cg * kh * kw) as f64).sqrt();
+    for (variant, about, layout) in c.layouts(&x_shape) {
+        let x = c.normals(&x_shape, 1.0);
+        let wv = c.normals(&w_shape, scale);
+        let b = c.normals(&[out], 0.1);
+        c.add(
+            variant,
+            about,
+            attrs.clone(),
+            vec![
+                input(&x_shape, x, d, Some(layout)),
+                input(&w_shape, wv, d, None),
+                input(&[out], b, d, None),
+            ],
+        );
+    }
+}
+
+fn cast(c: &mut Cases) {
+    let from = c.dtype;
+    let n = 96;
+    for to in DType::ALL {
+        let about = match (from.is_float(), to.is_float()) {
+            (true, false) => "float to integer: ties to even (2.5 → 2), saturation (−3 → 0, 300 → 255 for uint8), NaN → 0, ±Inf saturate",
+            (true, true) => "float to float: ties to even (values on midpoints of the target), overflow to ±Inf, subnormals, NaN",
+            (false, _) => "integer conversion: saturation at the target's range",
+        };
+        let values = if from.is_float() {
+            float_cast_values(&mut c.rng, to, n)
+        } else {
+            int_cast_values(&mut c.rng, from, n)
+        };
+        let attrs = Attrs::new().with("dtype", AttrValue::Str(to.name().into()));
+        let x = match values {
+            CastValues::F64(v) => input(&[n], v, from, None),
+            CastValues::I64(v) => Input {
+                t: HostTensor::from_vec(&[n], v).expect("n values"),
+                layout: None,
+            },
+        };
+        c.add(&format!("to-{}", to.name()), about, attrs, vec![x]);
+    }
+    // One strided case: casts read views like any kernel.
+    let v = float_cast_values(&mut c.rng, DType::I32, n);
+    let x = match v {
+        CastValues::F64(v) if from.is_float() => v,
+        _ => (0..n).map(|_| (c.rng.below(512) as f64) - 256.0).collect(),
+    };
+    let attrs = Attrs::new().with("dtype", AttrValue::Str(DType::I32.name().into()));
+    c.add(
+        "to-int32 padded",
+        "a strided input (every other element)",
+        attrs,
+        vec![input(
+            &[n / 2],
+            x[..n / 2].to_vec(),
+            from,
+            Some(padded(&[n / 2], 1, 3)),
+        )],
+    );
+}
+
+enum CastValues {
+    F64(Vec<f64>),
+    I64(Vec<i64>),
+}
+
+/// Ties, saturation and NaN for an integer target; midpoints, overflow and
+/// subnormals of a 16-bit target.
+fn float_cast_values(rng: &mut Rng, to: DType, n: usize) -> CastValues {
+    use vsdk_catalog::rounding::{bf16_from_f64, f16_from_f64};
+    let mut v = vec![
+        0.5,
+        1.5,
+        2.5,
+        3.5,
+        -0.5,
+        -1.5,
+        -2.5,
+        254.5,
+        255.5,
+        256.0,
+        300.0,
+        -3.0,
+        -0.0,
+        1e10,
+        -1e10,
+        3e9,
+        -3e9,
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        65504.0,
+        65519.0,
+        65520.0,
+        1e5,
+        -1e5,
+        2f64.powi(-25),
+        3.0 * 2f64.powi(-25),
+        1e-6,
+        2f64.powi(-140),
+    ];
+    while v.len() < n {
+        let x = match rng.below(3) {
+            // Midpoint between a 16-bit value and the next.
+            0 if to == DType::BF16 => {
+                let a = bf16_from_f64(rng.normal() * 100.0);
+                let b = half::bf16::from_bits(a.to_bits() + 1);
+                (a.to_f64() + b.to_f64()) / 2.0
+            }
+            0 => {
+                let a = f16_from_f64(rng.normal() * 100.0);
+                let b = half::f16::from_bits(a.to_bits() + 1);
+                (a.to_f64() + b.to_f64()) / 2.0
+            }
+            1 => (rng.below(600) as f64) / 2.0 - 150.0,
+            _ => rng.normal() * 1000.0,
+        };
+        v.push(x);
+    }
+    v.truncate(n);
+    CastValues::F64(v)
+}
+
+fn int_cast_values(rng: &mut Rng, from: DType, n: usize) -> CastValues {
+    let (lo, hi): (i64, i64) = match from {
+        DType::U8 => (0, 255),
+        DType::I32 => (i32::MIN.into(), i32::MAX.into()),
+        _ => (i64::MIN, i64::MAX),
+    };
+    let mut v = vec![
+        lo,
+        hi,
+        0,
+        -1,
+        1,
+        255,
+        256,
+        -129,
+        65504,
+        65505,
+        (1 << 53) + 1,
+        -(1 << 24) - 1,
+    ];
+    while v.len() < n {
+        v.push(match rng.below(2) {
+            0 => rng.below(600) as i64 - 300,
+            _ => (rng.normal() * 1e6) as i64,
+        });
+    }
+    v.truncate(n);
+    CastValues::I64(v.into_iter().map(|x| x.clamp(lo, hi)).collect())
+}
+
+fn resize_pil(c: &mut Cases) {
+    let attrs_of = |c: &Cases, size: [i64; 2]| {
+        c.kept(&["vertical_first"])
+            .with("size", AttrValue::Ints(size.to_vec()))
+    };
+    let pixels = |c: &mut Cases, n: usize| -> Vec<f64> {
+        (0..n)
+            .map(|i| {
+                // Hard 0/255 edges (the filter overshoots: clamped) and noise.
+                if (i / 7) % 3 == 0 {
+                    255.0 * ((i / 3) % 2) as f64
+                } else {
+                    c.rng.below(256) as f64
+                }
+            })
+            .collect()
+    };
+    for (variant, about, shape, size, layout) in [
+        (
+            "down",
+            "odd sizes, downsampling (the filter widens)",
+            [37usize, 41, 3],
+            [19, 23],
+            None,
+        ),
+        ("up", "odd sizes, upsampling", [13, 11, 3], [29, 31], None),
+        (
+            "padded",
+            "an image with padded rows and an offset",
+            [33, 35, 3],
+            [17, 21],
+            Some(padded(&[33, 35, 3], 5, 2)),
+        ),
+    ] {
+        let attrs = attrs_of(c, size);
+        let v = pixels(c, shape.iter().product());
+        c.add(
+            variant,
+            about,
+            attrs,
+            vec![input(&shape, v, DType::U8, layout)],
+        );
+    }
+}
+
+fn resize(c: &mut Cases) {
+    let mut attrs = c.kept(&["scale_factor", "antialias"]);
+    if attrs.get("scale_factor").is_none() {
+        attrs = attrs.with("size", AttrValue::Ints(vec![23, 13]));
+    }
+    layout_cases(c, &attrs, &[vec![2, 3, 17, 19]], 1.0);
+}
+
+fn movement(c: &mut Cases) {
+    let d = c.dtype;
+    let shape = [4usize, 6, 5];
+    let attrs = match c.op {
+        Op::Crop => Attrs::new()
+            .with("offsets", AttrValue::Ints(vec![1, 2, 1]))
+            .with("sizes", AttrValue::Ints(vec![3, 3, 4])),
+        Op::Concat => Attrs::new().with("axis", AttrValue::Int(1)),
+        Op::Reshape => Attrs::new().with("shape", AttrValue::Ints(vec![6, -1])),
+        _ => Attrs::new().with("perm", AttrValue::Ints(vec![2, 0, 1])),
+    };
+    let pool: Vec<f64> = if d.is_float() {
+        specials(d)
+    } else {
+        vec![0.0, 1.0, 127.0, 255.0, -1.0, 2147483647.0, -2147483648.0]
+    };
+    let shapes: Vec<Vec<usize>> = match c.op {
+        Op::Concat => vec![shape.to_vec(), vec![4, 2, 5]],
+        _ => vec![shape.to_vec()],
+    };
+    let layouts = c.layouts(&shape);
+    // Integer dtypes: the padded view alone (the layouts are the same code).
+    let take = if d.is_float() { 3 } else { 1 };
+    for (variant, about, layout) in layouts
+        .into_iter()
+        .skip(if d.is_float() { 0 } else { 1 })
+        .take(take)
+    {
+        let inputs = shapes
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let v = c.with_specials(s, 100.0, &pool);
+                let l = (i == 0).then(|| layout.clone());
+                input(s, v, d, l)
+            })
+            .collect();
+        c.add(variant, about, attrs.clone(), inputs);
+    }
+}
