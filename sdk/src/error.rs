@@ -65,6 +65,16 @@ pub enum Error {
     Tensor(String),
 }
 
+/// Whether `message` is this host's report of an `execute` that returned
+/// `VSDK_STATUS_UNSUPPORTED` (the wording of [`Error::Provider`], which is
+/// all that crosses the worker protocol).
+pub fn is_unsupported_execute(message: &str) -> bool {
+    message
+        .split_once(": execute(")
+        .and_then(|(_, rest)| rest.split_once(") failed: "))
+        .is_some_and(|(_, status)| status.starts_with("UNSUPPORTED ("))
+}
+
 /// The symbolic name of a `VSDK_STATUS_*` code.
 pub fn status_code_name(code: i32) -> &'static str {
     match code {

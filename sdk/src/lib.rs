@@ -15,7 +15,7 @@ mod error;
 mod loader;
 mod tensor;
 
-pub use error::{status_code_name, Error};
+pub use error::{is_unsupported_execute, status_code_name, Error};
 pub use install::{dirs_from_env, sdk_binary_dir};
 pub use loader::search::{discover, library_file_name, search_path, Discovered, PROVIDER_PATH_ENV};
 pub use loader::{Device, DeviceInfo, DeviceTensor, KernelId, Provider, ProviderInfo};

@@ -38,17 +38,13 @@ struct Cases<'a> {
 impl Cases<'_> {
     fn add(&mut self, variant: &str, about: &str, attrs: Attrs, inputs: Vec<Input>) {
         let exact = self.op == Op::Cast || self.op.moves_data() || self.op == Op::ResizePilBicubic;
-        self.add_judged(variant, about, attrs, inputs, exact);
-    }
-
-    fn add_judged(
-        &mut self,
-        variant: &str,
-        about: &str,
-        attrs: Attrs,
-        inputs: Vec<Input>,
-        exact: bool,
-    ) {
+        let used = self.needed.dtypes.contains(&self.dtype);
+        let required = match attrs.get("dtype") {
+            Some(AttrValue::Str(to)) if self.op == Op::Cast => {
+                used && DType::from_name(to).is_some_and(|t| self.needed.cast_targets.contains(&t))
+            }
+            _ => used,
+        };
         let node = GraphNode {
             op: self.op,
             attrs,
@@ -69,6 +65,7 @@ impl Cases<'_> {
             layouts,
             exact,
             about: about.to_string(),
+            required,
         });
     }
 
@@ -538,8 +535,9 @@ fn cast(c: &mut Cases) {
         let attrs = Attrs::new().with("dtype", AttrValue::Str(to.name().into()));
         let x = match values {
             CastValues::F64(v) => input(&[n], v, from, None),
+            // Through int64: every value of `from` exactly.
             CastValues::I64(v) => Input {
-                t: HostTensor::from_vec(&[n], v).expect("n values"),
+                t: HostTensor::from_vec(&[n], v).expect("n values").cast(from),
                 layout: None,
             },
         };

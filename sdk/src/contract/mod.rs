@@ -37,6 +37,12 @@ pub struct Case {
     /// What the case exercises, in words (the reason of a failure starts
     /// with it).
     pub about: String,
+    /// The component calls the kernel this way (its dtypes, a cast's
+    /// target): NOT SUPPORTED fails. Other cases run where the provider
+    /// claims the kernel for the input dtype (`kernel_supports` cannot name
+    /// a cast's target): what it computes must be right, and UNSUPPORTED
+    /// from `execute` is only noted.
+    pub required: bool,
 }
 
 /// A kernel the component needs at a tier.
@@ -50,6 +56,8 @@ pub struct Needed {
     pub template_specs: Vec<TensorSpec>,
     /// The dtypes its data takes at the tier (the first input's).
     pub dtypes: Vec<DType>,
+    /// A cast's targets at the tier.
+    pub cast_targets: Vec<DType>,
 }
 
 /// The kernels `stages` use at `tier`, in document order.
@@ -65,15 +73,28 @@ pub fn needed(suite: &Suite, stages: &[&Stage], tier: Tier) -> Vec<Needed> {
         let Some(dtype) = specs.first().map(|s| s.dtype) else {
             continue;
         };
-        match out.iter_mut().find(|n| n.op == node.op) {
-            Some(n) if !n.dtypes.contains(&dtype) => n.dtypes.push(dtype),
-            Some(_) => {}
-            None => out.push(Needed {
-                op: node.op,
-                template: node.clone(),
-                template_specs: specs,
-                dtypes: vec![dtype],
-            }),
+        let target = match node.attrs_at(tier.float_dtype()).get("dtype") {
+            Some(crate::AttrValue::Str(t)) if node.op == Op::Cast => DType::from_name(t),
+            _ => None,
+        };
+        let n = match out.iter_mut().position(|n| n.op == node.op) {
+            Some(i) => &mut out[i],
+            None => {
+                out.push(Needed {
+                    op: node.op,
+                    template: node.clone(),
+                    template_specs: specs,
+                    dtypes: Vec::new(),
+                    cast_targets: Vec::new(),
+                });
+                out.last_mut().expect("just pushed")
+            }
+        };
+        if !n.dtypes.contains(&dtype) {
+            n.dtypes.push(dtype);
+        }
+        if let Some(t) = target.filter(|t| !n.cast_targets.contains(t)) {
+            n.cast_targets.push(t);
         }
     }
     out

@@ -130,15 +130,41 @@ impl Contract<'_> {
                     let (p, inputs) = program(&cases, &[i], 1);
                     let r = match self.run(&p, &inputs, self.seed, timeout) {
                         Ok(executed) => self.judge(case, i, &executed, one.elapsed()),
+                        Err(Failure::Provider(m)) if crate::is_unsupported_execute(&m) => {
+                            let mut r = StageResult::empty(&case.name, self.tier, Round::Contract);
+                            r.status = Status::NotSupported;
+                            r.reason = Some(m);
+                            r
+                        }
                         Err(f) => self.failed(&case.name, f),
                     };
                     results.push(r);
                 }
             }
         }
+        // A claimed kernel may still refuse a dtype the component never
+        // uses (a cast's target): noted, not held against it.
+        let mut unsupported = Vec::new();
+        let mut kept = Vec::with_capacity(results.len());
+        let mut kept_cases = Vec::with_capacity(cases.len());
+        for (r, case) in results.into_iter().zip(cases) {
+            if r.status == Status::NotSupported && !case.required {
+                unsupported.push(case.name);
+            } else {
+                kept.push(r);
+                kept_cases.push(case);
+            }
+        }
         tell(Tell::Started(CONCURRENCY));
-        results.push(self.concurrently(&cases, &results, timeout));
-        results
+        let mut concurrency = self.concurrently(&kept_cases, &kept, timeout);
+        if !unsupported.is_empty() {
+            concurrency.notes.push(format!(
+                "UNSUPPORTED from execute, for dtypes the component does not use (not held against it): {}",
+                unsupported.join(", ")
+            ));
+        }
+        kept.push(concurrency);
+        kept
     }
 
     /// Every case at once on [`THREADS`] threads, judged again.

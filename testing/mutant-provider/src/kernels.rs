@@ -290,6 +290,103 @@ pub fn sdpa_bf16_sum(call: &KernelCall) -> Result<(), ProviderError> {
     Ok(())
 }
 
+/// Attention whose softmax exponentiates the logits as they are, without
+/// subtracting the row's maximum: `exp` overflows to Inf past 88.7 in
+/// float32, and Inf/Inf is NaN.
+pub fn sdpa_no_max(call: &KernelCall) -> Result<(), ProviderError> {
+    let Attention {
+        q,
+        k,
+        v,
+        sizes: [batch, lq, d, lk, dv],
+        scale,
+    } = Attention::read(call)?;
+    let mut out = vec![0.0f32; batch * lq * dv];
+    for b in 0..batch {
+        for i in 0..lq {
+            let qi = &q[(b * lq + i) * d..][..d];
+            let e: Vec<f32> = (0..lk)
+                .map(|j| {
+                    let kj = &k[(b * lk + j) * d..][..d];
+                    (scale * qi.iter().zip(kj).map(|(a, b)| a * b).sum::<f32>()).exp()
+                })
+                .collect();
+            let z: f32 = e.iter().sum();
+            let acc = &mut out[(b * lq + i) * dv..][..dv];
+            for (j, ej) in e.iter().enumerate() {
+                let vj = &v[(b * lk + j) * dv..][..dv];
+                for (a, vv) in acc.iter_mut().zip(vj) {
+                    *a += ej / z * vv;
+                }
+            }
+        }
+    }
+    write(&call.outputs[0], &out, false);
+    Ok(())
+}
+
+/// Softmax over the last axis without subtracting the maximum (as above).
+pub fn softmax_no_max(call: &KernelCall) -> Result<(), ProviderError> {
+    let x = read(&call.inputs[0])?;
+    let d = *call.inputs[0].shape.last().unwrap_or(&1);
+    let mut out = Vec::with_capacity(x.len());
+    for row in x.chunks(d.max(1)) {
+        let e: Vec<f32> = row.iter().map(|v| v.exp()).collect();
+        let z: f32 = e.iter().sum();
+        out.extend(e.iter().map(|v| v / z));
+    }
+    write(&call.outputs[0], &out, false);
+    Ok(())
+}
+
+/// LayerNorm with the one-pass variance `E[x²] − μ²` in float32: it cancels
+/// catastrophically when the mean is large next to the spread.
+pub fn layer_norm_one_pass(call: &KernelCall) -> Result<(), ProviderError> {
+    let (x, g, b) = (
+        read(&call.inputs[0])?,
+        read(&call.inputs[1])?,
+        read(&call.inputs[2])?,
+    );
+    let (axis, eps) = match resolved(call, Op::LayerNorm)? {
+        Node::LayerNorm { axis, eps } => (axis, eps as f32),
+        _ => unreachable!("layer_norm"),
+    };
+    let d: usize = call.inputs[0].shape[axis..].iter().product();
+    let mut out = vec![0.0f32; x.len()];
+    for (row, o) in x.chunks(d.max(1)).zip(out.chunks_mut(d.max(1))) {
+        let (s1, s2) = row
+            .iter()
+            .fold((0.0f32, 0.0f32), |(a, b), &v| (a + v, b + v * v));
+        let mu = s1 / d as f32;
+        let var = (s2 / d as f32 - mu * mu).max(0.0);
+        let s = (var + eps).sqrt();
+        for (j, (o, v)) in o.iter_mut().zip(row).enumerate() {
+            *o = (v - mu) / s * g[j] + b[j];
+        }
+    }
+    write(&call.outputs[0], &out, false);
+    Ok(())
+}
+
+/// A float-to-integer `vsdk.cast` by truncation toward zero (C's and Rust's
+/// `as`, saturating, NaN to 0) where the catalog rounds half to even.
+pub fn cast_truncate(call: &KernelCall) -> Result<(), ProviderError> {
+    let (x, out) = (read(&call.inputs[0])?, &call.outputs[0]);
+    for (i, &v) in x.iter().enumerate() {
+        // SAFETY: a compact integer output of `x.len()` elements, in host memory.
+        unsafe {
+            let p = out.ptr.add(i * out.dtype.size_bytes());
+            match out.dtype {
+                DType::U8 => p.write(v as u8),
+                DType::I32 => p.cast::<i32>().write_unaligned(v as i32),
+                DType::I64 => p.cast::<i64>().write_unaligned(v as i64),
+                d => return Err(ProviderError::invalid(format!("cast_truncate: to {d}"))),
+            }
+        }
+    }
+    Ok(())
+}
+
 /// LayerNorm dividing the squared deviations by N − 1 (Bessel's correction,
 /// `torch.var`'s default) instead of N.
 pub fn layer_norm_unbiased(call: &KernelCall) -> Result<(), ProviderError> {

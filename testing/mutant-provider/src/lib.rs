@@ -29,6 +29,19 @@
 //! | `one_element` | `vsdk.linear`'s middle output 1 % too large | no |
 //! | `gelu_tanh` | `vsdk.gelu` by the tanh approximation | no |
 //! | `softmax_bf16_sum` | `vsdk.sdpa` adds the softmax's exponentials in bfloat16 | no |
+//! | `softmax_no_max` | `vsdk.sdpa` and `vsdk.softmax` exponentiate without subtracting the maximum | no |
+//! | `layer_norm_one_pass` | `vsdk.layer_norm` with the variance `E[x²] − μ²` | no |
+//! | `cast_truncate` | a float-to-integer `vsdk.cast` truncates toward zero | no |
+//!
+//! Breaking the calling contract rather than the arithmetic (the kernel
+//! contract must catch them; the suites' own calls never do):
+//!
+//! | mutation | what changes |
+//! |---|---|
+//! | `ignore_strides` | every input is read as if compact (strides replaced, offset kept) |
+//! | `ignore_broadcast` | an input with a stride-0 axis is read as if compact |
+//! | `shared_scratch` | declares `VSDK_CONCURRENCY_THREAD_SAFE`, and passes every output through one scratch buffer shared by all calls |
+//! | `serial_overlap` | declares `VSDK_CONCURRENCY_SERIAL` and fails any call that overlaps another (the host must never let that happen) |
 //!
 //! Both variables are read once, when the first instance is created; one
 //! process tests one mutation. Conformance tests run it through the CLI.
@@ -393,6 +406,10 @@ unsafe extern "C" fn execute(
             unsafe { call.as_ref() }.ok_or_else(|| ProviderError::invalid("call is NULL"))?;
         // SAFETY: the kernel name is a NUL-terminated string.
         let kernel = unsafe { CStr::from_ptr(call.kernel) };
+        let _serial = match t.mutation.as_str() {
+            "serial_overlap" => Some(InFlight::enter()?),
+            _ => None,
+        };
         if t.mutation == "resize_no_antialias" && kernel == c"vsdk.resize_pil_bicubic" {
             // SAFETY: a valid resize call; the target keeps tensors in host memory.
             unsafe { resize_without_antialias(call) };
@@ -412,24 +429,43 @@ unsafe extern "C" fn execute(
             ("layer_norm_unbiased", b"vsdk.layer_norm") => Some(kernels::layer_norm_unbiased),
             ("layer_norm_sequential", b"vsdk.layer_norm") => Some(kernels::layer_norm_sequential),
             ("resize_cubic_a05", b"vsdk.resize_bicubic") => Some(kernels::resize_a05),
+            ("softmax_no_max", b"vsdk.sdpa") => Some(kernels::sdpa_no_max),
+            ("softmax_no_max", b"vsdk.softmax") => Some(kernels::softmax_no_max),
+            ("layer_norm_one_pass", b"vsdk.layer_norm") => Some(kernels::layer_norm_one_pass),
+            ("cast_truncate", b"vsdk.cast") => Some(kernels::cast_truncate),
             _ => None,
         };
         if let Some(kernel) = own {
             // SAFETY: the host's call, valid for this call.
             let checked = unsafe { vsdk_provider_kit::KernelCall::from_raw(call) }?;
-            return kernel(&checked);
+            // Only float-to-integer casts truncate; others are the target's.
+            let truncating =
+                checked.inputs[0].dtype.is_float() && !checked.outputs[0].dtype.is_float();
+            if t.mutation != "cast_truncate" || truncating {
+                return kernel(&checked);
+            }
         }
         let mut keep = Rewrite::default();
         // SAFETY: as above.
         let changed = unsafe { rewrite(&t.mutation, call, &mut keep) };
+        // SAFETY: as above.
+        let inputs = unsafe { compacted(&t.mutation, call, &mut keep) };
         let mutated = vsdk_kernel_call_t {
             attrs: keep.attrs.as_ptr(),
             num_attrs: keep.attrs.len() as u64,
+            inputs: inputs.as_ref().map_or(call.inputs, |i| i.as_ptr()),
             ..*call
         };
+        let changed = changed || inputs.is_some();
         let forwarded: *const vsdk_kernel_call_t = if changed { &mutated } else { call };
         // SAFETY: the target's slot with a call whose every pointer outlives it.
         forward(t, unsafe { t.api.execute.expect("required")(p, forwarded) })?;
+        if t.mutation == "shared_scratch" {
+            // SAFETY: the host's call, valid for this call; the target wrote
+            // its outputs in host memory.
+            let checked = unsafe { vsdk_provider_kit::KernelCall::from_raw(call) }?;
+            through_scratch(&checked);
+        }
         if t.mutation == "patch_grid_flip" && kernel == c"vsdk.conv2d" {
             // SAFETY: the host's call, valid for this call; the target wrote
             // its output in host memory.
@@ -439,6 +475,110 @@ unsafe extern "C" fn execute(
         Ok(())
     })
 }
+
+/// `ignore_strides` / `ignore_broadcast`: the inputs with compact strides
+/// (all of them, or those with a stride-0 axis), laid out in `keep`; `None`
+/// when nothing changes.
+///
+/// # Safety
+/// `call` is a valid call per provider.h.
+unsafe fn compacted(
+    mutation: &str,
+    call: &vsdk_kernel_call_t,
+    keep: &mut Rewrite,
+) -> Option<Vec<vsdk_tensor_t>> {
+    let all = match mutation {
+        "ignore_strides" => true,
+        "ignore_broadcast" => false,
+        _ => return None,
+    };
+    // SAFETY: per the contract: `num_inputs` descriptors, each with `ndim`
+    // shape and stride entries.
+    let inputs = unsafe { std::slice::from_raw_parts(call.inputs, call.num_inputs as usize) };
+    let mut out = inputs.to_vec();
+    for (i, t) in inputs.iter().enumerate() {
+        let n = t.ndim.max(0) as usize;
+        // SAFETY: as above.
+        let (shape, strides) = unsafe {
+            if n == 0 {
+                (&[][..], &[][..])
+            } else {
+                (
+                    std::slice::from_raw_parts(t.shape, n),
+                    std::slice::from_raw_parts(t.strides, n),
+                )
+            }
+        };
+        if !all && !strides.contains(&0) {
+            continue;
+        }
+        let mut compact = vec![1i64; n];
+        for d in (0..n.saturating_sub(1)).rev() {
+            compact[d] = compact[d + 1] * shape[d + 1];
+        }
+        keep.ints.push(compact);
+        out[i].strides = keep.ints.last().expect("just pushed").as_ptr();
+    }
+    Some(out)
+}
+
+/// One scratch buffer for every call (the bug: a provider that declares
+/// itself thread safe).
+static SCRATCH: std::sync::Mutex<Vec<u8>> = std::sync::Mutex::new(Vec::new());
+
+/// Copies each output into [`SCRATCH`], waits a little (as a kernel using
+/// it would), and copies it back: a call overlapping this one overwrites it.
+fn through_scratch(call: &vsdk_provider_kit::KernelCall) {
+    for out in &call.outputs {
+        let n = out.numel() * out.dtype.size_bytes();
+        {
+            let mut s = SCRATCH
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            s.clear();
+            // SAFETY: a compact output of `n` bytes in host memory, written by the target.
+            s.extend_from_slice(unsafe { std::slice::from_raw_parts(out.ptr, n) });
+        }
+        std::thread::sleep(std::time::Duration::from_micros(300));
+        let s = SCRATCH
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // SAFETY: as above; the copy is clipped to the output's size.
+        unsafe { std::ptr::copy_nonoverlapping(s.as_ptr(), out.ptr, n.min(s.len())) };
+    }
+}
+
+/// `serial_overlap`: calls in flight; a second one at once is an error.
+struct InFlight;
+
+static IN_FLIGHT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+impl InFlight {
+    fn enter() -> Result<InFlight, ProviderError> {
+        use std::sync::atomic::Ordering;
+        let before = IN_FLIGHT.fetch_add(1, Ordering::SeqCst);
+        let guard = InFlight;
+        if before > 0 {
+            return Err(ProviderError::internal(
+                "called while another call was running, though the table declares VSDK_CONCURRENCY_SERIAL",
+            ));
+        }
+        // Long enough for an overlapping call to arrive.
+        std::thread::sleep(std::time::Duration::from_micros(200));
+        Ok(guard)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        IN_FLIGHT.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+static TABLE_THREAD_SAFE: vsdk_provider_api_t = vsdk_provider_api_t {
+    concurrency: VSDK_CONCURRENCY_THREAD_SAFE,
+    ..TABLE
+};
 
 static TABLE: vsdk_provider_api_t = vsdk_provider_api_t {
     struct_size: std::mem::size_of::<vsdk_provider_api_t>(),
@@ -473,6 +613,10 @@ pub unsafe extern "C" fn vsdk_get_provider_api(
     host: u32,
     provider: *mut u32,
 ) -> *const vsdk_provider_api_t {
+    let table = match std::env::var("VSDK_MUTATION").as_deref() {
+        Ok("shared_scratch") => &TABLE_THREAD_SAFE,
+        _ => &TABLE,
+    };
     // SAFETY: forwarded caller contract.
-    unsafe { vsdk_provider_kit::negotiate(host, provider, &TABLE) }
+    unsafe { vsdk_provider_kit::negotiate(host, provider, table) }
 }
