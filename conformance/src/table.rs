@@ -3,6 +3,7 @@
 //! hash and each coverage warning are shown with `--wide`, which also
 //! leaves long lines unwrapped.
 
+use vips_sdk::document::Document;
 use vips_sdk::error_model::Judgement;
 use vips_sdk::runner::{self, RunReport, StageResult, Status, TierReport};
 
@@ -65,11 +66,12 @@ fn wrap(text: &str, indent: usize, width: Option<usize>) -> Vec<String> {
 }
 
 /// How the table is printed.
-struct Printer {
+struct Printer<'a> {
     wide: bool,
+    document: Option<&'a Document>,
 }
 
-impl Printer {
+impl Printer<'_> {
     fn width(&self) -> Option<usize> {
         (!self.wide).then_some(WIDTH)
     }
@@ -171,7 +173,7 @@ type Detail = (usize, String);
 
 /// The lines under a stage's row: why it did not pass, what was found.
 /// Coverage warnings only with `--wide` (the table counts them).
-fn details(s: &StageResult, wide: bool) -> Vec<Detail> {
+fn details(s: &StageResult, notes: &[String], wide: bool) -> Vec<Detail> {
     let mut lines = Vec::new();
     // A failure on the stage's own data is detailed below (outputs,
     // drill-down); its one-line reason is for the records.
@@ -239,6 +241,12 @@ fn details(s: &StageResult, wide: bool) -> Vec<Detail> {
     if let Some(n) = &s.drill_down_note {
         lines.push((4, format!("drill-down: {n}")));
     }
+    // The document's notes on the stage: its known traps, where they help.
+    if s.status.is_failure() {
+        for n in notes {
+            lines.push((4, format!("stage note: {n}")));
+        }
+    }
     if wide {
         for c in &s.coverage {
             lines.push((4, format!("coverage: {c}")));
@@ -268,7 +276,13 @@ fn tier(p: &Printer, r: &RunReport, t: &TierReport) {
     let rows: Vec<(Vec<String>, Vec<Detail>)> = t
         .stages
         .iter()
-        .map(|s| (keep(row(s)), details(s, p.wide)))
+        .map(|s| {
+            let notes = p
+                .document
+                .and_then(|d| d.stages.iter().find(|d| d.name == s.stage))
+                .map_or(&[][..], |d| &d.notes[..]);
+            (keep(row(s)), details(s, notes, p.wide))
+        })
         .collect();
     let widths: Vec<usize> = shown
         .iter()
@@ -387,6 +401,36 @@ fn tier(p: &Printer, r: &RunReport, t: &TierReport) {
             );
         }
     }
+    if !t.contract.is_empty() {
+        let failed: Vec<_> = t
+            .contract
+            .iter()
+            .filter(|s| s.status.is_failure())
+            .collect();
+        p.say(
+            0,
+            &format!(
+                "kernel contract (views, broadcasts, odd sizes, extreme values, then {} threads at once): {} of {} cases passed",
+                vips_sdk::runner::CONCURRENCY_THREADS,
+                t.contract.len() - failed.len(),
+                t.contract.len()
+            ),
+        );
+        for s in failed {
+            p.say(
+                4,
+                &format!(
+                    "{} {}: {}",
+                    s.stage,
+                    s.status.label(),
+                    s.reason.as_deref().unwrap_or("out of bounds")
+                ),
+            );
+        }
+        for note in t.contract.iter().flat_map(|s| &s.notes) {
+            p.say(4, note);
+        }
+    }
 }
 
 /// Who computed the outputs: a provider and its device, or the files a
@@ -403,8 +447,9 @@ fn provider(r: &RunReport) -> String {
 }
 
 /// Prints the results; `wide`: every column and detail, lines unwrapped.
-pub fn print(r: &RunReport, wide: bool) {
-    let p = Printer { wide };
+/// `document`: the suite's, whose stage notes follow a failing stage.
+pub fn print(r: &RunReport, document: Option<&Document>, wide: bool) {
+    let p = Printer { wide, document };
     p.say(
         0,
         &format!("{} {} on {}", r.component, r.component_version, provider(r)),

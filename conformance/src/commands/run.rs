@@ -65,6 +65,10 @@ pub struct Args {
     /// evidence against a provider that replays stored outputs.
     #[arg(long)]
     no_differential: bool,
+    /// Skip the kernel contract (each kernel with strided, broadcast and
+    /// extreme inputs, and concurrent calls): the run then certifies nothing.
+    #[arg(long)]
+    no_contract: bool,
     /// Fail stages whose two runs differ bitwise (default: reported only).
     #[arg(long)]
     require_deterministic: bool,
@@ -225,7 +229,7 @@ impl Common {
         if self.json {
             super::print_json(report)?;
         } else {
-            table::print(report, self.wide);
+            table::print(report, Some(&suite.document), self.wide);
         }
         // Where each file went, after the table (on stderr beside JSON).
         for line in files.written() {
@@ -251,6 +255,7 @@ pub fn run(args: Args) -> super::Outcome {
     vips_sdk::sandbox::tree::protect_runner();
     let (suite, mut opts, reference) = args.common.open(&args.suite)?;
     opts.differential = !args.no_differential;
+    opts.contract = !args.no_contract;
     opts.require_deterministic = args.require_deterministic;
     opts.flake_retries = args.flake_retries;
     opts.max_fails = args.max_fails;

@@ -329,6 +329,25 @@ fn summary(h: &mut String, t: &TierView) -> Result<(), String> {
         }
         h.push_str("</ul>");
     }
+    if let Some((passed, run)) = t.contract {
+        let _ = write!(
+            h,
+            "<h4>Kernel contract: {passed} of {run} cases passed</h4><p>Each kernel the component needs, called with transposed, padded and stride-0 inputs, odd and large sizes and extreme values, then all cases at once from several threads (<code>concurrency</code>).</p>"
+        );
+        if !t.contract_failures.is_empty() {
+            h.push_str("<ul>");
+            for (case, status, why) in &t.contract_failures {
+                let _ = write!(
+                    h,
+                    "<li><b>{}</b> {}: {}</li>",
+                    esc(case),
+                    status.label(),
+                    esc(why)
+                );
+            }
+            h.push_str("</ul>");
+        }
+    }
     h.push_str("</section>\n");
     Ok(())
 }

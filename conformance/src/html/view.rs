@@ -62,6 +62,29 @@ pub struct TierView {
     pub end_to_end: Vec<(String, f64, f64, String, bool)>,
     /// The differential round's stages that did not pass: (stage, status, reason).
     pub differential: Vec<(String, Status, String)>,
+    /// The kernel contract: (cases passed, cases run) when it ran, and the
+    /// cases that did not pass: (case, status, reason).
+    pub contract: Option<(usize, usize)>,
+    pub contract_failures: Failures,
+}
+
+/// Rows that did not pass: (name, status, reason).
+pub type Failures = Vec<(String, Status, String)>;
+
+/// (passed, run) and the failures of a kernel contract's records.
+fn contract_view<'a>(
+    cases: impl Iterator<Item = (&'a str, Status, Option<&'a str>)>,
+) -> (Option<(usize, usize)>, Failures) {
+    let (mut passed, mut run, mut failures) = (0, 0, Vec::new());
+    for (name, status, reason) in cases {
+        run += 1;
+        if status == Status::Pass {
+            passed += 1;
+        } else {
+            failures.push((name.to_string(), status, reason.unwrap_or("").to_string()));
+        }
+    }
+    ((run > 0).then_some((passed, run)), failures)
 }
 
 pub struct StageView {
@@ -216,6 +239,11 @@ impl View {
             .tiers
             .iter()
             .map(|t| {
+                let contract = contract_view(
+                    t.contract
+                        .iter()
+                        .map(|s| (s.stage.as_str(), s.status, s.reason.as_deref())),
+                );
                 TierView {
                     tier: t.tier,
                     mode: t.mode,
@@ -236,6 +264,8 @@ impl View {
                             )
                         })
                         .collect(),
+                    contract: contract.0,
+                    contract_failures: contract.1,
                     differential: t
                         .differential
                         .iter()
@@ -403,7 +433,7 @@ impl View {
                 )),
             })
             .collect();
-        let tier = TierView {
+        let mut tier = TierView {
             tier: p.tier,
             mode: p.mode,
             stages,
@@ -422,7 +452,16 @@ impl View {
                 })
                 .collect(),
             differential: Vec::new(),
+            contract: None,
+            contract_failures: Vec::new(),
         };
+        if let Some(c) = &p.contract {
+            (tier.contract, tier.contract_failures) = contract_view(
+                c.cases
+                    .iter()
+                    .map(|r| (r.stage.as_str(), r.status, r.reason.as_deref())),
+            );
+        }
         // A certificate is only as good as its signature.
         let mut reasons = p.reasons.clone();
         if let Some(first) = tier.first_failure() {

@@ -171,6 +171,10 @@ pub fn merge(mut shards: Vec<Predicate>) -> Result<Predicate, MergeError> {
             .stages
             .append(&mut p.differential.stages);
         merged.differential.ran &= p.differential.ran;
+        // Shard 1 runs the kernel contract for the whole component.
+        if shard.k == 1 {
+            merged.contract = p.contract.clone();
+        }
         merged.determinism.required &= p.determinism.required;
         merged
             .determinism

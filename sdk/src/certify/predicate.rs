@@ -52,6 +52,10 @@ pub struct Predicate {
     /// The main round, one record per stage run.
     pub stages: Vec<StageRecord>,
     pub differential: Differential,
+    /// The kernel contract (`crate::contract`); absent only in reports made
+    /// before it existed, which said nothing about it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contract: Option<Contract>,
     pub determinism: Determinism,
     /// Chained mode: the component's outputs against the golden values.
     pub end_to_end: Vec<EndToEndRecord>,
@@ -256,6 +260,20 @@ pub struct Differential {
     pub stages: Vec<StageRecord>,
 }
 
+/// The kernel contract of the tier: every kernel the component needs, called
+/// with views, broadcasts, odd and large sizes and adversarial values, then
+/// all at once from several threads (its last record, `concurrency`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Contract {
+    /// It ran (`--no-contract` skips it; then nothing is certified).
+    pub ran: bool,
+    /// The kernels the component needs at the tier (`name@version`): each
+    /// must have cases, and every case must pass.
+    pub kernels: Vec<String>,
+    pub cases: Vec<StageRecord>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Determinism {
@@ -449,6 +467,18 @@ impl Predicate {
                 ran: s.differential,
                 stages: tier.differential.iter().map(StageRecord::of).collect(),
             },
+            contract: Some(Contract {
+                ran: s.contract && s.shard.is_none_or(|(k, _)| k == 1),
+                kernels: crate::contract::needed(
+                    suite,
+                    &suite.document.stages.iter().collect::<Vec<_>>(),
+                    tier.tier,
+                )
+                .iter()
+                .map(|n| format!("{}@{}", n.op.name(), n.op.version()))
+                .collect(),
+                cases: tier.contract.iter().map(StageRecord::of).collect(),
+            }),
             determinism: Determinism {
                 required: s.require_deterministic,
                 nondeterministic_stages: nondeterministic,
@@ -547,6 +577,9 @@ impl Predicate {
         } else {
             reasons.push("the differential round (fresh inputs from a run-time seed) did not run: nothing shows the outputs were computed rather than replayed".to_string());
         }
+        if let Some(c) = &self.contract {
+            c.reasons(&mut reasons);
+        }
         let e2e: Vec<&str> = self
             .end_to_end
             .iter()
@@ -562,6 +595,57 @@ impl Predicate {
             Verdict::NotCertified
         };
         self.reasons = reasons;
+    }
+}
+
+impl Contract {
+    /// Why the contract does not hold: it did not run, a kernel has no case,
+    /// cases failed (one reason per status, naming them), no concurrency
+    /// pass. (A merge takes shard 1's record: shard 1 runs it.)
+    fn reasons(&self, out: &mut Vec<String>) {
+        if !self.ran {
+            out.push("the kernel contract did not run (--no-contract, or a shard other than 1): nothing shows the kernels keep the calling contract (strides, broadcasts, concurrency, extreme values)".to_string());
+            return;
+        }
+        let uncovered: Vec<&str> = self
+            .kernels
+            .iter()
+            .filter(|k| {
+                !self
+                    .cases
+                    .iter()
+                    .any(|c| c.stage.starts_with(&format!("{k} ")))
+            })
+            .map(String::as_str)
+            .collect();
+        if !uncovered.is_empty() {
+            out.push(format!(
+                "kernel contract: no case ran for {} (the provider claims none of its dtypes)",
+                uncovered.join(", ")
+            ));
+        }
+        let mut by_status: Vec<(Status, Vec<&str>)> = Vec::new();
+        for c in self.cases.iter().filter(|c| c.status != Status::Pass) {
+            match by_status.iter_mut().find(|(s, _)| *s == c.status) {
+                Some((_, names)) => names.push(&c.stage),
+                None => by_status.push((c.status, vec![&c.stage])),
+            }
+        }
+        for (status, names) in by_status {
+            out.push(format!(
+                "kernel contract {}: {}",
+                status.label(),
+                names.join(", ")
+            ));
+        }
+        if !self.cases.is_empty()
+            && !self
+                .cases
+                .iter()
+                .any(|c| c.stage == crate::runner::CONCURRENCY)
+        {
+            out.push("kernel contract: the concurrency pass has no record".to_string());
+        }
     }
 }
 
