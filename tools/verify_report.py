@@ -197,7 +197,7 @@ SANDBOX = {  # sdk/src/sandbox/facts.rs
     "max_file_bytes": opt(U64), "core_dumps": BOOL, "runner_non_dumpable": BOOL,
     "tree_confirmed_dead": BOOL, "missing": listof(STR),
 }
-PREDICATE = {  # sdk/src/certify/predicate.rs
+PREDICATE = ("fields", {  # sdk/src/certify/predicate.rs
     "verdict": oneof("CERTIFIED", "NOT CERTIFIED"),
     "reasons": listof(STR),
     "component": {f: STR for f in ("id", "version", "document_sha256", "golden", "golden_sha256")},
@@ -221,7 +221,10 @@ PREDICATE = {  # sdk/src/certify/predicate.rs
     "determinism": {"required": BOOL, "nondeterministic_stages": listof(STR)},
     "end_to_end": listof({"tensor": STR, "passed": BOOL, "rel_l2_error": FLOAT,
                           "cosine_similarity": FLOAT, "max_rel_l2": FLOAT, "min_cosine": FLOAT}),
-}
+}, {
+    # Absent only in reports made before the kernel contract existed.
+    "contract": {"ran": BOOL, "kernels": listof(STR), "cases": listof(STAGE)},
+})
 STATEMENT = {
     "_type": STR,
     "subject": listof({"name": STR, "digest": ("map", STR)}),
@@ -337,6 +340,36 @@ def round_reasons(must_pass, records, round_name, out):
         out.append(f"never run{suffix}: {', '.join(never)}")
 
 
+def contract_reasons(c, out):
+    """Contract::reasons: it ran, every kernel has a case, every case passed
+    (one reason per status), the concurrency pass is recorded."""
+    if not c["ran"]:
+        out.append("the kernel contract did not run (--no-contract, or a shard other than 1): "
+                   "nothing shows the kernels keep the calling contract (strides, broadcasts, "
+                   "concurrency, extreme values)")
+        return
+    uncovered = [k for k in c["kernels"]
+                 if not any(r["stage"].startswith(k + " ") for r in c["cases"])]
+    if uncovered:
+        out.append(f"kernel contract: no case ran for {', '.join(uncovered)} "
+                   "(the provider claims none of its dtypes)")
+    by_status = []
+    for r in c["cases"]:
+        if r["status"] == "pass":
+            continue
+        for entry in by_status:
+            if entry[0] == r["status"]:
+                entry[1].append(r["stage"])
+                break
+        else:
+            by_status.append((r["status"], [r["stage"]]))
+    for status, names in by_status:
+        label = status.replace("_", " ").upper()
+        out.append(f"kernel contract {label}: {', '.join(names)}")
+    if c["cases"] and not any(r["stage"] == "concurrency" for r in c["cases"]):
+        out.append("kernel contract: the concurrency pass has no record")
+
+
 NAMESPACES = ("user", "pid", "mount", "ipc", "net")
 SECCOMP_FILTER = "vsdk-worker-v1"
 
@@ -410,6 +443,8 @@ def assess(p):
     else:
         reasons.append("the differential round (fresh inputs from a run-time seed) did not run: "
                        "nothing shows the outputs were computed rather than replayed")
+    if "contract" in p:
+        contract_reasons(p["contract"], reasons)
     e2e = [e["tensor"] for e in p["end_to_end"] if not e["passed"]]
     if e2e:
         reasons.append(f"end to end out of bounds: {', '.join(e2e)}")
