@@ -131,6 +131,7 @@ fn the_example_engine_runs_checks_and_refuses_uncertified_drivers() {
         "bin/vips-conformance",
         "libexec/vips-sdk/vips-sdk-worker",
         "share/vips-sdk/suites/dinov2-vits14-quick/suite.golden",
+        "share/vips-sdk/template/template.c",
         "lib/cmake/VipsSdk/VipsSdkConfig.cmake",
     ] {
         assert!(p.join(f).is_file(), "{f} not installed");
