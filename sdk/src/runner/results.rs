@@ -161,7 +161,11 @@ pub fn markup_text(s: &str) -> String {
 pub fn junit(report: &RunReport) -> String {
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n");
     for t in &report.tiers {
-        for (round, stages) in [("main", &t.stages), ("differential", &t.differential)] {
+        for (round, stages) in [
+            ("main", &t.stages),
+            ("differential", &t.differential),
+            ("contract", &t.contract),
+        ] {
             if stages.is_empty() {
                 continue;
             }
@@ -224,7 +228,7 @@ pub fn read_json(bytes: &[u8]) -> Result<RunReport, String> {
         format!("not a results file (`run --output`) nor a certification report: {e}")
     })?;
     for t in &report.tiers {
-        for s in t.stages.iter().chain(&t.differential) {
+        for s in t.stages.iter().chain(&t.differential).chain(&t.contract) {
             let outputs = s.outputs.iter().map(|o| (&o.tensor, &o.error_map));
             let nodes = s.nodes.iter().chain(&s.drill_down);
             for (name, map) in outputs.chain(nodes.map(|n| (&n.output, &n.error_map))) {
