@@ -516,10 +516,15 @@ fn the_memorising_driver_is_not_certified() {
     assert_eq!(r.code, 1, "{}", r.text());
     assert_eq!(verdict(&report), "NOT CERTIFIED");
     let reasons = reasons(&report);
-    // The main round looks perfect; the differential round is the reason.
-    assert_eq!(reasons.len(), 1, "{reasons:?}");
+    // The main round looks perfect; the differential round is the reason,
+    // and the kernel contract, whose values are as fresh.
+    assert_eq!(reasons.len(), 2, "{reasons:?}");
     assert!(
         reasons[0].starts_with("failing stages in the differential round (fresh inputs): fc1_gelu"),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons[1].starts_with("kernel contract FAIL: "),
         "{reasons:?}"
     );
     let p = &statement(&report)["predicate"];
@@ -576,8 +581,9 @@ fn a_memoriser_prepared_for_a_chosen_seed_is_not_certified() {
     let r = with("replay", &[]);
     assert_eq!(r.code, 1, "{}", r.text());
     let found = reasons(&report);
-    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found.len(), 2, "{found:?}");
     assert!(found[0].contains("in the differential round"), "{found:?}");
+    assert!(found[1].starts_with("kernel contract FAIL: "), "{found:?}");
     // Replayed with the recorded nonce too: every round "passes", and the
     // given nonce alone keeps it from being certified.
     let r = with("replay", &["--nonce", "5"]);
