@@ -352,7 +352,8 @@ def contract_reasons(c, out):
                  if not any(r["stage"].startswith(k + " ") for r in c["cases"])]
     if uncovered:
         out.append(f"kernel contract: no case ran for {', '.join(uncovered)} "
-                   "(the provider claims none of its dtypes)")
+                   "(the provider claims none of its dtypes, or the run was filtered to stages that do "
+                   "not use it)")
     by_status = []
     for r in c["cases"]:
         if r["status"] == "pass":

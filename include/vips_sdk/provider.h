@@ -100,8 +100,15 @@ typedef struct vsdk_dtype {
 /* Same layout as DLTensor. Element (i0, ..., in-1) lives at byte address
  *   (char*)data + byte_offset + sum_k(i_k * strides[k]) * bits/8.
  * `data` is a device pointer from `alloc` (on VSDK_DEVICE_CPU, a host pointer).
+ * The host never dereferences a device pointer: it only passes it back to
+ * this provider's own functions (copy_to_device, copy_to_host,
+ * copy_on_device, execute, free), so it may be any non-NULL value the
+ * provider can map back to its memory (a device address, a handle).
  * `shape` and `strides` are BORROWED, `ndim` entries each; strides are in
  * elements, never negative, and required (non-NULL) whenever ndim > 0.
+ * An input may be a view: any strides, 0 included (a broadcast axis), and
+ * any byte_offset; bytes the view does not address may hold anything, NaN
+ * included (docs/operators.md, "Conventions").
  * A tensor with ndim == 0 is a scalar holding one element. */
 typedef struct vsdk_tensor {
   void* data;
@@ -211,6 +218,11 @@ typedef struct vsdk_create_options {
 /* Concurrency a provider declares in its table (`concurrency`). */
 #define VSDK_CONCURRENCY_SERIAL 0u      /* the host serialises every call on an instance */
 #define VSDK_CONCURRENCY_THREAD_SAFE 1u /* any call from any thread, concurrently */
+/* The conformance run tests the declaration: the kernel contract's
+ * concurrency pass (docs/runner.md) calls `execute` from several threads at
+ * once on a THREAD_SAFE provider, and must get the answers each call gives
+ * alone; a SERIAL provider is driven from the same threads, but the host
+ * serialises its calls, so it never sees two at once. */
 
 /* ------------------------------------------------------------------------- */
 /* The function table                                                        */
@@ -222,9 +234,19 @@ typedef struct vsdk_create_options {
 typedef struct vsdk_provider_api {
   size_t struct_size;     /* sizeof(vsdk_provider_api_t) as the provider was built */
   uint32_t abi_version;   /* the version this table implements */
-  uint32_t concurrency;   /* VSDK_CONCURRENCY_* */
+  uint32_t concurrency;   /* VSDK_CONCURRENCY_*; the conformance run calls a
+                             THREAD_SAFE provider from several threads at
+                             once and serialises a SERIAL one */
 
   /* --- status objects (always thread safe) --- */
+  /* A provider that cannot allocate a status object (it is out of memory)
+   * still must not return NULL, which means success. The C template
+   * (vendors/template-c/template.c) returns a preallocated static status
+   * object with VSDK_STATUS_OUT_OF_MEMORY, which its `status_destroy` leaves
+   * alone; the host reads and destroys it like any other, possibly from
+   * several threads, so it must stay read-only. The Rust kit (vendors/kit)
+   * has no such object: its status objects are heap allocations, and when
+   * one fails Rust aborts the process (in the conformance worker: CRASHED). */
   vsdk_status_code_t (*status_code)(const vsdk_status_t* status);
   /* OWNED BY the status object; NUL-terminated UTF-8, never NULL. */
   const char* (*status_message)(const vsdk_status_t* status);
@@ -248,9 +270,13 @@ typedef struct vsdk_provider_api {
   vsdk_status_t* (*kernel_count)(vsdk_provider_t* provider, uint64_t* out);
   vsdk_status_t* (*kernel_info)(vsdk_provider_t* provider, uint64_t index,
                                 vsdk_kernel_info_t* out);
-  /* *out_supported = 1 if `kernel`@`version` runs on the device with every
-   * floating input and output of this dtype (the catalog says which tensors
-   * follow the dtype), else 0. `kernel` is BORROWED. */
+  /* *out_supported = 1 if `kernel`@`version` runs on the device for calls
+   * whose first input has this dtype, else 0. `dtype` is always the dtype of
+   * the call's first input, which the host asks about before every call: for
+   * vsdk.cast the source dtype (the target is an attribute and cannot be
+   * named here; a provider that runs only some targets answers 1 and returns
+   * VSDK_STATUS_UNSUPPORTED from `execute` for the others), for
+   * vsdk.resize_pil_bicubic uint8. `kernel` is BORROWED. */
   vsdk_status_t* (*kernel_supports)(vsdk_provider_t* provider, uint32_t device_index,
                                     const char* kernel, uint32_t version,
                                     vsdk_dtype_t dtype, int32_t* out_supported);

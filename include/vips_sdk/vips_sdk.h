@@ -251,7 +251,7 @@ typedef struct vsdk_stage_record {
   size_t struct_size;
   const char* stage;
   const char* tier;      /* "fp32", "fp16", "bf16", "exact" */
-  const char* round;     /* "main" or "differential" */
+  const char* round;     /* "main", "differential" or "contract" */
   vsdk_stage_status_t status;
   int32_t reserved;      /* 0 */
   const char* status_label; /* "PASS", "FAIL", ... */

@@ -620,7 +620,7 @@ impl Contract {
             .collect();
         if !uncovered.is_empty() {
             out.push(format!(
-                "kernel contract: no case ran for {} (the provider claims none of its dtypes)",
+                "kernel contract: no case ran for {} (the provider claims none of its dtypes, or the run was filtered to stages that do not use it)",
                 uncovered.join(", ")
             ));
         }
