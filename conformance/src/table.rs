@@ -372,64 +372,56 @@ fn tier(p: &Printer, r: &RunReport, t: &TierReport) {
     };
     println!("{pass} passed, {fail} failed, {unsupported} not supported{expected}");
     if !t.differential.is_empty() {
-        let failed: Vec<_> = t
-            .differential
-            .iter()
-            .filter(|s| s.status.is_failure())
-            .collect();
-        p.say(
-            0,
+        round(
+            p,
+            &t.differential,
             &format!(
-                "differential round (fresh inputs from seed {}, nonce {}): {} of {} stages passed",
-                r.seed,
-                r.settings.nonce,
-                t.differential.len() - failed.len(),
-                t.differential.len()
+                "differential round (fresh inputs from seed {}, nonce {})",
+                r.seed, r.settings.nonce
             ),
+            "stages",
+            "out of bounds on fresh inputs",
         );
-        for s in failed {
-            p.say(
-                4,
-                &format!(
-                    "{} {}: {}",
-                    s.stage,
-                    s.status.label(),
-                    s.reason
-                        .as_deref()
-                        .unwrap_or("out of bounds on fresh inputs")
-                ),
-            );
-        }
     }
     if !t.contract.is_empty() {
-        let failed: Vec<_> = t
-            .contract
-            .iter()
-            .filter(|s| s.status.is_failure())
-            .collect();
-        p.say(
-            0,
+        round(
+            p,
+            &t.contract,
             &format!(
-                "kernel contract (views, broadcasts, odd sizes, extreme values, then {} threads at once): {} of {} cases passed",
-                vips_sdk::runner::CONCURRENCY_THREADS,
-                t.contract.len() - failed.len(),
-                t.contract.len()
+                "kernel contract (views, broadcasts, odd sizes, extreme values, then {} threads at once)",
+                vips_sdk::runner::CONCURRENCY_THREADS
             ),
+            "cases",
+            "out of bounds",
         );
-        for s in failed {
-            p.say(
-                4,
-                &format!(
-                    "{} {}: {}",
-                    s.stage,
-                    s.status.label(),
-                    s.reason.as_deref().unwrap_or("out of bounds")
-                ),
-            );
-        }
         for note in t.contract.iter().flat_map(|s| &s.notes) {
             p.say(4, note);
         }
+    }
+}
+
+/// A round after the main one: how many of its rows passed, then each
+/// failing row and why.
+fn round(p: &Printer, rows: &[StageResult], title: &str, what: &str, default: &str) {
+    let failed: Vec<_> = rows.iter().filter(|s| s.status.is_failure()).collect();
+    p.say(
+        0,
+        &format!(
+            "{title}: {} of {} {what} passed",
+            rows.len() - failed.len(),
+            rows.len()
+        ),
+    );
+    for s in failed {
+        p.say(
+            4,
+            &format!(
+                "{} {}: {}",
+                s.stage,
+                s.status.label(),
+                s.reason.as_deref().unwrap_or(default)
+            ),
+        );
     }
 }
 

@@ -104,7 +104,13 @@ impl Contract<'_> {
             return Vec::new();
         }
         tell(Tell::Planned(cases.len() + 1));
-        let timeout = self.timeout.unwrap_or_else(|| self.default_timeout(&cases));
+        // The references first, once: their cost sets the timeout, as a
+        // stage's does, and both passes are judged against them.
+        let computed = Instant::now();
+        let refs: Vec<Result<Expected, String>> = cases.iter().map(|c| self.expected(c)).collect();
+        let timeout = self
+            .timeout
+            .unwrap_or_else(|| super::timeouts::of_reference(computed.elapsed()));
         let all: Vec<usize> = (0..cases.len()).collect();
         let mut results = Vec::with_capacity(cases.len() + 1);
         let start = Instant::now();
@@ -115,6 +121,7 @@ impl Contract<'_> {
                     tell(Tell::Started(&case.name));
                     results.push(self.judge(
                         case,
+                        &refs[i],
                         i,
                         &executed,
                         start.elapsed() / cases.len() as u32,
@@ -129,7 +136,7 @@ impl Contract<'_> {
                     let one = Instant::now();
                     let (p, inputs) = program(&cases, &[i], 1);
                     let r = match self.run(&p, &inputs, self.seed, timeout) {
-                        Ok(executed) => self.judge(case, i, &executed, one.elapsed()),
+                        Ok(executed) => self.judge(case, &refs[i], i, &executed, one.elapsed()),
                         Err(Failure::Provider(m)) if crate::is_unsupported_execute(&m) => {
                             let mut r = StageResult::empty(&case.name, self.tier, Round::Contract);
                             r.status = Status::NotSupported;
@@ -147,12 +154,12 @@ impl Contract<'_> {
         let mut unsupported = Vec::new();
         let mut kept = Vec::with_capacity(results.len());
         let mut kept_cases = Vec::with_capacity(cases.len());
-        for (r, case) in results.into_iter().zip(cases) {
+        for ((r, case), reference) in results.into_iter().zip(cases).zip(refs) {
             if r.status == Status::NotSupported && !case.required {
                 unsupported.push(case.name);
             } else {
                 kept.push(r);
-                kept_cases.push(case);
+                kept_cases.push((case, reference));
             }
         }
         tell(Tell::Started(CONCURRENCY));
@@ -170,7 +177,7 @@ impl Contract<'_> {
     /// Every case at once on [`THREADS`] threads, judged again.
     fn concurrently(
         &self,
-        cases: &[Case],
+        cases: &[(Case, Result<Expected, String>)],
         alone: &[StageResult],
         timeout: Duration,
     ) -> StageResult {
@@ -180,16 +187,23 @@ impl Contract<'_> {
         let passing: Vec<usize> = (0..cases.len())
             .filter(|&i| alone[i].status == Status::Pass)
             .collect();
-        let (p, inputs) = program(cases, &passing, THREADS);
+        let only: Vec<Case> = cases.iter().map(|(c, _)| c.clone()).collect();
+        let (p, inputs) = program(&only, &passing, THREADS);
         let seed = crate::execution::SplitMix::derive(self.seed, &[u64::from(THREADS)]);
         let timeout = timeout.saturating_mul(2);
         match self.run(&p, &inputs, seed, timeout) {
             Ok(executed) => {
                 let failed: Vec<(String, String)> = passing
                     .iter()
-                    .map(|&i| (i, self.judge(&cases[i], i, &executed, Duration::ZERO)))
+                    .map(|&i| {
+                        let (case, reference) = &cases[i];
+                        (
+                            case,
+                            self.judge(case, reference, i, &executed, Duration::ZERO),
+                        )
+                    })
                     .filter(|(_, j)| j.status != Status::Pass)
-                    .map(|(i, j)| (cases[i].name.clone(), j.reason.unwrap_or_default()))
+                    .map(|(case, j)| (case.name.clone(), j.reason.unwrap_or_default()))
                     .collect();
                 r.status = if failed.is_empty() {
                     Status::Pass
@@ -233,23 +247,6 @@ impl Contract<'_> {
         self.backend.run(program, &args, seed, timeout)
     }
 
-    /// The reference's cost for every case, as a stage's timeout is set.
-    fn default_timeout(&self, cases: &[Case]) -> Duration {
-        let start = Instant::now();
-        for case in cases.iter().filter(|c| !c.exact) {
-            let ins: Vec<&HostTensor> = case.inputs.iter().collect();
-            let _ = error_model::node_reference(
-                &case.node,
-                self.tier.float_dtype(),
-                &ins,
-                case.inputs[0].spec.dtype,
-                self.reference,
-                &TierParams::default_for(self.tier),
-            );
-        }
-        super::timeouts::of_reference(start.elapsed())
-    }
-
     /// A row for something that never produced outputs.
     fn failed(&self, name: &str, f: Failure) -> StageResult {
         let mut r = StageResult::empty(name, self.tier, Round::Contract);
@@ -258,7 +255,14 @@ impl Contract<'_> {
     }
 
     /// Case `i`'s verdict from a program that ran it.
-    fn judge(&self, case: &Case, i: usize, executed: &Executed, seconds: Duration) -> StageResult {
+    fn judge(
+        &self,
+        case: &Case,
+        reference: &Result<Expected, String>,
+        i: usize,
+        executed: &Executed,
+        seconds: Duration,
+    ) -> StageResult {
         let mut r = StageResult::empty(&case.name, self.tier, Round::Contract);
         r.execution = Some(Execution::Decomposed);
         r.seconds = seconds.as_secs_f64();
@@ -280,9 +284,16 @@ impl Contract<'_> {
             r.reason = Some(format!("`{}` did not come back", case.node.output));
             return r;
         };
-        let judged = self
-            .expected(case)
-            .and_then(|(expected, bound, sigma, accumulates)| {
+        let judged = reference
+            .as_ref()
+            .map_err(Clone::clone)
+            .and_then(|reference| {
+                let Expected {
+                    value: expected,
+                    bound,
+                    sigma,
+                    accumulates,
+                } = reference;
                 if expected.spec.shape != actual.spec.shape {
                     return Err(format!(
                         "the output has shape {:?}, the reference {:?}",
@@ -292,13 +303,13 @@ impl Contract<'_> {
                 let rules = Rules {
                     nan: NanPolicy::Allow,
                     allowed_over_fraction: 0.0,
-                    statistics: Statistics::of(&TierParams::default_for(self.tier), accumulates),
+                    statistics: Statistics::of(&TierParams::default_for(self.tier), *accumulates),
                 };
                 let e = expected.to_f64_vec();
                 let judge = |t: &HostTensor| {
-                    let mut j = error_model::judge(t, &e, &bound, sigma.as_deref(), rules);
+                    let mut j = error_model::judge(t, &e, bound, sigma.as_deref(), rules);
                     if case.exact {
-                        bitwise(t, &expected, &mut j);
+                        bitwise(t, expected, &mut j);
                     }
                     j
                 };
@@ -313,7 +324,7 @@ impl Contract<'_> {
                 return r;
             }
         };
-        let (drift, hash) = match Drift::with_hash(&actual, &expected) {
+        let (drift, hash) = match Drift::with_hash(&actual, expected) {
             Ok(d) => d,
             Err(e) => {
                 r.reason = Some(format!("`{}`: {e}", case.node.output));
@@ -336,7 +347,7 @@ impl Contract<'_> {
             ErrorMap::of(
                 &actual.to_f64_vec(),
                 &expected.to_f64_vec(),
-                &bound,
+                bound,
                 &actual.spec.shape,
                 NanPolicy::Allow,
             )
@@ -366,11 +377,7 @@ impl Contract<'_> {
     }
 
     /// The reference output, its bound, σ and whether its mean is tested.
-    #[allow(clippy::type_complexity)]
-    fn expected(
-        &self,
-        case: &Case,
-    ) -> Result<(HostTensor, Vec<f64>, Option<Vec<f64>>, bool), String> {
+    fn expected(&self, case: &Case) -> Result<Expected, String> {
         let ins: Vec<&HostTensor> = case.inputs.iter().collect();
         if case.exact {
             let dev = self.reference;
@@ -385,8 +392,12 @@ impl Contract<'_> {
                 })
                 .and_then(|out| dev.download(&out[0]))
                 .map_err(|e| format!("the reference could not run: {e}"))?;
-            let n = up.spec.numel();
-            return Ok((up, vec![0.0; n], None, false));
+            return Ok(Expected {
+                bound: vec![0.0; up.spec.numel()],
+                value: up,
+                sigma: None,
+                accumulates: false,
+            });
         }
         let out = crate::Node::infer(
             case.node.op,
@@ -409,8 +420,22 @@ impl Contract<'_> {
             &TierParams::default_for(self.tier),
         )
         .map_err(|e| format!("the reference could not run: {e}"))?;
-        Ok((ev.value, ev.bound, Some(ev.sigma), ev.accumulates))
+        Ok(Expected {
+            value: ev.value,
+            bound: ev.bound,
+            sigma: Some(ev.sigma),
+            accumulates: ev.accumulates,
+        })
     }
+}
+
+/// What a case is judged against: the reference's output and bound (zero
+/// for exact cases), σ, and whether its mean is tested.
+struct Expected {
+    value: HostTensor,
+    bound: Vec<f64>,
+    sigma: Option<Vec<f64>>,
+    accumulates: bool,
 }
 
 /// The tensor a finding names.
