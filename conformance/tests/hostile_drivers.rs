@@ -48,10 +48,9 @@ impl Run {
     }
 
     fn stage(&self, round: &str, stage: &str) -> &Value {
-        let key = if round == "main" {
-            "stages"
-        } else {
-            "differential"
+        let key = match round {
+            "main" => "stages",
+            r => r,
         };
         self.report["tiers"][0][key]
             .as_array()
@@ -547,6 +546,9 @@ fn a_baseline_expects_failures_and_only_tightens() {
     );
     assert_eq!(again.code, 0, "{}", again.stdout);
     assert_eq!(again.status("main", BAD), "expected_fail");
+    // The kernel contract's cases of the crashing kernel are tracked too.
+    let gelu = "vsdk.gelu@1 float32 large";
+    assert_eq!(again.status("contract", gelu), "expected_fail");
     let fixed = run(
         hostile::WORKING,
         &[
@@ -557,6 +559,7 @@ fn a_baseline_expects_failures_and_only_tightens() {
     );
     assert_eq!(fixed.code, 1, "{}", fixed.stdout);
     assert_eq!(fixed.status("main", BAD), "unexpected_pass");
+    assert_eq!(fixed.status("contract", gelu), "unexpected_pass");
 }
 
 #[test]

@@ -119,9 +119,14 @@ fn a_baseline_is_a_results_csv() {
     let text = "tier,mode,round,stage,status,execution,max_e,seconds,reason\n\
                 fp32,isolated,main,block_00,CRASHED,decomposed,,0.1,\"killed, by SIGSEGV\"\n\
                 fp32,isolated,main,block_01,PASS,decomposed,0.1,0.1,\n\
-                fp32,isolated,differential,block_02,FAIL,decomposed,2.0,0.1,\n";
+                fp32,isolated,differential,block_02,FAIL,decomposed,2.0,0.1,\n\
+                fp32,isolated,contract,block_00,FAIL,,2.0,0.1,\n";
     let b = Baseline::parse(text).unwrap();
-    assert_eq!(b.len(), 1, "only main-round failures are expected");
+    assert_eq!(
+        b.len(),
+        2,
+        "main-round and contract failures are expected, each under its own name"
+    );
     // A pass the baseline did not expect, a flake, a stage never run: not
     // failures the provider is excused for.
     let b = Baseline::parse(

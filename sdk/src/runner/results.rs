@@ -48,19 +48,26 @@ pub fn csv_record(mode: Mode, r: &StageResult) -> [String; 9] {
     ]
 }
 
-/// Expected results by (tier, stage), from a results CSV.
+/// Expected results by (tier, stage or contract case), from a results CSV.
 #[derive(Debug, Clone, Default)]
 pub struct Baseline {
-    expected: HashMap<(String, String), Status>,
+    expected: HashMap<(String, bool, String), Status>,
+}
+
+/// A stage's main and differential rounds share its baseline row; a kernel
+/// contract case (or the concurrency row) has its own.
+fn is_contract(round: &str) -> bool {
+    round == "contract"
 }
 
 /// A baseline file's size limit.
 pub const MAX_BASELINE_BYTES: u64 = 16 << 20;
 
 impl Baseline {
-    /// Reads the main-round rows of a results CSV: each stage that failed
-    /// there (not UNEXPECTED PASS, FLAKY or MISSING) is expected to fail, in
-    /// both rounds.
+    /// Reads the main-round and kernel-contract rows of a results CSV: each
+    /// stage that failed there (not UNEXPECTED PASS, FLAKY or MISSING) is
+    /// expected to fail, in both rounds; each contract case that failed, as
+    /// that case.
     pub fn parse(text: &str) -> Result<Baseline, String> {
         let mut reader = csv::Reader::from_reader(text.as_bytes());
         let headers = reader
@@ -84,7 +91,7 @@ impl Baseline {
             let line = i + 2;
             let record = record.map_err(|e| format!("line {line}: {e}"))?;
             let field = |c: usize| record.get(c).unwrap_or("");
-            if field(round) != "main" {
+            if field(round) != "main" && !is_contract(field(round)) {
                 continue;
             }
             let s = Status::from_label(field(status))
@@ -98,7 +105,14 @@ impl Baseline {
             if s.is_failure()
                 && !matches!(s, Status::UnexpectedPass | Status::Flaky | Status::Missing)
             {
-                expected.insert((field(tier).to_string(), field(stage).to_string()), s);
+                expected.insert(
+                    (
+                        field(tier).to_string(),
+                        is_contract(field(round)),
+                        field(stage).to_string(),
+                    ),
+                    s,
+                );
             }
         }
         Ok(Baseline { expected })
@@ -115,7 +129,11 @@ impl Baseline {
     /// Turns a failure the baseline expects into EXPECTED FAIL, and a pass
     /// it does not into UNEXPECTED PASS.
     pub fn apply(&self, r: &mut StageResult) {
-        let key = (r.tier.name().to_string(), r.stage.clone());
+        let key = (
+            r.tier.name().to_string(),
+            is_contract(&label(&r.round)),
+            r.stage.clone(),
+        );
         let Some(&expected) = self.expected.get(&key) else {
             return;
         };
