@@ -72,6 +72,10 @@ fn golden_decode(bytes: Vec<u8>) -> Outcome {
     for t in &file.tensors {
         assert!(file.tensor(&t.name).is_some());
         let _ = file.raw_bytes(t);
+        // An anchored value is the reference's to regenerate, from a document.
+        if matches!(t.source, vips_sdk::golden::Source::Anchored(_)) {
+            continue;
+        }
         if t.spec.size_bytes() <= MAX_GENERATED_BYTES {
             if let Err(e) = file.materialize(t) {
                 outcome = Err(e.to_string());

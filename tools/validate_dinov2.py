@@ -71,6 +71,7 @@ tensor's description in the document). Preprocessing is Pillow's own resize,
 torchvision's center-crop rule and the normalisation in the tier's dtype.
 """
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -81,18 +82,60 @@ import torch
 from PIL import Image
 from safetensors.numpy import load_file, save_file
 
+import torch.nn.functional as F
+import yaml
+
 import dinov2.models.vision_transformer as vt
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-CLI = ROOT / "target" / "release" / "vips-conformance"
+CLI = pathlib.Path(os.environ.get("VIPS_CONFORMANCE", ROOT / "target" / "release" / "vips-conformance"))
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16, "fp64": torch.float64}
 # Tier name -> (model dtype, autocast dtype or None, the tier `check` judges at).
 TIERS = {"fp32": (torch.float32, None, "fp32"), "fp16": (torch.float16, None, "fp16"),
          "bf16": (torch.bfloat16, None, "bf16"), "autocast-bf16": (torch.float32, torch.bfloat16, "bf16")}
 
 
+def document(suite):
+    """The suite's document: a name under conformance/suites, or a path (with a `/`)."""
+    if "/" in suite:
+        return pathlib.Path(suite) / "suite.yaml"
+    return ROOT / "conformance" / "suites" / suite / "suite.yaml"
+
+
+# The official builders by width (dinov2/models/vision_transformer.py).
+BUILDERS = {384: "vit_small", 768: "vit_base", 1024: "vit_large", 1536: "vit_giant2"}
+
+
+def variant_of(suite):
+    """What the document says the model is, read from its graphs and tensors:
+    width, depth, registers, the position-embedding interpolation, the FFN,
+    the preprocessing (eval or TRELLIS, with the crop box and the resize
+    kernel) and the head. The official model is then built to match, and
+    every fact the document states is checked against the official code."""
+    doc = yaml.safe_load(document(suite).read_text())
+    tensors, stages = doc["tensors"], {st["stage"]: st for st in doc["stages"]}
+    ops = lambda st: [(n["op"], n.get("attrs", {})) for n in stages[st]["graph"]]
+    dim = tensors["patch_w"]["shape"][0]
+    depth = sum(1 for name in stages if name.startswith("block_"))
+    heads = next(a["shape"][3] for op, a in ops("block_00") if op == "vsdk.reshape" and len(a["shape"]) == 5)
+    registers = tensors["register_tokens"]["shape"][1] if "register_tokens" in tensors else 0
+    resize = [a for op, a in ops("pos_embed") if op == "vsdk.resize_bicubic"]
+    v = {"dim": dim, "depth": depth, "heads": heads, "registers": registers,
+         "ffn": "swiglufused" if "b00_w12_w" in tensors else "mlp",
+         "antialias": bool(resize and resize[0].get("antialias", 0)),
+         "offset": 0.1 if resize and "scale_factor" in resize[0] else (0.0 if resize else None),
+         "head": "trellis" if "trellis_norm" in stages else "dinov2",
+         "preprocess": "trellis" if "crop_resize" in stages else "eval"}
+    if v["preprocess"] == "trellis":
+        crop = next(a for op, a in ops("crop_resize") if op == "vsdk.crop")
+        v["crop_box"] = (crop["offsets"][1], crop["offsets"][0], crop["offsets"][1] + crop["sizes"][1],
+                         crop["offsets"][0] + crop["sizes"][0])
+        v["resize_op"] = ops("crop_resize")[9][0]
+    return v
+
+
 def export(suite):
-    doc = ROOT / "conformance" / "suites" / suite / "suite.yaml"
+    doc = document(suite)
     with tempfile.TemporaryDirectory() as tmp:
         path = pathlib.Path(tmp) / "suite.safetensors"
         subprocess.run([str(CLI), "export", suite, "--out", str(path)], check=True, capture_output=True)
@@ -103,8 +146,37 @@ def export(suite):
     return t, keys
 
 
-def model_for(t, keys, dtype):
-    model = vt.vit_small(patch_size=14, img_size=518, init_values=1.0, block_chunks=0)
+def official(builder, depth, **kwargs):
+    """The official builder (vit_small, ...) with its own width, heads, MLP
+    ratio and FFN, but only `depth` blocks (the builders pass depth
+    themselves, so it is overridden on the class they call)."""
+    base = vt.DinoVisionTransformer
+
+    class Shallow(base):
+        def __init__(self, **kw):
+            kw["depth"] = depth
+            super().__init__(**kw)
+
+    vt.DinoVisionTransformer = Shallow
+    try:
+        return getattr(vt, builder)(**kwargs)
+    finally:
+        vt.DinoVisionTransformer = base
+
+
+def model_for(t, keys, dtype, v=None):
+    v = v or {"dim": 384, "depth": 12, "registers": 0, "antialias": False, "offset": 0.1, "ffn": "mlp", "head": "dinov2"}
+    extra = {}
+    if v["registers"] or v["antialias"] or v["offset"] not in (0.1, None):
+        if "num_register_tokens" not in vt.DinoVisionTransformer.__init__.__code__.co_varnames:
+            sys.exit("the installed dinov2 package (PyPI 0.0.1.dev2) predates registers and interpolate_antialias / "
+                     "interpolate_offset: put facebookresearch/dinov2's current code first on PYTHONPATH")
+        extra = dict(num_register_tokens=v["registers"], interpolate_antialias=v["antialias"],
+                     interpolate_offset=v["offset"] if v["offset"] is not None else 0.0)
+    if v["ffn"] != "mlp":
+        extra["ffn_layer"] = v["ffn"]
+    model = official(BUILDERS[v["dim"]], v["depth"], patch_size=14, img_size=518, init_values=1.0, block_chunks=0,
+                     **extra)
     state = model.state_dict()
     loaded = 0
     for name, key in keys.items():
@@ -112,7 +184,8 @@ def model_for(t, keys, dtype):
             state[key] = torch.from_numpy(t[name].astype(np.float32))
             loaded += 1
     model.load_state_dict(state)
-    assert loaded == len([k for k in state if k != "mask_token"]), f"loaded {loaded} of {len(state)} tensors"
+    unused = {"mask_token"} | ({"norm.weight", "norm.bias"} if v["head"] == "trellis" else set())
+    assert loaded == len([k for k in state if k not in unused]), f"loaded {loaded} of {len(state)} tensors"
     return model.to(dtype).eval()
 
 
@@ -126,7 +199,7 @@ def stage_of(key):
     if key.startswith("blocks."):
         return f"block_{int(key.split('.')[1]):02d}"
     return {"patch_embed": "patch_embed", "cls_token": "pos_embed", "pos_embed": "pos_embed",
-            "norm": "final_norm"}[key.split(".")[0]]
+            "register_tokens": "pos_embed", "norm": "final_norm"}[key.split(".")[0]]
 
 
 def autocast_float32_parameters(model, keys):
@@ -140,19 +213,44 @@ def autocast_float32_parameters(model, keys):
             if key in params and key not in cast}
 
 
-def stages(model, t, keys, dtype, chained, autocast=None, inputs=True):
+def stages(model, t, keys, dtype, chained, autocast=None, inputs=True, v=None):
     """Each stage's output, fed the golden activation input (isolated) or the
     model's own previous output (chained), computed in `dtype` (the model's),
     under `torch.autocast` to `autocast` where given. With `inputs`: also each
     stage's inputs as its first operator received them, named `INPUT@STAGE`
     (see the module's docstring)."""
+    v = v or {"preprocess": "eval", "head": "dinov2", "registers": 0}
     if autocast is None:
-        return _stages(model, t, keys, dtype, chained, None, inputs)
+        return _stages(model, t, keys, dtype, chained, None, inputs, v)
     with torch.autocast("cpu", dtype=autocast):
-        return _stages(model, t, keys, dtype, chained, autocast, inputs)
+        return _stages(model, t, keys, dtype, chained, autocast, inputs, v)
 
 
-def _stages(model, t, keys, dtype, chained, autocast, inputs):
+def trellis_preprocess(image, box, resample, size):
+    """TRELLIS's preprocess_image (trellis/pipelines/trellis_image_to_3d.py,
+    the has_alpha path), line for line, returning the resized RGBA image and
+    the result; the crop box it computes must be the document's."""
+    output = Image.fromarray(image, "RGBA")
+    output_np = np.array(output)
+    alpha = output_np[:, :, 3]
+    bbox = np.argwhere(alpha > 0.8 * 255)
+    bbox = np.min(bbox[:, 1]), np.min(bbox[:, 0]), np.max(bbox[:, 1]), np.max(bbox[:, 0])
+    center = (bbox[0] + bbox[2]) / 2, (bbox[1] + bbox[3]) / 2
+    size_ = max(bbox[2] - bbox[0], bbox[3] - bbox[1])
+    size_ = int(size_ * 1.2)
+    bbox = center[0] - size_ // 2, center[1] - size_ // 2, center[0] + size_ // 2, center[1] + size_ // 2
+    rounded = tuple(int(round(float(c))) for c in bbox)
+    assert rounded == tuple(box), f"TRELLIS crops {rounded}, the document {tuple(box)}"
+    output = output.crop(bbox)
+    output = output.resize((size, size), resample)
+    rgba = np.array(output)
+    output = np.array(output).astype(np.float32) / 255
+    output = output[:, :, :3] * output[:, :, 3:4]
+    output = Image.fromarray((output * 255).astype(np.uint8))
+    return rgba, np.array(output)
+
+
+def _stages(model, t, keys, dtype, chained, autocast, inputs, v):
     out = {}
     fed = {}
     # Golden inputs at the tier: autocast-bf16 is judged at bf16, so its golden
@@ -169,20 +267,41 @@ def _stages(model, t, keys, dtype, chained, autocast, inputs):
             fed[f"{name}@{stage}"] = received
         return v
 
-    image = t["image"]
-    if inputs:
-        fed["image@preprocess"] = torch.from_numpy(image)
-    h, w = image.shape[:2]
     crop = t["pixels"].shape[-1]
-    short = {224: 256, 56: 64}[crop]
-    rh, rw = (short, int(short * w / h)) if h <= w else (int(short * h / w), short)
-    resized = np.asarray(Image.fromarray(image, "RGB").resize((rw, rh), Image.BICUBIC))
-    top, left = int(round((rh - crop) / 2.0)), int(round((rw - crop) / 2.0))
-    cropped = torch.from_numpy(resized[top:top + crop, left:left + crop].astype(np.float32)).to(dtype)
     mean = torch.tensor([0.485, 0.456, 0.406]).to(dtype).reshape(3, 1, 1)
     std = torch.tensor([0.229, 0.224, 0.225]).to(dtype).reshape(3, 1, 1)
     c255 = torch.tensor(255.0).to(dtype)
-    out["pixels"] = ((cropped.permute(2, 0, 1) / c255 - mean) / std)[None]
+    if v["preprocess"] == "eval":
+        image = t["image"]
+        if inputs:
+            fed["image@preprocess"] = torch.from_numpy(image)
+        h, w = image.shape[:2]
+        short = crop * 8 // 7  # 224 -> 256, 56 -> 64
+        rh, rw = (short, int(short * w / h)) if h <= w else (int(short * h / w), short)
+        resized = np.asarray(Image.fromarray(image, "RGB").resize((rw, rh), Image.BICUBIC))
+        top, left = int(round((rh - crop) / 2.0)), int(round((rw - crop) / 2.0))
+        cropped = torch.from_numpy(resized[top:top + crop, left:left + crop].astype(np.float32)).to(dtype)
+        out["pixels"] = ((cropped.permute(2, 0, 1) / c255 - mean) / std)[None]
+    else:
+        # The test input, composed as the document says (Pillow's bicubic
+        # enlargement of the mask, horizontal pass first), then TRELLIS.
+        mask = t["alpha_mask"][:, :, 0]
+        h, w = t["image_rgb"].shape[:2]
+        m = Image.fromarray(mask, "L")
+        alpha = np.asarray(m.resize((w, mask.shape[0]), Image.BICUBIC).resize((w, h), Image.BICUBIC))
+        out["image"] = np.dstack((t["image_rgb"], alpha))
+        # Stand-in: a document written with `--lanczos-op vsdk.resize_pil_bicubic` (before the catalog had
+        # LANCZOS) is checked against Pillow's BICUBIC.
+        resample = Image.LANCZOS if v["resize_op"] == "vsdk.resize_pil_lanczos" else Image.BICUBIC
+        source = out["image"] if chained else t["image"]
+        out["rgba"], _ = trellis_preprocess(source, v["crop_box"], resample, crop)
+        rgba = out["rgba"] if chained else t["rgba"]
+        f = rgba.astype(np.float32) / 255
+        out["rgb"] = np.array(Image.fromarray((f[:, :, :3] * f[:, :, 3:4] * 255).astype(np.uint8)))
+        rgb = out["rgb"] if chained else t["rgb"]
+        # encode_image: np.array(i.convert('RGB')).astype(np.float32) / 255, permute, Normalize.
+        unit = torch.from_numpy(rgb.astype(np.float32)).to(dtype).permute(2, 0, 1) / c255
+        out["pixels"] = ((unit - mean) / std)[None]
     if autocast and inputs:
         # Autocast leaves these in float32 (the tier's golden values are
         # rounded to bf16); the Linear and Conv2d parameters it casts are not.
@@ -192,18 +311,31 @@ def _stages(model, t, keys, dtype, chained, autocast, inputs):
     # prepare_tokens_with_masks without its patch embedding: the stage starts
     # from x_patch (golden, or the model's own).
     x = torch.cat((model.cls_token.expand(1, -1, -1), given("x_patch", "pos_embed")), dim=1)
-    out["x_0"] = x + model.interpolate_pos_encoding(x, crop, crop)
+    x = x + model.interpolate_pos_encoding(x, crop, crop)
+    R = v["registers"]
+    if R:
+        x = torch.cat((x[:, :1], model.register_tokens.expand(x.shape[0], -1, -1), x[:, 1:]), dim=1)
+    out["x_0"] = x
     for i, block in enumerate(model.blocks):
         out[f"x_{i + 1}"] = block(given(f"x_{i}", f"block_{i:02d}"))
-    x_norm = model.norm(given("x_12", "final_norm"))
-    out["x_norm"] = x_norm
-    source = given("x_norm", "outputs")
-    out["x_norm_clstoken"] = source[:, 0]
-    out["x_norm_patchtokens"] = source[:, 1:]
+    depth = len(model.blocks)
+    if v["head"] == "trellis":
+        # encode_image: features = x_prenorm; F.layer_norm(features, features.shape[-1:]) (eps 1e-5, no affine)
+        x_prenorm = given(f"x_{depth}", "trellis_norm")
+        out["cond"] = F.layer_norm(x_prenorm, x_prenorm.shape[-1:])
+    else:
+        x_norm = model.norm(given(f"x_{depth}", "final_norm"))
+        out["x_norm"] = x_norm
+        source = given("x_norm", "outputs")
+        out["x_norm_clstoken"] = source[:, 0]
+        if R:
+            out["x_norm_regtokens"] = source[:, 1:R + 1]
+        out["x_norm_patchtokens"] = source[:, R + 1:]
     # Captures in float32 (bf16 and fp16 values are exact in it); float64 stays;
     # the uint8 image stays.
     keep = torch.float64 if dtype == torch.float64 else torch.float32
-    captured = {k: (v.to(keep) if v.is_floating_point() else v).detach().numpy() for k, v in {**out, **fed}.items()}
+    captured = {k: (x if isinstance(x, np.ndarray) else (x.to(keep) if x.is_floating_point() else x).detach().numpy())
+                for k, x in {**out, **fed}.items()}
     # In the document's shapes (`INPUT@STAGE` has its input's shape).
     return {k: v.reshape(t[k.split("@")[0]].shape) for k, v in captured.items()}
 
@@ -236,14 +368,15 @@ def number(v):
 
 def golden(suite):
     t, keys = export(suite)
-    model = model_for(t, keys, torch.float64)
-    got = stages(model, t, keys, torch.float64, chained=False, inputs=False)
+    v = variant_of(suite)
+    model = model_for(t, keys, torch.float64, v)
+    got = stages(model, t, keys, torch.float64, chained=False, inputs=False, v=v)
     print(f"Suite `{suite}`, torch {torch.__version__}, float64, each stage fed its golden input.\n")
     print("| tensor | max abs error | relative L2 error |")
     print("|---|---|---|")
-    for name, v in got.items():
+    for name, got_v in got.items():
         want = t[name].astype(np.float64)
-        d = v.astype(np.float64) - want
+        d = got_v.astype(np.float64) - want
         print(f"| {name} | {np.abs(d).max():.2e} | {np.linalg.norm(d) / np.linalg.norm(want):.2e} |")
 
 
@@ -278,12 +411,13 @@ def main():
     failed = False
     for suite in suites:
         t, keys = export(suite)
+        v = variant_of(suite)
         for tier in tiers:
             dtype, autocast, judged_at = TIERS[tier]
-            model = model_for(t, keys, dtype)
+            model = model_for(t, keys, dtype, v)
             for mode in modes:
                 captured = stages(model, t, keys, dtype, chained=mode == "chained", autocast=autocast,
-                                  inputs=inputs)
+                                  inputs=inputs, v=v)
                 report = check(suite, captured, judged_at, mode,
                                save and save / f"{suite}.{tier}.{mode}{'' if inputs else '.no-inputs'}")
                 tr = report["tiers"][0]

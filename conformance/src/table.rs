@@ -68,10 +68,19 @@ fn wrap(text: &str, indent: usize, width: Option<usize>) -> Vec<String> {
 /// How the table is printed.
 struct Printer<'a> {
     wide: bool,
+    timings: bool,
     document: Option<&'a Document>,
 }
 
 impl Printer<'_> {
+    fn shows(&self, c: &Column) -> bool {
+        match c.show {
+            Show::Always => true,
+            Show::Wide => self.wide,
+            Show::Timings => self.timings,
+        }
+    }
+
     fn width(&self) -> Option<usize> {
         (!self.wide).then_some(WIDTH)
     }
@@ -84,19 +93,40 @@ impl Printer<'_> {
     }
 }
 
-/// A column: its header, whether it aligns right, whether only `--wide`
-/// shows it.
+/// When a column is shown.
+#[derive(Clone, Copy)]
+enum Show {
+    Always,
+    /// With `--wide`.
+    Wide,
+    /// With `--timings`.
+    Timings,
+}
+
+/// A column: its header, whether it aligns right, when it is shown.
 struct Column {
     head: &'static str,
     right: bool,
-    wide: bool,
+    show: Show,
 }
 
 const fn col(head: &'static str, right: bool, wide: bool) -> Column {
-    Column { head, right, wide }
+    Column {
+        head,
+        right,
+        show: if wide { Show::Wide } else { Show::Always },
+    }
 }
 
-const COLUMNS: [Column; 11] = [
+const fn timing(head: &'static str) -> Column {
+    Column {
+        head,
+        right: true,
+        show: Show::Timings,
+    }
+}
+
+const COLUMNS: [Column; 15] = [
     col("stage", false, false),
     col("execution", false, true),
     col("status", false, false),
@@ -110,7 +140,17 @@ const COLUMNS: [Column; 11] = [
     col("own|e|", true, false),
     col("drift L2", true, true),
     col("time", true, false),
+    timing("provider"),
+    timing("reference"),
+    timing("judgement"),
+    timing("I/O"),
 ];
+
+/// What `--timings` adds, in the legend.
+const LEGEND_TIMINGS: &str = "provider: inside the provider's kernels (both guarded runs; the \
+    worker's measure); reference: the stage's float64 reference, bounds and σ; judgement: the \
+    verdict, each node's reference included; I/O: running the program less the kernels (inputs \
+    placed, guards, the worker's pipes).";
 
 /// The legend under the tables: what the numbers are.
 const LEGEND: &str = "max|e|: the stage's largest |e| = |actual − reference| / bound (below 1 \
@@ -164,8 +204,16 @@ fn row(s: &StageResult) -> Vec<String> {
         op,
         own,
         drift,
-        format!("{:.1}ms", s.seconds * 1e3),
+        ms(s.seconds),
+        ms(s.timings.provider),
+        ms(s.timings.reference),
+        ms(s.timings.judgement),
+        ms(s.timings.io),
     ]
+}
+
+fn ms(seconds: f64) -> String {
+    format!("{:.1}ms", seconds * 1e3)
 }
 
 /// A line under a stage's row: its indent and text.
@@ -264,12 +312,12 @@ fn tier(p: &Printer, r: &RunReport, t: &TierReport) {
             .and_then(|v| v.as_str().map(str::to_string))
             .unwrap_or_default()
     );
-    let shown: Vec<&Column> = COLUMNS.iter().filter(|c| p.wide || !c.wide).collect();
+    let shown: Vec<&Column> = COLUMNS.iter().filter(|c| p.shows(c)).collect();
     let keep = |cells: Vec<String>| -> Vec<String> {
         cells
             .into_iter()
             .zip(&COLUMNS)
-            .filter(|(_, c)| p.wide || !c.wide)
+            .filter(|(_, c)| p.shows(c))
             .map(|(v, _)| v)
             .collect()
     };
@@ -440,8 +488,13 @@ fn provider(r: &RunReport) -> String {
 
 /// Prints the results; `wide`: every column and detail, lines unwrapped.
 /// `document`: the suite's, whose stage notes follow a failing stage.
-pub fn print(r: &RunReport, document: Option<&Document>, wide: bool) {
-    let p = Printer { wide, document };
+/// `timings`: the columns of where each stage's time went.
+pub fn print(r: &RunReport, document: Option<&Document>, wide: bool, timings: bool) {
+    let p = Printer {
+        wide,
+        timings,
+        document,
+    };
     p.say(
         0,
         &format!("{} {} on {}", r.component, r.component_version, provider(r)),
@@ -492,6 +545,9 @@ pub fn print(r: &RunReport, document: Option<&Document>, wide: bool) {
         println!();
         p.say(0, LEGEND);
         p.say(0, if wide { LEGEND_WIDE } else { LEGEND_NARROW });
+        if timings {
+            p.say(0, LEGEND_TIMINGS);
+        }
     }
     if let Some(stop) = &r.stopped_early {
         println!();

@@ -106,6 +106,9 @@ fn the_flake_package_installs_the_c_library_layout() {
     std::fs::create_dir_all(s.join("conformance")).unwrap();
     std::os::unix::fs::symlink(r.join("include"), s.join("include")).unwrap();
     std::os::unix::fs::symlink(r.join("conformance/suites"), s.join("conformance/suites")).unwrap();
+    // The plain-C provider template is installed as a starting point.
+    std::fs::create_dir_all(s.join("vendors")).unwrap();
+    std::os::unix::fs::symlink(r.join("vendors/template-c"), s.join("vendors/template-c")).unwrap();
     std::fs::create_dir_all(s.join("target/x86_64-unknown-linux-gnu")).unwrap();
     std::os::unix::fs::symlink(
         profile_dir(),

@@ -3,13 +3,14 @@
 //! output's declared dtype. Deterministic, so a committed golden file can be
 //! checked by regenerating it.
 
-use crate::document::{Document, TensorSource};
+use crate::document::{Document, Stage, TensorSource};
 use crate::golden::{GoldenFile, GoldenWriter};
 use crate::pack::{capture_key, read_captures, supplied};
 use crate::suite::{Suite, SuiteError};
 use crate::{DType, Device, DeviceTensor, Error, HostTensor};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 #[derive(Debug, thiserror::Error)]
 pub enum GenerateError {
@@ -27,6 +28,127 @@ pub enum GenerateError {
     Check(#[from] SuiteError),
     #[error("cannot encode: {0}")]
     Encode(String),
+    #[error("{0}")]
+    Budget(String),
+}
+
+/// A tensor the document defines by itself (seeded or literal), generated.
+fn intrinsic(document: &Document, name: &str) -> Result<HostTensor, GenerateError> {
+    document
+        .tensor(name)
+        .and_then(|t| t.intrinsic())
+        .ok_or_else(|| GenerateError::Input {
+            tensor: name.into(),
+            message: "neither produced by a stage, nor seeded, literal or supplied".into(),
+        })?
+        .map_err(GenerateError::Seeded)
+}
+
+/// The golden values of `stage`'s outputs: its graph run in float64 on
+/// `reference` from `input`'s values, each output stored in its declared
+/// dtype. What `generate` writes, and what a suite regenerates for an
+/// anchored tensor (`crate::suite::Suite::tensor`): the same computation.
+pub fn stage_goldens(
+    document: &Document,
+    reference: &Device,
+    stage: &Stage,
+    input: &dyn Fn(&str) -> Result<Arc<HostTensor>, GenerateError>,
+) -> Result<Vec<(String, HostTensor)>, GenerateError> {
+    let fail = |source| GenerateError::Reference {
+        stage: stage.name.clone(),
+        source,
+    };
+    let mut on_device: HashMap<&str, DeviceTensor> = HashMap::new();
+    for name in &stage.inputs {
+        let v = input(name)?;
+        let wide = if v.spec.dtype.is_float() && v.spec.dtype != DType::F64 {
+            reference.upload(&v.cast(DType::F64))
+        } else {
+            reference.upload(&v)
+        };
+        on_device.insert(name, wide.map_err(fail)?);
+    }
+    for node in &stage.graph {
+        let args: Vec<&DeviceTensor> = node.inputs.iter().map(|i| &on_device[i.as_str()]).collect();
+        let out = reference
+            .execute(
+                node.op.name(),
+                node.op.version(),
+                &node.attrs_at(Some(DType::F64)),
+                &args,
+            )
+            .map_err(fail)?;
+        on_device.insert(&node.output, out.into_iter().next().expect("one output"));
+    }
+    stage
+        .outputs
+        .iter()
+        .map(|name| {
+            let decl = document.tensor(name).expect("outputs are declared");
+            let t = reference
+                .download(&on_device[name.as_str()])
+                .map_err(fail)?;
+            Ok((name.clone(), t.cast(decl.dtype)))
+        })
+        .collect()
+}
+
+/// Which stage outputs are stored anchored under the document's budget
+/// (docs/golden-format.md, "Choosing what is anchored"): none without one;
+/// else each is stored in full while the file stays within the budget,
+/// last stage first (a run of the last stages then regenerates nothing),
+/// and the rest are anchored.
+fn anchored_under_budget<'d>(
+    document: &'d Document,
+    values: &HashMap<String, Arc<HostTensor>>,
+) -> Result<Vec<&'d str>, GenerateError> {
+    let Some(budget) = document.golden_budget else {
+        return Ok(Vec::new());
+    };
+    let outputs: Vec<&str> = document
+        .stages
+        .iter()
+        .flat_map(|s| s.outputs.iter().map(String::as_str))
+        .collect();
+    // The file with every output anchored: what the budget must hold first.
+    let mut w = GoldenWriter::new(
+        &document.component.id,
+        &document.component.version,
+        document.sha256,
+    );
+    for t in &document.tensors {
+        match &t.source {
+            TensorSource::Seeded(s) => {
+                let shape = t.shape.as_deref().expect("seeded tensors have shapes");
+                // The recipe's size does not depend on the values.
+                w.seeded_unchecked(&t.name, t.dtype, shape, *s);
+            }
+            TensorSource::Values(_) => {
+                w.raw(&t.name, &intrinsic(document, &t.name)?);
+            }
+            _ if outputs.contains(&t.name.as_str()) => {
+                w.anchored(&t.name, &values[&t.name]);
+            }
+            _ => {
+                w.raw(&t.name, &values[&t.name]);
+            }
+        }
+    }
+    let mut size = w
+        .to_bytes()
+        .map_err(|e| GenerateError::Encode(e.to_string()))?
+        .len() as u64;
+    let mut anchored = outputs.clone();
+    for name in outputs.iter().rev() {
+        // A raw entry costs its bytes and a length; the fingerprint it
+        // replaces is left counted (a little under the budget, never over).
+        let cost = values[*name].spec.size_bytes() as u64 + 10;
+        if size + cost <= budget {
+            size += cost;
+            anchored.retain(|n| n != name);
+        }
+    }
+    Ok(anchored)
 }
 
 /// Computes the golden file of `document` on `reference` (the CPU provider).
@@ -59,61 +181,27 @@ pub fn generate(
             message: e.to_string(),
         }
     })?;
-    // Inputs: seeded tensors, regenerated as the document says.
-    let mut values: HashMap<String, HostTensor> = HashMap::new();
+    // Inputs no stage produces and that the document does not define itself
+    // (seeded and literal tensors are generated when a stage reads them).
+    let mut values: HashMap<String, Arc<HostTensor>> = HashMap::new();
     for t in &document.tensors {
-        match t.intrinsic() {
-            Some(v) => {
-                values.insert(t.name.clone(), v.map_err(GenerateError::Seeded)?);
-            }
-            None if produced.contains(&t.name.as_str()) => {}
-            None => {
-                let v =
-                    supplied(t, &mut found, captures).map_err(|message| GenerateError::Input {
-                        tensor: t.name.clone(),
-                        message,
-                    })?;
-                values.insert(t.name.clone(), v);
-            }
+        if t.intrinsic_source() || produced.contains(&t.name.as_str()) {
+            continue;
         }
+        let v = supplied(t, &mut found, captures).map_err(|message| GenerateError::Input {
+            tensor: t.name.clone(),
+            message,
+        })?;
+        values.insert(t.name.clone(), Arc::new(v));
     }
-    let wide = |t: &HostTensor| {
-        if t.spec.dtype.is_float() {
-            t.cast(DType::F64)
-        } else {
-            t.clone()
-        }
-    };
     for stage in &document.stages {
-        let fail = |source| GenerateError::Reference {
-            stage: stage.name.clone(),
-            source,
-        };
-        let mut on_device: HashMap<&str, DeviceTensor> = HashMap::new();
-        for name in &stage.inputs {
-            on_device.insert(name, reference.upload(&wide(&values[name])).map_err(fail)?);
-        }
-        for node in &stage.graph {
-            let args: Vec<&DeviceTensor> =
-                node.inputs.iter().map(|i| &on_device[i.as_str()]).collect();
-            let out = reference
-                .execute(
-                    node.op.name(),
-                    node.op.version(),
-                    &node.attrs_at(Some(DType::F64)),
-                    &args,
-                )
-                .map_err(fail)?;
-            on_device.insert(&node.output, out.into_iter().next().expect("one output"));
-        }
-        for name in &stage.outputs {
-            let decl = document.tensor(name).expect("outputs are declared");
-            let t = reference
-                .download(&on_device[name.as_str()])
-                .map_err(fail)?;
-            values.insert(name.clone(), t.cast(decl.dtype));
-        }
+        let outputs = stage_goldens(document, reference, stage, &|name| match values.get(name) {
+            Some(v) => Ok(Arc::clone(v)),
+            None => intrinsic(document, name).map(Arc::new),
+        })?;
+        values.extend(outputs.into_iter().map(|(n, t)| (n, Arc::new(t))));
     }
+    let anchored = anchored_under_budget(document, &values)?;
     let mut w = GoldenWriter::new(
         &document.component.id,
         &document.component.version,
@@ -130,6 +218,12 @@ pub fn generate(
                 )
                 .map_err(GenerateError::Seeded)?;
             }
+            TensorSource::Values(_) => {
+                w.raw(&t.name, &intrinsic(document, &t.name)?);
+            }
+            _ if anchored.contains(&t.name.as_str()) => {
+                w.anchored(&t.name, &values[&t.name]);
+            }
             _ => {
                 w.raw(&t.name, &values[&t.name]);
             }
@@ -138,6 +232,14 @@ pub fn generate(
     let bytes = w
         .to_bytes()
         .map_err(|e| GenerateError::Encode(e.to_string()))?;
+    if let Some(budget) = document.golden_budget.filter(|&b| bytes.len() as u64 > b) {
+        return Err(GenerateError::Budget(format!(
+            "the golden file takes {} bytes, above the document's budget of {budget} \
+             (golden.budget_bytes) with every stage output the reference computes anchored: \
+             what is left is seeds, literals, weights and captured inputs",
+            bytes.len()
+        )));
+    }
     let golden = GoldenFile::from_bytes(Path::new("(generated)"), bytes.clone())
         .map_err(SuiteError::from)?;
     Suite::new(document.clone(), golden)?;

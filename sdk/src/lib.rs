@@ -35,6 +35,7 @@ pub mod isolation;
 mod json_float;
 pub mod limits;
 pub mod pack;
+pub mod reference_cache;
 pub mod runner;
 pub mod sandbox;
 pub mod suite;

@@ -23,6 +23,8 @@ pub enum PackError {
     },
     #[error("the packed file does not check out against the document: {0}")]
     Check(#[from] SuiteError),
+    #[error("{0}")]
+    Budget(String),
     #[error("cannot encode: {0}")]
     Encode(String),
 }
@@ -327,6 +329,17 @@ pub fn pack(
     summary.unused.sort();
     summary.unused.dedup();
     let bytes = w.to_bytes().map_err(|e| PackError::Encode(e.to_string()))?;
+    // A capture cannot be anchored: the reference would not regenerate it.
+    if let Some(budget) = document.golden_budget.filter(|&b| bytes.len() as u64 > b) {
+        return Err(PackError::Budget(format!(
+            "{}: the packed golden file takes {} bytes, above the document's budget of {budget} \
+             (golden.budget_bytes): captured values are stored in full (only values the reference \
+             computes can be anchored); raise the budget, or compute the expected values with \
+             `vips-conformance generate`",
+            document.path.display(),
+            bytes.len()
+        )));
+    }
     let golden =
         GoldenFile::from_bytes(Path::new("(packed)"), bytes.clone()).map_err(SuiteError::from)?;
     Suite::new(document.clone(), golden)?;

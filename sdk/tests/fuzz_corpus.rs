@@ -146,8 +146,12 @@ fn golden_seeds() -> Vec<(&'static str, Vec<u8>)> {
     .seeded("t", DType::U8, &[4, 4, 3], seeded(Distribution::TestImage))
     .unwrap();
     let empty = GoldenWriter::new("seed-empty", "0.0.0", [0; 32]);
+    // Version 2: a stage output stored as its hash and fingerprint.
+    let mut anchored = GoldenWriter::new("seed-anchored", "0.2.0", [3; 32]);
+    anchored.raw("x", &x).anchored("y", &h);
     vec![
         ("seed-raw.golden", raw.to_bytes().unwrap()),
+        ("seed-anchored.golden", anchored.to_bytes().unwrap()),
         ("seed-seeded.golden", gen.to_bytes().unwrap()),
         ("seed-empty.golden", empty.to_bytes().unwrap()),
     ]
@@ -238,6 +242,7 @@ fn protocol_seeds() -> Vec<(&'static str, Vec<u8>)> {
                 first_index: 0,
             },
         ],
+        kernel_seconds: 0.25,
     };
     let stream = [
         message(&Reply::Running(0), &[]),

@@ -87,6 +87,7 @@ fn lengths_are_bounded_before_anything_is_allocated() {
             },
         )],
         findings: Vec::new(),
+        kernel_seconds: 0.0,
     };
     let mut wire = Vec::new();
     protocol::write(&mut wire, &huge, &[&[7u8; 10]]).unwrap();
@@ -106,6 +107,7 @@ fn lengths_are_bounded_before_anything_is_allocated() {
                 },
             )],
             findings: Vec::new(),
+            kernel_seconds: 0.0,
         };
         let mut wire = Vec::new();
         protocol::write(&mut wire, &r, &[]).unwrap();

@@ -98,6 +98,14 @@ fn golden(file: &Path, json: bool) -> super::Outcome {
             let (storage, stored) = match &t.source {
                 Source::Raw { len, .. } => ("raw".to_string(), *len),
                 Source::Seeded(s) => (format!("seeded {:?} seed {}", s.distribution, s.seed), 0),
+                // What the fingerprint says, without regenerating it.
+                Source::Anchored(f) => (
+                    format!(
+                        "anchored (mean {:.4e}, rms {:.4e}, range [{:.4e}, {:.4e}])",
+                        f.mean, f.rms, f.min, f.max
+                    ),
+                    0,
+                ),
             };
             serde_json::json!({
                 "name": t.name, "dtype": t.spec.dtype.name(), "shape": t.spec.shape,
@@ -109,6 +117,7 @@ fn golden(file: &Path, json: bool) -> super::Outcome {
     if json {
         super::print_json(&serde_json::json!({
             "component": g.component, "version": g.component_version,
+            "format_version": g.format_version,
             "document_sha256": hex::encode(g.document_sha256), "file_sha256": hex::encode(g.file_sha256),
             "file_bytes": file_size, "materialised_bytes": raw_equivalent, "tensors": rows,
         }))?;

@@ -142,6 +142,11 @@ pub struct Common {
     /// error bounds every verdict is made against.
     #[arg(long, default_value = "cpu")]
     reference: String,
+    /// Compute every golden-fed stage's reference afresh, and keep none:
+    /// without it they are kept between runs in `$VSDK_REFERENCE_CACHE`
+    /// (default `$XDG_CACHE_HOME/vips-sdk/reference`, 2 GiB at most).
+    #[arg(long)]
+    no_reference_cache: bool,
     /// Print JSON instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -150,6 +155,11 @@ pub struct Common {
     /// keeps to 100 columns.
     #[arg(long, conflicts_with = "json")]
     wide: bool,
+    /// Add where each stage's time went to the table: the provider's
+    /// kernels, the float64 reference, the judgement, the isolation I/O
+    /// (the JSON results always carry them, as `timings`).
+    #[arg(long, conflicts_with = "json")]
+    timings: bool,
     /// No progress bars (they are drawn only when stderr is a terminal, and
     /// never with --json).
     #[arg(long, short)]
@@ -204,6 +214,9 @@ impl Common {
             tiers,
             stage_glob,
             shard,
+            reference_cache: (!args.no_reference_cache)
+                .then(vips_sdk::reference_cache::ReferenceCache::from_env)
+                .flatten(),
             ..RunOptions::default()
         };
         if runner::select(&suite, &opts).is_empty() {
@@ -229,7 +242,7 @@ impl Common {
         if self.json {
             super::print_json(report)?;
         } else {
-            table::print(report, Some(&suite.document), self.wide);
+            table::print(report, Some(&suite.document), self.wide, self.timings);
         }
         // Where each file went, after the table (on stderr beside JSON).
         for line in files.written() {

@@ -178,9 +178,23 @@ pub struct Document {
     pub uses: Vec<Use>,
     pub tensors: Vec<TensorDecl>,
     pub stages: Vec<Stage>,
+    /// `golden.budget_bytes`: the golden file's size limit, past which the
+    /// reference's stage outputs are stored anchored (docs/golden-format.md);
+    /// `None`: every value stored in full.
+    pub golden_budget: Option<u64>,
 }
 
 impl TensorDecl {
+    /// The document defines this tensor by itself ([`TensorDecl::intrinsic`]
+    /// gives its values).
+    pub fn intrinsic_source(&self) -> bool {
+        self.shape.is_some()
+            && matches!(
+                self.source,
+                TensorSource::Seeded(_) | TensorSource::Values(_)
+            )
+    }
+
     /// The tensor a document defines by itself: seeded or literal values.
     /// None for golden and weights tensors.
     pub fn intrinsic(&self) -> Option<Result<crate::HostTensor, String>> {
@@ -447,6 +461,20 @@ impl<F: Fn(Location, &str, String) -> DocumentError> Validator<'_, F> {
                 "a document needs at least one stage",
             );
         }
+        let golden_budget = match &raw.golden {
+            Some(g) if *g.budget_bytes > crate::limits::MAX_GOLDEN_BYTES => {
+                return self.err(
+                    at(&g.budget_bytes),
+                    "golden.budget_bytes",
+                    format!(
+                        "{} bytes is above the {}-byte limit of a golden file",
+                        *g.budget_bytes,
+                        crate::limits::MAX_GOLDEN_BYTES
+                    ),
+                );
+            }
+            g => g.as_ref().map(|g| *g.budget_bytes),
+        };
         Ok(Document {
             path: path.to_path_buf(),
             sha256: [0; 32],
@@ -454,6 +482,7 @@ impl<F: Fn(Location, &str, String) -> DocumentError> Validator<'_, F> {
             uses,
             tensors: std::mem::take(&mut self.tensors).into_values().collect(),
             stages,
+            golden_budget,
         })
     }
 

@@ -17,6 +17,17 @@ pub struct RawDocument {
     #[serde(default)]
     pub tolerances: IndexMap<Spanned<String>, RawTolerance>,
     pub stages: Vec<RawStage>,
+    #[serde(default)]
+    pub golden: Option<RawGolden>,
+}
+
+/// How the golden file stores the document's tensors.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawGolden {
+    /// The golden file's size limit: reference-computed stage outputs past
+    /// it are stored as hashes (anchored) and regenerated.
+    pub budget_bytes: Spanned<u64>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -24,6 +24,8 @@ struct Run<'a> {
     /// Told the index of each step before it runs (the worker reports it,
     /// so a crash can be blamed on its kernel).
     on_step: &'a mut dyn FnMut(usize),
+    /// Time inside the provider's `execute` calls (`--timings`).
+    kernels: std::time::Duration,
 }
 
 impl Run<'_> {
@@ -235,15 +237,19 @@ impl Run<'_> {
                 prepared.push((step, attrs, outputs));
                 continue;
             }
+            let started = std::time::Instant::now();
             self.device
                 .execute_into(&step.kernel, step.version, &attrs, &args, &outputs)?;
+            self.kernels += started.elapsed();
             let outputs = self.collect(step, &args, outputs, &mut values)?;
             for (name, t) in step.outputs.iter().zip(outputs) {
                 on_device.insert(name, t);
             }
         }
         if concurrent {
+            let started = std::time::Instant::now();
             execute_concurrently(self.device, &prepared, &on_device, program.threads)?;
+            self.kernels += started.elapsed();
             for (step, _, outputs) in prepared {
                 let args: Vec<&DeviceTensor> =
                     step.inputs.iter().map(|i| &on_device[i.as_str()]).collect();
@@ -337,6 +343,7 @@ pub fn run(
         pattern,
         findings: Vec::new(),
         on_step,
+        kernels: std::time::Duration::ZERO,
     };
     let first = run.run(program, inputs, POISON_FIRST)?;
     let second = run.run(program, inputs, POISON_SECOND)?;
@@ -347,6 +354,7 @@ pub fn run(
         values: first,
         repeat: second,
         findings,
+        kernel_seconds: run.kernels.as_secs_f64(),
     })
 }
 

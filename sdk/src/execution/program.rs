@@ -324,4 +324,7 @@ pub struct Executed {
     /// right once and wrong on the repeat fails).
     pub repeat: Vec<(String, HostTensor)>,
     pub findings: Vec<Finding>,
+    /// Seconds inside the provider's `execute` calls, both runs (as the
+    /// process that ran them measured: the worker's word in isolated mode).
+    pub kernel_seconds: f64,
 }

@@ -807,7 +807,11 @@ impl Worker {
         let blobs: Vec<&[u8]> = inputs.iter().map(|(_, t)| t.bytes.as_slice()).collect();
         let reply = self.request(&request, &blobs, timeout)?;
         match reply.header {
-            Reply::Ran { outputs, findings } => {
+            Reply::Ran {
+                outputs,
+                findings,
+                kernel_seconds,
+            } => {
                 let expected: Vec<&String> =
                     program.steps.iter().flat_map(|s| &s.outputs).collect();
                 if outputs.len() != expected.len()
@@ -836,6 +840,12 @@ impl Worker {
                     values,
                     repeat,
                     findings,
+                    // Diagnostics only: nothing is judged on it.
+                    kernel_seconds: if kernel_seconds.is_finite() {
+                        kernel_seconds.max(0.0)
+                    } else {
+                        0.0
+                    },
                 };
                 if scribbled {
                     // A kernel that scribbled may have corrupted the worker:

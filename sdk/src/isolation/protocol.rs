@@ -48,6 +48,8 @@ pub enum Reply {
     Ran {
         outputs: Vec<(String, Spec)>,
         findings: Vec<Finding>,
+        /// Seconds inside the provider's `execute` calls (`--timings`).
+        kernel_seconds: f64,
     },
     /// Sent before each step of a program runs (not a reply: the reply
     /// follows), so that a crash is blamed on its kernel.

@@ -156,6 +156,7 @@ fn handle(
                         Reply::Ran {
                             outputs,
                             findings: done.findings,
+                            kernel_seconds: done.kernel_seconds,
                         },
                         tensors,
                     )

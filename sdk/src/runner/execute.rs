@@ -99,6 +99,8 @@ pub(super) struct Ran {
     pub values: HashMap<String, HostTensor>,
     pub repeat: HashMap<String, HostTensor>,
     pub findings: Vec<Finding>,
+    /// Seconds inside the provider's kernels ([`crate::execution::Executed`]).
+    pub kernel_seconds: f64,
 }
 
 /// Runs `program` from the stage's inputs.
@@ -125,5 +127,6 @@ pub(super) fn run_program(
         values: with_inputs(executed.values),
         repeat: with_inputs(executed.repeat),
         findings: executed.findings,
+        kernel_seconds: executed.kernel_seconds,
     })
 }

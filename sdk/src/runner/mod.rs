@@ -94,6 +94,9 @@ pub struct RunOptions {
     pub skip_after_timeout: bool,
     /// Expected failures (see [`Baseline`]).
     pub baseline: Option<Baseline>,
+    /// Where golden-fed stage references are kept between runs
+    /// (`crate::reference_cache`); `None`: computed every time.
+    pub reference_cache: Option<crate::reference_cache::ReferenceCache>,
 }
 
 impl Default for RunOptions {
@@ -114,6 +117,7 @@ impl Default for RunOptions {
             timeout: None,
             skip_after_timeout: false,
             baseline: None,
+            reference_cache: None,
         }
     }
 }
@@ -359,6 +363,29 @@ pub struct StageResult {
     /// The time the provider was given to run the stage (both runs).
     #[serde(default)]
     pub timeout_seconds: f64,
+    /// Where `seconds` went (the table shows it with `--timings`).
+    #[serde(default)]
+    pub timings: Timings,
+    /// The stage's reference came from the reference cache.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reference_cached: bool,
+}
+
+/// Where a stage's time went, in seconds (`--timings`; docs/runner.md).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Timings {
+    /// Inside the provider's `execute` calls, both guarded runs (as the
+    /// worker measured them, in isolated mode).
+    pub provider: f64,
+    /// The stage's float64 reference, bounds and σ.
+    pub reference: f64,
+    /// The verdict: every output, every node of a decomposed run (each
+    /// node's float64 reference from the provider's own inputs included),
+    /// the repeat, the invariants.
+    pub judgement: f64,
+    /// Running the program less the kernels: inputs placed, guards and
+    /// poison written and checked, the worker's pipes.
+    pub io: f64,
 }
 
 /// The least tolerance that would pass a stage (docs/error-model.md,
@@ -831,6 +858,12 @@ fn run_tiers(
     observer: &mut dyn FnMut(Event),
 ) -> Result<(Vec<TierReport>, Option<String>), SuiteError> {
     let stages = select(suite, opts);
+    // Anchored golden values come from the reference that judges the run.
+    suite.use_reference(reference);
+    let cache = opts
+        .reference_cache
+        .clone()
+        .map(|cache| stage::CacheScope::new(cache, suite, reference));
     let mut progress = Progress {
         opts,
         failures: 0,
@@ -854,6 +887,7 @@ fn run_tiers(
             source,
             reference,
             opts,
+            cache: cache.as_ref(),
         };
         progress.planned(tier, Round::Main, stages.len());
         for (stage_index, stage) in stages.iter().enumerate() {
@@ -983,6 +1017,7 @@ struct TierContext<'a> {
     source: Source<'a>,
     reference: &'a Device,
     opts: &'a RunOptions,
+    cache: Option<&'a stage::CacheScope>,
 }
 
 impl<'a> TierContext<'a> {
@@ -1045,6 +1080,7 @@ impl<'a> TierContext<'a> {
             source: self.source,
             reference: self.reference,
             golden_inputs,
+            cache: self.cache,
             round,
             seed: SplitMix::derive(
                 self.opts.seed,
@@ -1132,6 +1168,8 @@ impl StageResult {
             coverage: Vec::new(),
             seconds: 0.0,
             timeout_seconds: 0.0,
+            timings: Timings::default(),
+            reference_cached: false,
         }
     }
 }

@@ -12,12 +12,43 @@ use crate::error_model::{
 };
 use crate::execution::Finding;
 use crate::isolation::Failure;
+use crate::reference_cache::{Key, Lookup, ReferenceCache};
 use crate::suite::{Suite, SuiteError};
 use crate::{DType, HostTensor};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 type StageRun = (StageResult, HashMap<String, HostTensor>);
+
+/// The reference cache and what its keys share within a run.
+pub(super) struct CacheScope {
+    cache: ReferenceCache,
+    document_sha256: [u8; 32],
+    golden_sha256: [u8; 32],
+    reference: String,
+}
+
+impl CacheScope {
+    pub fn new(cache: ReferenceCache, suite: &Suite, reference: &crate::Device) -> CacheScope {
+        let r = super::Reference::of(reference);
+        CacheScope {
+            cache,
+            document_sha256: suite.document.sha256,
+            golden_sha256: suite.golden.file_sha256,
+            reference: format!("{} {} {}", r.name, r.version, r.library_sha256),
+        }
+    }
+
+    fn key(&self, stage: &Stage, tier: Tier) -> Key {
+        Key {
+            document_sha256: self.document_sha256,
+            golden_sha256: self.golden_sha256,
+            stage: stage.name.clone(),
+            tier: tier.name().to_string(),
+            reference: self.reference.clone(),
+        }
+    }
+}
 
 pub(super) struct StageContext<'a> {
     pub suite: &'a Suite,
@@ -27,6 +58,8 @@ pub(super) struct StageContext<'a> {
     pub reference: &'a crate::Device,
     /// The inputs are the golden tensors (isolated mode, or a first stage).
     pub golden_inputs: bool,
+    /// Where a golden-fed stage's reference may be kept between runs.
+    pub cache: Option<&'a CacheScope>,
     pub round: Round,
     /// Sizes and patterns of the guard regions (fresh for every execution).
     pub seed: u64,
@@ -77,16 +110,23 @@ impl StageContext<'_> {
                             .iter()
                             .map(|o| (o.clone(), values[o].clone()))
                             .collect();
-                        let judged = self.reference_of(inputs).and_then(|reference| {
-                            self.judge(
-                                &mut result,
-                                &reference,
-                                &values,
-                                None,
-                                Execution::Captured,
-                                Duration::ZERO,
-                            )
-                        });
+                        let computed = Instant::now();
+                        let judged =
+                            self.reference_of(inputs, &mut result)
+                                .and_then(|(reference, _)| {
+                                    result.timings.reference = computed.elapsed().as_secs_f64();
+                                    let judging = Instant::now();
+                                    let judged = self.judge(
+                                        &mut result,
+                                        &reference,
+                                        &values,
+                                        None,
+                                        Execution::Captured,
+                                        Duration::ZERO,
+                                    );
+                                    result.timings.judgement = judging.elapsed().as_secs_f64();
+                                    judged
+                                });
                         if let Err(e) = judged {
                             result.status = Status::Error;
                             result.reason = Some(e);
@@ -116,35 +156,43 @@ impl StageContext<'_> {
         // The reference first: its cost on this host sets the timeout, and
         // the verdict reuses it.
         let computed = Instant::now();
-        let reference = match self.reference_of(inputs) {
+        let (reference, cost) = match self.reference_of(inputs, &mut result) {
             Ok(r) => r,
             Err(e) => {
                 result.reason = Some(e);
                 return finish(result, HashMap::new());
             }
         };
+        result.timings.reference = computed.elapsed().as_secs_f64();
         let timeout = self
             .timeout
-            .unwrap_or_else(|| super::timeouts::of_reference(computed.elapsed()));
+            .unwrap_or_else(|| super::timeouts::of_reference(cost));
         result.timeout_seconds = timeout.as_secs_f64();
         let program = match execution {
             Execution::Decomposed => graph_program(self.tier.float_dtype(), stage),
             Execution::Fused => fused_program(self.suite, stage, self.tier),
             Execution::Captured => unreachable!("planned for a device"),
         };
-        let ran = match run_program(backend, &program, stage, inputs, self.seed, timeout) {
+        let running = Instant::now();
+        let ran = run_program(backend, &program, stage, inputs, self.seed, timeout);
+        let ran_for = running.elapsed().as_secs_f64();
+        let ran = match ran {
             Ok(ran) => ran,
             Err(f) => {
+                result.timings.io = ran_for;
                 failed(&mut result, f);
                 return finish(result, HashMap::new());
             }
         };
+        result.timings.provider = ran.kernel_seconds.min(ran_for);
+        result.timings.io = ran_for - result.timings.provider;
         result.findings = ran.findings;
         let outputs: HashMap<String, HostTensor> = stage
             .outputs
             .iter()
             .map(|o| (o.clone(), ran.values[o].clone()))
             .collect();
+        let judging = Instant::now();
         let judged = self.judge(
             &mut result,
             &reference,
@@ -153,6 +201,7 @@ impl StageContext<'_> {
             execution,
             timeout,
         );
+        result.timings.judgement = judging.elapsed().as_secs_f64();
         match judged {
             Ok(()) => self.apply_findings(&mut result),
             Err(e) => {
@@ -432,9 +481,43 @@ impl StageContext<'_> {
     }
 
     /// The float64 reference and bounds of the stage from `inputs`.
-    fn reference_of(&self, inputs: &HashMap<String, HostTensor>) -> Result<StageReference, String> {
-        error_model::stage_reference(self.stage, self.tier, inputs, self.reference, self.params())
-            .map_err(|e| format!("the reference could not run: {e}"))
+    /// The stage's reference from `inputs`, and what computing it costs on
+    /// this host; from the reference cache when they are the golden inputs
+    /// (a function of the files and the tier).
+    fn reference_of(
+        &self,
+        inputs: &HashMap<String, HostTensor>,
+        result: &mut StageResult,
+    ) -> Result<(StageReference, Duration), String> {
+        let cache = self.cache.filter(|_| self.golden_inputs);
+        let key = cache.map(|c| c.key(self.stage, self.tier));
+        if let (Some(c), Some(key)) = (cache, &key) {
+            match c.cache.get(key) {
+                (Some((r, seconds)), _) => {
+                    result.reference_cached = true;
+                    return Ok((r, Duration::from_secs_f64(seconds)));
+                }
+                (None, Lookup::Damaged) => result.notes.push(format!(
+                    "the reference cache's entry for this stage ({}) did not check out: dropped and recomputed",
+                    c.cache.dir.display()
+                )),
+                (None, _) => {}
+            }
+        }
+        let started = Instant::now();
+        let r = error_model::stage_reference(
+            self.stage,
+            self.tier,
+            inputs,
+            self.reference,
+            self.params(),
+        )
+        .map_err(|e| format!("the reference could not run: {e}"))?;
+        let cost = started.elapsed();
+        if let (Some(c), Some(key)) = (cache, &key) {
+            c.cache.put(key, &r, cost.as_secs_f64());
+        }
+        Ok((r, cost))
     }
 
     fn check_nodes(&self, values: &HashMap<String, HostTensor>) -> Result<Vec<NodeCheck>, String> {
