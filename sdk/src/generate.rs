@@ -93,6 +93,46 @@ pub fn stage_goldens(
         .collect()
 }
 
+/// The golden file of `document`: seeded tensors as recipes, literals and
+/// `values` in full, except the tensors `anchored` names. `hashed: false`
+/// leaves seeded tensors ungenerated (their hash zero): only to measure a
+/// file's size.
+fn layout(
+    document: &Document,
+    values: &HashMap<String, Arc<HostTensor>>,
+    anchored: &dyn Fn(&str) -> bool,
+    hashed: bool,
+) -> Result<GoldenWriter, GenerateError> {
+    let mut w = GoldenWriter::new(
+        &document.component.id,
+        &document.component.version,
+        document.sha256,
+    );
+    for t in &document.tensors {
+        match &t.source {
+            TensorSource::Seeded(s) => {
+                let shape = t.shape.as_deref().expect("seeded tensors have shapes");
+                if hashed {
+                    w.seeded(&t.name, t.dtype, shape, *s)
+                        .map_err(GenerateError::Seeded)?;
+                } else {
+                    w.seeded_unchecked(&t.name, t.dtype, shape, *s);
+                }
+            }
+            TensorSource::Values(_) => {
+                w.raw(&t.name, &intrinsic(document, &t.name)?);
+            }
+            _ if anchored(&t.name) => {
+                w.anchored(&t.name, &values[&t.name]);
+            }
+            _ => {
+                w.raw(&t.name, &values[&t.name]);
+            }
+        }
+    }
+    Ok(w)
+}
+
 /// Which stage outputs are stored anchored under the document's budget
 /// (docs/golden-format.md, "Choosing what is anchored"): none without one;
 /// else each is stored in full while the file stays within the budget,
@@ -111,29 +151,7 @@ fn anchored_under_budget<'d>(
         .flat_map(|s| s.outputs.iter().map(String::as_str))
         .collect();
     // The file with every output anchored: what the budget must hold first.
-    let mut w = GoldenWriter::new(
-        &document.component.id,
-        &document.component.version,
-        document.sha256,
-    );
-    for t in &document.tensors {
-        match &t.source {
-            TensorSource::Seeded(s) => {
-                let shape = t.shape.as_deref().expect("seeded tensors have shapes");
-                // The recipe's size does not depend on the values.
-                w.seeded_unchecked(&t.name, t.dtype, shape, *s);
-            }
-            TensorSource::Values(_) => {
-                w.raw(&t.name, &intrinsic(document, &t.name)?);
-            }
-            _ if outputs.contains(&t.name.as_str()) => {
-                w.anchored(&t.name, &values[&t.name]);
-            }
-            _ => {
-                w.raw(&t.name, &values[&t.name]);
-            }
-        }
-    }
+    let w = layout(document, values, &|n| outputs.contains(&n), false)?;
     let mut size = w
         .to_bytes()
         .map_err(|e| GenerateError::Encode(e.to_string()))?
@@ -202,33 +220,7 @@ pub fn generate(
         values.extend(outputs.into_iter().map(|(n, t)| (n, Arc::new(t))));
     }
     let anchored = anchored_under_budget(document, &values)?;
-    let mut w = GoldenWriter::new(
-        &document.component.id,
-        &document.component.version,
-        document.sha256,
-    );
-    for t in &document.tensors {
-        match &t.source {
-            TensorSource::Seeded(s) => {
-                w.seeded(
-                    &t.name,
-                    t.dtype,
-                    t.shape.as_deref().expect("seeded tensors have shapes"),
-                    *s,
-                )
-                .map_err(GenerateError::Seeded)?;
-            }
-            TensorSource::Values(_) => {
-                w.raw(&t.name, &intrinsic(document, &t.name)?);
-            }
-            _ if anchored.contains(&t.name.as_str()) => {
-                w.anchored(&t.name, &values[&t.name]);
-            }
-            _ => {
-                w.raw(&t.name, &values[&t.name]);
-            }
-        }
-    }
+    let w = layout(document, &values, &|n| anchored.contains(&n), true)?;
     let bytes = w
         .to_bytes()
         .map_err(|e| GenerateError::Encode(e.to_string()))?;

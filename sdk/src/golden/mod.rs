@@ -25,8 +25,8 @@ pub const MAGIC: &[u8; 8] = b"VSDKGOLD";
 /// tensors. A file without one is written as version 1, byte for byte what
 /// earlier SDKs wrote.
 pub const FORMAT_VERSION: u32 = 2;
-/// Format versions this SDK reads.
-const READS: [u32; 2] = [1, 2];
+/// Format versions this SDK reads: 1 to [`FORMAT_VERSION`].
+const READS: std::ops::RangeInclusive<u32> = 1..=FORMAT_VERSION;
 /// Largest tensor a golden file may declare (bytes once materialised): a
 /// guard against a corrupt or hostile shape, far above any real suite.
 /// Seeded tensors have tighter limits (`crate::limits`).
@@ -210,7 +210,7 @@ impl GoldenFile {
             .map_err(|e| corrupt(format!("header at byte {at}: {e}")))?;
         if !READS.contains(&header.format_version) {
             return Err(corrupt(format!(
-                "format version {} (this SDK reads versions {READS:?})",
+                "format version {} (this SDK reads versions 1 to {FORMAT_VERSION})",
                 header.format_version
             )));
         }
