@@ -13,8 +13,9 @@ pub mod taps;
 
 pub use attrs::{AttrValue, Attrs};
 pub use dtype::DType;
-pub use ops::{Conv2d, Crop, Node, Op, Resize, Sdpa, ALL_OPS, CATALOG_VERSION};
+pub use ops::{Conv2d, Crop, Node, Op, PilResize, Resize, Sdpa, ALL_OPS, CATALOG_VERSION};
 pub use shape::{broadcast_shapes, checked_numel, TensorSpec, MAX_TENSOR_BYTES};
+pub use taps::PilFilter;
 
 /// Why a call does not fit the catalog. Messages name the kernel and the
 /// offending attribute or tensor.

@@ -1,5 +1,6 @@
 use crate::attrs::attr_err;
 use crate::shape::broadcast_shapes;
+use crate::taps::PilFilter;
 use crate::{Attrs, CatalogError, DType, TensorSpec};
 
 /// The catalog version this crate implements.
@@ -9,6 +10,7 @@ pub const CATALOG_VERSION: u32 = 1;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Op {
     ResizePilBicubic,
+    ResizePilLanczos,
     ResizeBicubic,
     Crop,
     Cast,
@@ -27,8 +29,9 @@ pub enum Op {
     Gelu,
 }
 
-pub const ALL_OPS: [Op; 17] = [
+pub const ALL_OPS: [Op; 18] = [
     Op::ResizePilBicubic,
+    Op::ResizePilLanczos,
     Op::ResizeBicubic,
     Op::Crop,
     Op::Cast,
@@ -51,6 +54,7 @@ impl Op {
     pub fn name(self) -> &'static str {
         match self {
             Op::ResizePilBicubic => "vsdk.resize_pil_bicubic",
+            Op::ResizePilLanczos => "vsdk.resize_pil_lanczos",
             Op::ResizeBicubic => "vsdk.resize_bicubic",
             Op::Crop => "vsdk.crop",
             Op::Cast => "vsdk.cast",
@@ -89,6 +93,15 @@ impl Op {
             })
     }
 
+    /// The Pillow filter of a `vsdk.resize_pil_*` kernel (uint8, bit-exact).
+    pub fn pil_filter(self) -> Option<PilFilter> {
+        match self {
+            Op::ResizePilBicubic => Some(PilFilter::Bicubic),
+            Op::ResizePilLanczos => Some(PilFilter::Lanczos),
+            _ => None,
+        }
+    }
+
     /// Only moves elements (no value is computed): exact at every tier.
     pub fn moves_data(self) -> bool {
         matches!(self, Op::Crop | Op::Concat | Op::Reshape | Op::Permute)
@@ -98,7 +111,7 @@ impl Op {
     pub fn dtypes(self) -> &'static [DType] {
         const FLOATS: &[DType] = &[DType::F16, DType::BF16, DType::F32, DType::F64];
         match self {
-            Op::ResizePilBicubic => &[DType::U8],
+            Op::ResizePilBicubic | Op::ResizePilLanczos => &[DType::U8],
             Op::Crop | Op::Cast | Op::Concat | Op::Reshape | Op::Permute => &DType::ALL,
             _ => FLOATS,
         }
@@ -106,7 +119,7 @@ impl Op {
 
     fn attr_names(self) -> &'static [&'static str] {
         match self {
-            Op::ResizePilBicubic => &["size", "vertical_first"],
+            Op::ResizePilBicubic | Op::ResizePilLanczos => &["size", "vertical_first", "alpha"],
             Op::ResizeBicubic => &["size", "scale_factor", "antialias"],
             Op::Crop => &["offsets", "sizes"],
             Op::Cast => &["dtype"],
@@ -129,6 +142,28 @@ pub struct Resize {
     pub scale_h: f64,
     pub scale_w: f64,
     pub antialias: bool,
+}
+
+/// A `vsdk.resize_pil_*` call: Pillow's 8-bit `Image.resize`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PilResize {
+    pub filter: PilFilter,
+    pub out_h: usize,
+    pub out_w: usize,
+    /// Run the vertical pass before the horizontal one (Pillow 13 does
+    /// for some sizes).
+    pub vertical_first: bool,
+    /// The last channel is alpha (Pillow's modes LA and RGBA): the colour
+    /// channels are premultiplied before the passes and divided after.
+    pub alpha: bool,
+}
+
+impl PilResize {
+    /// Pillow returns a copy when the size does not change (no pass, and
+    /// no premultiplication round trip).
+    pub fn is_copy(&self, in_h: usize, in_w: usize) -> bool {
+        (self.out_h, self.out_w) == (in_h, in_w)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -155,13 +190,7 @@ pub struct Sdpa {
 /// (defaults applied, negative axes normalised) and its output specs.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Node {
-    ResizePilBicubic {
-        out_h: usize,
-        out_w: usize,
-        /// Run the vertical pass before the horizontal one (Pillow 13 does
-        /// for some sizes).
-        vertical_first: bool,
-    },
+    ResizePil(PilResize),
     ResizeBicubic(Resize),
     Crop(Crop),
     Cast(DType),
@@ -170,21 +199,12 @@ pub enum Node {
     Mul,
     Div,
     Conv2d(Conv2d),
-    Concat {
-        axis: usize,
-    },
+    Concat { axis: usize },
     Reshape,
-    Permute {
-        perm: Vec<usize>,
-    },
+    Permute { perm: Vec<usize> },
     Linear,
-    LayerNorm {
-        axis: usize,
-        eps: f64,
-    },
-    Softmax {
-        axis: usize,
-    },
+    LayerNorm { axis: usize, eps: f64 },
+    Softmax { axis: usize },
     Sdpa(Sdpa),
     Gelu,
 }
@@ -327,7 +347,7 @@ impl Node {
         let x = &inputs[0];
         let out = |shape: Vec<usize>| vec![TensorSpec { dtype, shape }];
         Ok(match op {
-            Op::ResizePilBicubic => {
+            Op::ResizePilBicubic | Op::ResizePilLanczos => {
                 c.rank("input [H, W, C]", x, 3)?;
                 let Some([out_h, out_w]) = positive_size(&c, attrs)? else {
                     return c.attr("size", "is required");
@@ -335,19 +355,30 @@ impl Node {
                 if x.shape[0] == 0 || x.shape[1] == 0 {
                     return c.fail(format!("input image {:?} is empty", x.shape));
                 }
-                let vertical_first = match attrs.int(c.kernel, "vertical_first")? {
-                    None | Some(0) => false,
-                    Some(1) => true,
-                    Some(v) => {
-                        return c.attr("vertical_first", format!("expected 0 or 1, got {v}"))
-                    }
+                let flag = |name: &str| match attrs.int(c.kernel, name)? {
+                    None | Some(0) => Ok(false),
+                    Some(1) => Ok(true),
+                    Some(v) => c.attr(name, format!("expected 0 or 1, got {v}")),
                 };
+                let vertical_first = flag("vertical_first")?;
+                let alpha = flag("alpha")?;
+                if alpha && ![2, 4].contains(&x.shape[2]) {
+                    return c.attr(
+                        "alpha",
+                        format!(
+                            "needs 2 (LA) or 4 (RGBA) channels, the last one alpha; the input has {}",
+                            x.shape[2]
+                        ),
+                    );
+                }
                 (
-                    Node::ResizePilBicubic {
+                    Node::ResizePil(PilResize {
+                        filter: op.pil_filter().expect("a Pillow resize"),
                         out_h,
                         out_w,
                         vertical_first,
-                    },
+                        alpha,
+                    }),
                     out(vec![out_h, out_w, x.shape[2]]),
                 )
             }
@@ -724,6 +755,48 @@ mod tests {
 
     fn f32s(shape: &[usize]) -> TensorSpec {
         TensorSpec::new(DType::F32, shape)
+    }
+
+    #[test]
+    fn pil_resizes_share_attributes_and_differ_in_filter() {
+        let u8s = |c: usize| TensorSpec::new(DType::U8, &[5, 7, c]);
+        let size = Attrs::new().with("size", AttrValue::Ints(vec![3, 9]));
+        for (op, filter) in [
+            (Op::ResizePilBicubic, PilFilter::Bicubic),
+            (Op::ResizePilLanczos, PilFilter::Lanczos),
+        ] {
+            assert_eq!(Op::lookup(op.name(), 1).unwrap(), op);
+            let (node, out) = Node::infer(op, &size, &[u8s(3)]).unwrap();
+            assert_eq!(out[0], TensorSpec::new(DType::U8, &[3, 9, 3]));
+            let want = PilResize {
+                filter,
+                out_h: 3,
+                out_w: 9,
+                vertical_first: false,
+                alpha: false,
+            };
+            assert_eq!(node, Node::ResizePil(want.clone()));
+            let attrs = size
+                .clone()
+                .with("vertical_first", AttrValue::Int(1))
+                .with("alpha", AttrValue::Int(1));
+            for c in [2, 4] {
+                let (node, _) = Node::infer(op, &attrs, &[u8s(c)]).unwrap();
+                let want = PilResize {
+                    vertical_first: true,
+                    alpha: true,
+                    ..want.clone()
+                };
+                assert_eq!(node, Node::ResizePil(want));
+            }
+            for c in [1, 3, 5] {
+                let err = Node::infer(op, &attrs, &[u8s(c)]).unwrap_err();
+                assert!(err.to_string().contains("`alpha`"), "{err}");
+            }
+            let bad = size.clone().with("alpha", AttrValue::Int(2));
+            assert!(Node::infer(op, &bad, &[u8s(4)]).is_err());
+            assert!(Node::infer(op, &size, &[f32s(&[5, 7, 3])]).is_err());
+        }
     }
 
     #[test]

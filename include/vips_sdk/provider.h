@@ -276,7 +276,8 @@ typedef struct vsdk_provider_api {
    * vsdk.cast the source dtype (the target is an attribute and cannot be
    * named here; a provider that runs only some targets answers 1 and returns
    * VSDK_STATUS_UNSUPPORTED from `execute` for the others), for
-   * vsdk.resize_pil_bicubic uint8. `kernel` is BORROWED. */
+   * vsdk.resize_pil_bicubic and vsdk.resize_pil_lanczos uint8. `kernel` is
+   * BORROWED. */
   vsdk_status_t* (*kernel_supports)(vsdk_provider_t* provider, uint32_t device_index,
                                     const char* kernel, uint32_t version,
                                     vsdk_dtype_t dtype, int32_t* out_supported);

@@ -69,20 +69,17 @@ fn cast_agrees_exactly() {
 fn pil_resize_agrees_bit_for_bit() {
     let (mut r, seed) = rng("template_pil");
     let (cpu, tmpl) = (cpu(), template_c());
-    for (h, w, oh, ow) in [(31, 45, 13, 20), (17, 9, 40, 23), (30, 30, 30, 11)] {
-        let img = random_image(&mut r, h, w).host(DType::U8);
-        let size = Attrs::new().with("size", AttrValue::Ints(vec![oh, ow]));
-        let a = run(
-            &tmpl,
-            "vsdk.resize_pil_bicubic",
-            &size,
-            std::slice::from_ref(&img),
-        );
-        assert_eq!(
-            a,
-            run(&cpu, "vsdk.resize_pil_bicubic", &size, &[img]),
-            "{h}x{w} -> {oh}x{ow} (seed {seed})"
-        );
+    for kernel in ["vsdk.resize_pil_bicubic", "vsdk.resize_pil_lanczos"] {
+        for (h, w, oh, ow) in [(31, 45, 13, 20), (17, 9, 40, 23), (30, 30, 30, 11)] {
+            let img = random_image(&mut r, h, w).host(DType::U8);
+            let size = Attrs::new().with("size", AttrValue::Ints(vec![oh, ow]));
+            let a = run(&tmpl, kernel, &size, std::slice::from_ref(&img));
+            assert_eq!(
+                a,
+                run(&cpu, kernel, &size, &[img]),
+                "{kernel} {h}x{w} -> {oh}x{ow} (seed {seed})"
+            );
+        }
     }
 }
 
@@ -93,6 +90,9 @@ fn template_declares_what_it_supports() {
     assert!(!tmpl.supports("vsdk.linear", 1, DType::F16).unwrap());
     assert!(tmpl
         .supports("vsdk.resize_pil_bicubic", 1, DType::U8)
+        .unwrap());
+    assert!(tmpl
+        .supports("vsdk.resize_pil_lanczos", 1, DType::U8)
         .unwrap());
     assert!(!tmpl.supports("vsdk.linear", 2, DType::F32).unwrap());
     let err = try_run(

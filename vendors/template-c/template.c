@@ -85,7 +85,7 @@ struct vsdk_provider {
 };
 
 static const char* const KERNELS[] = {
-    "vsdk.resize_pil_bicubic", "vsdk.resize_bicubic", "vsdk.crop", "vsdk.cast",
+    "vsdk.resize_pil_bicubic", "vsdk.resize_pil_lanczos", "vsdk.resize_bicubic", "vsdk.crop", "vsdk.cast",
     "vsdk.add", "vsdk.sub", "vsdk.mul", "vsdk.div", "vsdk.conv2d", "vsdk.concat",
     "vsdk.reshape", "vsdk.permute", "vsdk.linear", "vsdk.layer_norm", "vsdk.softmax",
     "vsdk.sdpa", "vsdk.gelu",
@@ -167,7 +167,7 @@ static vsdk_status_t* kernel_supports(vsdk_provider_t* p, uint32_t device, const
   for (i = 0; i < NUM_KERNELS; i++) known |= strcmp(kernel, KERNELS[i]) == 0;
   if (!known || version != 1) {
     *out = 0;
-  } else if (strcmp(kernel, "vsdk.resize_pil_bicubic") == 0) {
+  } else if (!strcmp(kernel, "vsdk.resize_pil_bicubic") || !strcmp(kernel, "vsdk.resize_pil_lanczos")) {
     *out = is_u8(dtype);
   } else if (!strcmp(kernel, "vsdk.crop") || !strcmp(kernel, "vsdk.cast") || !strcmp(kernel, "vsdk.concat") ||
              !strcmp(kernel, "vsdk.reshape") || !strcmp(kernel, "vsdk.permute")) {
@@ -692,11 +692,28 @@ static double cubic_half(double x) {
   return 0;
 }
 
-/* Antialiased taps of one axis (Pillow's precompute_coeffs): for output i,
- * weights w[i*ksize + j] of source pixels first[i] + j, j < count[i]. */
-static vsdk_status_t* aa_taps(const vsdk_kernel_call_t* c, int64_t in, int64_t out, double scale,
-                              int64_t** first, int64_t** count, double** w, int64_t* ksize) {
-  double filterscale = scale < 1.0 ? 1.0 : scale, support = 2.0 * filterscale;
+/* Pillow's Lanczos filter, a = 3: sinc(x) sinc(x / 3) on [-3, 3), with
+ * sinc(x) = sin(pi x) / (pi x) computed as Pillow does (x * pi first). */
+static double sinc(double x) {
+  if (x == 0.0) return 1.0;
+  x = x * 3.14159265358979323846;
+  return sin(x) / x;
+}
+
+static double lanczos3(double x) {
+  if (-3.0 <= x && x < 3.0) return sinc(x) * sinc(x / 3);
+  return 0.0;
+}
+
+typedef double (*filter_fn)(double);
+
+/* Antialiased taps of one axis (Pillow's precompute_coeffs) for a filter of
+ * the given support at scale 1: for output i, weights w[i*ksize + j] of
+ * source pixels first[i] + j, j < count[i]. */
+static vsdk_status_t* aa_taps(const vsdk_kernel_call_t* c, int64_t in, int64_t out, double scale, filter_fn filter,
+                              double filter_support, int64_t** first, int64_t** count, double** w, int64_t* ksize) {
+  double filterscale = scale < 1.0 ? 1.0 : scale, support = filter_support * filterscale;
+  double inv_filterscale = 1.0 / filterscale;
   int64_t i, j;
   *ksize = (int64_t)ceil(support) * 2 + 1;
   *first = (int64_t*)malloc((size_t)out * sizeof(int64_t));
@@ -710,27 +727,30 @@ static vsdk_status_t* aa_taps(const vsdk_kernel_call_t* c, int64_t in, int64_t o
     if (hi > in) hi = in;
     (*first)[i] = lo;
     (*count)[i] = hi - lo;
-    for (j = 0; j < hi - lo; j++) total += (*w)[i * *ksize + j] = cubic_half((j + lo - center + 0.5) / filterscale);
+    for (j = 0; j < hi - lo; j++) total += (*w)[i * *ksize + j] = filter((j + lo - center + 0.5) * inv_filterscale);
     if (total != 0.0)
       for (j = 0; j < hi - lo; j++) (*w)[i * *ksize + j] /= total;
   }
   return NULL;
 }
 
-/* vsdk.resize_pil_bicubic: Pillow's Image.resize(size, BICUBIC) on uint8 HWC.
- * Fixed point with 22 fractional bits; one pass per axis, each clipped to
- * uint8: horizontal first, or vertical first when `vertical_first` is 1. */
+/* vsdk.resize_pil_bicubic and vsdk.resize_pil_lanczos: Pillow's
+ * Image.resize(size, BICUBIC or LANCZOS) on uint8 HWC. Fixed point with 22
+ * fractional bits; one pass per axis, each clipped to uint8: horizontal first,
+ * or vertical first when `vertical_first` is 1. With `alpha` = 1 (Pillow's LA
+ * and RGBA) the colour channels are premultiplied by the last one before the
+ * passes and divided by it after them; an unchanged size is a copy. */
 #define PIL_BITS 22
 static unsigned char clip8(int64_t acc) {
   acc >>= PIL_BITS;
   return (unsigned char)(acc < 0 ? 0 : acc > 255 ? 255 : acc);
 }
 
-static vsdk_status_t* pil_fixed(const vsdk_kernel_call_t* c, int64_t in, int64_t out, int64_t** first, int64_t** count,
-                                int32_t** k, int64_t* ksize) {
+static vsdk_status_t* pil_fixed(const vsdk_kernel_call_t* c, int64_t in, int64_t out, filter_fn filter,
+                                double support, int64_t** first, int64_t** count, int32_t** k, int64_t* ksize) {
   double* w;
   int64_t i;
-  TRY(aa_taps(c, in, out, (double)in / (double)out, first, count, &w, ksize));
+  TRY(aa_taps(c, in, out, (double)in / (double)out, filter, support, first, count, &w, ksize));
   *k = (int32_t*)malloc((size_t)(out * *ksize) * sizeof(int32_t));
   if (*k == NULL) return OOM("%s: scratch", c->kernel);
   for (i = 0; i < out * *ksize; i++) {
@@ -757,8 +777,8 @@ static void pil_pass(const unsigned char* in, unsigned char* out, int64_t lines,
       }
 }
 
-static vsdk_status_t* k_resize_pil(const vsdk_kernel_call_t* c) {
-  int64_t size[2], shape[3], H, W, C, OH, OW, kx_size, ky_size, vertical_first = 0;
+static vsdk_status_t* k_resize_pil(const vsdk_kernel_call_t* c, filter_fn filter, double support) {
+  int64_t size[2], shape[3], H, W, C, OH, OW, kx_size, ky_size, vertical_first = 0, alpha = 0, p, ch;
   int64_t *fx, *nx, *fy, *ny;
   int32_t *kx, *ky;
   int found;
@@ -769,7 +789,10 @@ static vsdk_status_t* k_resize_pil(const vsdk_kernel_call_t* c) {
   if (!found || size[0] < 1 || size[1] < 1) return INVALID("%s: attribute `size` [out_h, out_w] is required", c->kernel);
   TRY(attr_int(c, "vertical_first", 0, &vertical_first));
   if (vertical_first != 0 && vertical_first != 1) return INVALID("%s: attribute `vertical_first` must be 0 or 1", c->kernel);
+  TRY(attr_int(c, "alpha", 0, &alpha));
   H = c->inputs[0].shape[0]; W = c->inputs[0].shape[1]; C = c->inputs[0].shape[2];
+  if ((alpha != 0 && alpha != 1) || (alpha && C != 2 && C != 4))
+    return INVALID("%s: attribute `alpha` must be 0, or 1 with 2 or 4 channels", c->kernel);
   OH = shape[0] = size[0];
   OW = shape[1] = size[1];
   shape[2] = C;
@@ -777,9 +800,20 @@ static vsdk_status_t* k_resize_pil(const vsdk_kernel_call_t* c) {
     vsdk_dtype_t u8 = {VSDK_DTYPE_UINT, 8, 1};
     TRY(check_output(c, u8, 3, shape));
   }
-  TRY(pil_fixed(c, W, OW, &fx, &nx, &kx, &kx_size));
-  TRY(pil_fixed(c, H, OH, &fy, &ny, &ky, &ky_size));
   TRY(compact_copy(c, &c->inputs[0], (void**)&src));
+  if (OH == H && OW == W) { /* Pillow returns a copy: no pass, no premultiplication */
+    memcpy(dst, src, (size_t)(H * W * C));
+    free(src);
+    return NULL;
+  }
+  if (alpha) /* Convert.c rgbA2rgba / lA2la: MULDIV255 */
+    for (p = 0; p < H * W; p++)
+      for (ch = 0; ch + 1 < C; ch++) {
+        unsigned int t = (unsigned int)src[p * C + ch] * src[p * C + C - 1] + 128;
+        src[p * C + ch] = (unsigned char)(((t >> 8) + t) >> 8);
+      }
+  TRY(pil_fixed(c, W, OW, filter, support, &fx, &nx, &kx, &kx_size));
+  TRY(pil_fixed(c, H, OH, filter, support, &fy, &ny, &ky, &ky_size));
   /* [H, W, C] -> [H, OW, C] -> [OH, OW, C], or through [OH, W, C]. */
   {
     uint64_t lines = (uint64_t)(vertical_first ? OH : H), len = (uint64_t)(vertical_first ? W : OW), n;
@@ -795,6 +829,15 @@ static vsdk_status_t* k_resize_pil(const vsdk_kernel_call_t* c) {
     pil_pass(src, tmp, H, OW, C, W * C, C, OW * C, C, fx, nx, kx, kx_size);
     pil_pass(tmp, dst, OW, OH, C, C, OW * C, C, OW * C, fy, ny, ky, ky_size);
   }
+  if (alpha) /* Convert.c rgba2rgbA / la2lA: truncating division, clipped */
+    for (p = 0; p < OH * OW; p++) {
+      unsigned int a = dst[p * C + C - 1];
+      if (a == 0 || a == 255) continue;
+      for (ch = 0; ch + 1 < C; ch++) {
+        unsigned int v = 255u * dst[p * C + ch] / a;
+        dst[p * C + ch] = (unsigned char)(v > 255 ? 255 : v);
+      }
+    }
   free(fx); free(nx); free(kx); free(fy); free(ny); free(ky); free(src); free(tmp);
   return NULL;
 }
@@ -838,7 +881,7 @@ static vsdk_status_t* axis_taps(const vsdk_kernel_call_t* c, int64_t in, int64_t
     return NULL;
   }
   if (antialias) {
-    TRY(aa_taps(c, in, out, scale, first, count, w, ksize));
+    TRY(aa_taps(c, in, out, scale, cubic_half, 2.0, first, count, w, ksize));
     *idx = (int64_t*)malloc((size_t)(out * *ksize) * sizeof(int64_t));
     if (*idx == NULL) return OOM("%s: scratch", c->kernel);
     for (i = 0; i < out; i++)
@@ -1109,7 +1152,8 @@ static vsdk_status_t* execute(vsdk_provider_t* p, const vsdk_kernel_call_t* c) {
   if (!strcmp(k, "vsdk.softmax")) return k_softmax(c);
   if (!strcmp(k, "vsdk.layer_norm")) return k_layer_norm(c);
   if (!strcmp(k, "vsdk.sdpa")) return k_sdpa(c);
-  if (!strcmp(k, "vsdk.resize_pil_bicubic")) return k_resize_pil(c);
+  if (!strcmp(k, "vsdk.resize_pil_bicubic")) return k_resize_pil(c, cubic_half, 2.0);
+  if (!strcmp(k, "vsdk.resize_pil_lanczos")) return k_resize_pil(c, lanczos3, 3.0);
   if (!strcmp(k, "vsdk.resize_bicubic")) return k_resize_bicubic(c);
   if (!strcmp(k, "vsdk.crop")) return k_crop(c);
   if (!strcmp(k, "vsdk.concat")) return k_concat(c);

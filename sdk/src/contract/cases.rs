@@ -37,7 +37,7 @@ struct Cases<'a> {
 
 impl Cases<'_> {
     fn add(&mut self, variant: &str, about: &str, attrs: Attrs, inputs: Vec<Input>) {
-        let exact = self.op == Op::Cast || self.op.moves_data() || self.op == Op::ResizePilBicubic;
+        let exact = self.op == Op::Cast || self.op.moves_data() || self.op.pil_filter().is_some();
         let used = self.needed.dtypes.contains(&self.dtype);
         let required = match attrs.get("dtype") {
             Some(AttrValue::Str(to)) if self.op == Op::Cast => {
@@ -146,7 +146,7 @@ pub(super) fn of(op: Op, dtype: DType, needed: &Needed, seed: u64) -> Vec<Case> 
         Op::Sdpa => sdpa(&mut c),
         Op::Conv2d => conv2d(&mut c),
         Op::Cast => cast(&mut c),
-        Op::ResizePilBicubic => resize_pil(&mut c),
+        Op::ResizePilBicubic | Op::ResizePilLanczos => resize_pil(&mut c),
         Op::ResizeBicubic => resize(&mut c),
         Op::Crop | Op::Concat | Op::Reshape | Op::Permute => movement(&mut c),
     }
@@ -657,9 +657,13 @@ fn int_cast_values(rng: &mut Rng, from: DType, n: usize) -> CastValues {
 
 fn resize_pil(c: &mut Cases) {
     let attrs_of = |c: &Cases, size: [i64; 2]| {
-        c.kept(&["vertical_first"])
+        c.kept(&["vertical_first", "alpha"])
             .with("size", AttrValue::Ints(size.to_vec()))
     };
+    // The component's images have an alpha channel (RGBA): so do the cases,
+    // its values often 0 or 255 (kept as they are) and otherwise any.
+    let alpha = matches!(attrs_of(c, [1, 1]).get("alpha"), Some(AttrValue::Int(1)));
+    let channels = if alpha { 4 } else { 3 };
     let pixels = |c: &mut Cases, n: usize| -> Vec<f64> {
         (0..n)
             .map(|i| {
@@ -676,17 +680,23 @@ fn resize_pil(c: &mut Cases) {
         (
             "down",
             "odd sizes, downsampling (the filter widens)",
-            [37usize, 41, 3],
+            [37usize, 41, channels],
             [19, 23],
             None,
         ),
-        ("up", "odd sizes, upsampling", [13, 11, 3], [29, 31], None),
+        (
+            "up",
+            "odd sizes, upsampling",
+            [13, 11, channels],
+            [29, 31],
+            None,
+        ),
         (
             "padded",
             "an image with padded rows and an offset",
-            [33, 35, 3],
+            [33, 35, channels],
             [17, 21],
-            Some(padded(&[33, 35, 3], 5, 2)),
+            Some(padded(&[33, 35, channels], 5, 2)),
         ),
     ] {
         let attrs = attrs_of(c, size);

@@ -9,6 +9,7 @@
 
 use super::{Precision, TierParams};
 use crate::{Attrs, DType, Device, Error, HostTensor, Node, Op, TensorSpec};
+use vsdk_catalog::PilFilter;
 
 /// Runs catalog kernels on the reference provider, in float64.
 pub(super) struct Reference<'a>(pub &'a Device);
@@ -220,7 +221,7 @@ pub(super) fn evaluate(r: &Reference, c: &Call) -> Result<Evaluated, Error> {
                 })
                 .collect(),
         ),
-        Node::ResizePilBicubic { .. } => exact(vec![c.params.lsb as f64; v.len()]),
+        Node::ResizePil(_) => exact(vec![c.params.lsb as f64; v.len()]),
     };
     let sigma = sigma(r, c, &value, &v, p, &fixed, &scaled)?;
     Ok(Evaluated {
@@ -323,7 +324,7 @@ fn sigma(
                 }
             })
             .collect(),
-        Node::ResizePilBicubic { .. } => vec![0.0; v.len()],
+        Node::ResizePil(_) => vec![0.0; v.len()],
     };
     Ok(var.into_iter().map(f64::sqrt).collect())
 }
@@ -444,11 +445,22 @@ pub(super) fn propagate(
         }
         // Σ w² ≤ max|w|·Σ|w| ≤ 1.89 in 2-D: at most twice the plane's largest variance.
         Node::ResizeBicubic(_) => dense(out_shape, plane_max(&var(0), out_shape, 2.0)?),
-        Node::ResizePilBicubic { .. } => {
-            // An integer output of inexact inputs: twice the largest input
-            // error, rounded up to whole units.
+        Node::ResizePil(r) => {
+            // An integer output of inexact inputs: the largest input error
+            // times a bound on Σ|w| over both passes (at most 1.27² = 1.61
+            // for the cubic filter, 1.57² = 2.47 for Lanczos), rounded up to
+            // whole units. With alpha, dividing by a small resized alpha can
+            // turn any input error into any value.
             let m = var(0).to_f64_vec().into_iter().fold(0.0, f64::max).sqrt();
-            let e = (2.0 * m).ceil();
+            let gain = match r.filter {
+                PilFilter::Bicubic => 2.0,
+                PilFilter::Lanczos => 3.0,
+            };
+            let e = if r.alpha && m > 0.0 {
+                255.0
+            } else {
+                (gain * m).ceil()
+            };
             dense(out_shape, vec![e * e; value.spec.numel()])
         }
     };

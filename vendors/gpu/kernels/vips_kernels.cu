@@ -446,3 +446,37 @@ VIPS_KERNEL
   vips_taps_pil(x, out, index, coeff, offsets, outer, len_in, len_out, inner);
 }
 VIPS_REGISTER(vips_taps_pil_u8)
+
+/* Pillow's alpha handling around an 8-bit resize of an LA or RGBA image
+ * (Convert.c): each pixel's `channels - 1` colour values times its alpha
+ * (the last channel), MULDIV255 = round(v * a / 255); after the passes, the
+ * colour values divided by the resized alpha, truncated and clipped, left as
+ * they are where alpha is 0 or 255. */
+VIPS_KERNEL
+    vips_premultiply_u8(const unsigned char* x, unsigned char* out, vips_i64 pixels,
+                        int channels) {
+  for (vips_i64 p = vips_global_id(); p < pixels; p += vips_grid_stride()) {
+    const unsigned char* px = x + p * channels;
+    const unsigned int a = px[channels - 1];
+    for (int ch = 0; ch + 1 < channels; ++ch) {
+      const unsigned int t = px[ch] * a + 128u;
+      out[p * channels + ch] = static_cast<unsigned char>(((t >> 8) + t) >> 8);
+    }
+    out[p * channels + channels - 1] = static_cast<unsigned char>(a);
+  }
+}
+VIPS_REGISTER(vips_premultiply_u8)
+
+VIPS_KERNEL
+    vips_unpremultiply_u8(unsigned char* x, vips_i64 pixels, int channels) {
+  for (vips_i64 p = vips_global_id(); p < pixels; p += vips_grid_stride()) {
+    unsigned char* px = x + p * channels;
+    const unsigned int a = px[channels - 1];
+    if (a == 0u || a == 255u) continue;
+    for (int ch = 0; ch + 1 < channels; ++ch) {
+      const unsigned int v = 255u * px[ch] / a;
+      px[ch] = static_cast<unsigned char>(v > 255u ? 255u : v);
+    }
+  }
+}
+VIPS_REGISTER(vips_unpremultiply_u8)

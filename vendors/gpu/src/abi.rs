@@ -49,7 +49,7 @@ pub fn supports(op: Op, dtype: DType) -> bool {
     op.dtypes().contains(&dtype)
         && match op {
             Op::Crop | Op::Concat | Op::Reshape | Op::Permute => true,
-            Op::Cast | Op::ResizePilBicubic => kernel_types.contains(&dtype),
+            Op::Cast | Op::ResizePilBicubic | Op::ResizePilLanczos => kernel_types.contains(&dtype),
             _ => dtype != DType::F64,
         }
 }

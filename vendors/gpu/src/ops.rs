@@ -5,7 +5,7 @@
 
 use crate::backend::{Backend, DevicePtr, Gemm, GemmType};
 use std::ffi::c_void;
-use vsdk_catalog::{taps, Conv2d, DType, Node, Resize};
+use vsdk_catalog::{taps, Conv2d, DType, Node, PilResize, Resize};
 use vsdk_provider_kit::{ProviderError, TensorArg};
 
 /// Threads per block of every launch (`VIPS_BLOCK`).
@@ -101,7 +101,9 @@ pub fn kernel_names() -> Vec<String> {
     for bytes in [1, 2, 4, 8] {
         names.push(format!("vips_copy_{bytes}"));
     }
-    names.push("vips_taps_pil_u8".into());
+    for k in ["taps_pil_u8", "premultiply_u8", "unpremultiply_u8"] {
+        names.push(format!("vips_{k}"));
+    }
     names
 }
 
@@ -448,11 +450,7 @@ fn dispatch<B: Backend>(
             c.launch(&kernel, row_grid(rows), shared as u32, args)
         }
         Node::ResizeBicubic(r) => resize_bicubic(c, &ins[0], r, out),
-        Node::ResizePilBicubic {
-            out_h,
-            out_w,
-            vertical_first,
-        } => resize_pil(c, &ins[0], (*out_h, *out_w), *vertical_first, out),
+        Node::ResizePil(r) => resize_pil(c, &ins[0], r, out),
     }
 }
 
@@ -664,11 +662,21 @@ fn resize_bicubic<B: Backend>(
 fn resize_pil<B: Backend>(
     c: &mut Call<B>,
     x: &TensorArg,
-    (oh, ow): (usize, usize),
-    vertical_first: bool,
+    r: &PilResize,
     out: &TensorArg,
 ) -> Result<(), ProviderError> {
     let (h, w, ch) = (x.shape[0], x.shape[1], x.shape[2]);
+    let (oh, ow) = (r.out_h, r.out_w);
+    if r.is_copy(h, w) {
+        return c.copy(
+            x,
+            ptr(x),
+            &x.strides,
+            ptr(out),
+            &compact_strides(&out.shape),
+            &x.shape,
+        );
+    }
     let fixed_taps = |(first, coeffs): (Vec<usize>, Vec<Vec<i32>>)| {
         AxisTaps::new(
             first
@@ -677,11 +685,24 @@ fn resize_pil<B: Backend>(
                 .map(|(f, k)| k.into_iter().enumerate().map(|(j, k)| (f + j, k)).collect()),
         )
     };
-    let tx = fixed_taps(taps::pil_coeffs(w, ow))?;
-    let ty = fixed_taps(taps::pil_coeffs(h, oh))?;
-    let src = c.compact(x)?;
+    let tx = fixed_taps(taps::pil_coeffs(w, ow, r.filter))?;
+    let ty = fixed_taps(taps::pil_coeffs(h, oh, r.filter))?;
+    let mut src = c.compact(x)?;
+    let pixels = |n: usize| int::<i64>(n, "a resize's pixel count");
+    let channels: i32 = int(ch, "a resize's channel count")?;
+    if r.alpha {
+        let premultiplied = c.temporary(h * w * ch)?;
+        let args = vec![
+            Arg::Ptr(src),
+            Arg::Ptr(premultiplied),
+            Arg::I64(pixels(h * w)?),
+            Arg::I32(channels),
+        ];
+        c.launch("vips_premultiply_u8", grid_for(h * w), 0, args)?;
+        src = premultiplied;
+    }
     let kernel = "vips_taps_pil_u8";
-    if vertical_first {
+    if r.vertical_first {
         let tmp = c.temporary(oh * w * ch)?;
         let v = Pass {
             outer: 1,
@@ -696,7 +717,7 @@ fn resize_pil<B: Backend>(
             len_out: ow,
             inner: ch,
         };
-        c.taps_pass(kernel, (tmp, ptr(out)), &tx, i32::to_ne_bytes, hz)
+        c.taps_pass(kernel, (tmp, ptr(out)), &tx, i32::to_ne_bytes, hz)?;
     } else {
         let tmp = c.temporary(h * ow * ch)?;
         let hz = Pass {
@@ -712,6 +733,15 @@ fn resize_pil<B: Backend>(
             len_out: oh,
             inner: ow * ch,
         };
-        c.taps_pass(kernel, (tmp, ptr(out)), &ty, i32::to_ne_bytes, v)
+        c.taps_pass(kernel, (tmp, ptr(out)), &ty, i32::to_ne_bytes, v)?;
     }
+    if r.alpha {
+        let args = vec![
+            Arg::Ptr(ptr(out)),
+            Arg::I64(pixels(oh * ow)?),
+            Arg::I32(channels),
+        ];
+        c.launch("vips_unpremultiply_u8", grid_for(oh * ow), 0, args)?;
+    }
+    Ok(())
 }

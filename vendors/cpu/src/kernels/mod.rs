@@ -109,12 +109,8 @@ pub fn run(node: &Node, inputs: &[TensorArg], outputs: &[TensorArg]) -> Result<(
                 movement::run(node, inputs, out)
             }
             Node::Cast(_) => cast::run(&inputs[0], out),
-            Node::ResizePilBicubic { vertical_first, .. } => {
-                resize::pil_bicubic_u8(
-                    view::<u8>(&inputs[0]),
-                    view_mut::<u8>(out),
-                    *vertical_first,
-                );
+            Node::ResizePil(r) => {
+                resize::pil_u8(view::<u8>(&inputs[0]), view_mut::<u8>(out), r);
                 Ok(())
             }
             _ => match out.dtype {

@@ -1,5 +1,5 @@
-//! Bicubic resizes. `pil_bicubic_u8` reproduces Pillow's `Image.resize(...,
-//! BICUBIC)` bit for bit (fixed-point, two passes with uint8 clipping);
+//! Resizes. `pil_u8` reproduces Pillow's `Image.resize(..., BICUBIC)` and
+//! `Image.resize(..., LANCZOS)` bit for bit (fixed-point, two passes with uint8 clipping);
 //! `bicubic` is PyTorch's `F.interpolate(mode="bicubic", align_corners=False)`
 //! with antialias off (A = -0.75, clamped borders) or on (A = -0.5 filter
 //! stretched by the scale, renormalised; an axis of unchanged length copied).
@@ -7,8 +7,10 @@
 use super::Real;
 use ndarray::{Array4, ArrayViewD, ArrayViewMutD, Ix4, Zip};
 use rayon::prelude::*;
-use vsdk_catalog::taps::{axis_taps, pil_coeffs, PIL_PRECISION_BITS as PRECISION_BITS};
-use vsdk_catalog::Resize;
+use vsdk_catalog::taps::{
+    axis_taps, pil_coeffs, pil_premultiply, pil_unpremultiply, PIL_PRECISION_BITS as PRECISION_BITS,
+};
+use vsdk_catalog::{PilResize, Resize};
 
 /// PyTorch-style bicubic resize of [N, C, H, W]: horizontal pass, then vertical.
 pub fn bicubic<T: Real>(x: &ArrayViewD<T>, r: &Resize, out: ArrayViewMutD<T>) {
@@ -47,21 +49,36 @@ fn clip8(acc: i64) -> u8 {
 /// Pillow's rounding offset, where every accumulation starts.
 const ROUND: i64 = 1 << (PRECISION_BITS - 1);
 
-/// Pillow `Image.resize(size, Image.BICUBIC)` on [H, W, C] uint8: one 1-D
-/// pass per axis, each rounded and clipped to uint8; the horizontal pass first
-/// (every Pillow before 13), or the vertical one (`vertical_first`). The sums
-/// are exact integers, so their order (rows in parallel, a row's columns in
-/// lanes) does not change a bit.
-pub fn pil_bicubic_u8(x: ArrayViewD<u8>, mut out: ArrayViewMutD<u8>, vertical_first: bool) {
+/// Pillow `Image.resize(size, filter)` on [H, W, C] uint8 (`r.filter`:
+/// BICUBIC or LANCZOS): one 1-D pass per axis, each rounded and clipped to
+/// uint8; the horizontal pass first (every Pillow before 13), or the vertical
+/// one (`vertical_first`). With `alpha` (Pillow's LA and RGBA), the colour
+/// channels are premultiplied by the last channel before the passes and
+/// divided by the resized alpha after them. An unchanged size is a copy.
+/// The sums are exact integers, so their order (rows in parallel, a row's
+/// columns in lanes) does not change a bit.
+pub fn pil_u8(x: ArrayViewD<u8>, mut out: ArrayViewMutD<u8>, r: &PilResize) {
     let (h, w, c) = (x.shape()[0], x.shape()[1], x.shape()[2]);
-    let (oh, ow) = (out.shape()[0], out.shape()[1]);
-    let x = x.as_standard_layout();
-    let src = x.as_slice().expect("standard layout");
+    let (oh, ow) = (r.out_h, r.out_w);
     let dst = out.as_slice_mut().expect("outputs are compact");
+    if r.is_copy(h, w) {
+        dst.iter_mut().zip(x.iter()).for_each(|(d, &s)| *d = s);
+        return;
+    }
+    let mut x = x.as_standard_layout().into_owned();
+    let src = x.as_slice_mut().expect("standard layout");
+    if r.alpha {
+        for px in src.chunks_exact_mut(c) {
+            let (colour, a) = px.split_at_mut(c - 1);
+            colour
+                .iter_mut()
+                .for_each(|v| *v = pil_premultiply(*v, a[0]));
+        }
+    }
     // Pillow skips a pass whose size does not change; its taps would be the identity anyway.
-    let (fx, kx) = pil_coeffs(w, ow);
-    let (fy, ky) = pil_coeffs(h, oh);
-    if vertical_first {
+    let (fx, kx) = pil_coeffs(w, ow, r.filter);
+    let (fy, ky) = pil_coeffs(h, oh, r.filter);
+    if r.vertical_first {
         let mut tmp = vec![0u8; oh * w * c];
         vertical(src, w * c, (&fy, &ky), &mut tmp);
         horizontal(&tmp, (w, c), (&fx, &kx), dst);
@@ -69,6 +86,14 @@ pub fn pil_bicubic_u8(x: ArrayViewD<u8>, mut out: ArrayViewMutD<u8>, vertical_fi
         let mut tmp = vec![0u8; h * ow * c];
         horizontal(src, (w, c), (&fx, &kx), &mut tmp);
         vertical(&tmp, ow * c, (&fy, &ky), dst);
+    }
+    if r.alpha {
+        for px in dst.chunks_exact_mut(c) {
+            let (colour, a) = px.split_at_mut(c - 1);
+            colour
+                .iter_mut()
+                .for_each(|v| *v = pil_unpremultiply(*v, a[0]));
+        }
     }
 }
 
