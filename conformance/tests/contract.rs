@@ -129,17 +129,20 @@ fn drivers_that_break_the_calling_contract_are_not_certified_and_the_case_is_nam
         // The table says it too.
         assert!(out.stdout.contains(case), "{mutation}: {}", out.stdout);
         if mutation == "shared_scratch" {
-            let row = contract.last().unwrap();
-            assert_eq!(row["stage"], "concurrency");
+            let note = concurrency_note(contract);
             assert!(
-                row["notes"][0]
-                    .as_str()
-                    .unwrap()
-                    .contains("at once (the provider declares VSDK_CONCURRENCY_THREAD_SAFE)"),
-                "{row}"
+                note.contains("at once (the provider declares VSDK_CONCURRENCY_THREAD_SAFE)"),
+                "{note}"
             );
         }
     }
+}
+
+/// The concurrency row's note: it is the contract's last row.
+fn concurrency_note(contract: &[Value]) -> &str {
+    let row = contract.last().unwrap();
+    assert_eq!(row["stage"], "concurrency");
+    row["notes"][0].as_str().unwrap()
 }
 
 #[test]
@@ -150,15 +153,8 @@ fn a_serial_driver_is_never_called_concurrently() {
     assert_eq!(out.code, 0, "{}", out.text());
     let contract = rows(&results, "contract");
     assert!(failing(contract).is_empty(), "{:?}", failing(contract));
-    let row = contract.last().unwrap();
-    assert_eq!(row["stage"], "concurrency");
-    assert!(
-        row["notes"][0]
-            .as_str()
-            .unwrap()
-            .contains("serialised by the host"),
-        "{row}"
-    );
+    let note = concurrency_note(contract);
+    assert!(note.contains("serialised by the host"), "{note}");
     assert_eq!(
         predicate["contract"]["cases"].as_array().unwrap().len(),
         contract.len()

@@ -144,7 +144,7 @@ impl ReferenceCache {
             ".{}.{}.{}.tmp",
             hex::encode(&digest[..8]),
             std::process::id(),
-            rand_suffix()
+            crate::execution::runtime_seed()
         ));
         if std::fs::write(&tmp, &bytes).is_err()
             || std::fs::rename(&tmp, self.path(&digest)).is_err()
@@ -180,13 +180,6 @@ impl ReferenceCache {
             }
         }
     }
-}
-
-fn rand_suffix() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(0);
-    h.finish()
 }
 
 fn encode(r: &StageReference, key: [u8; 32], seconds: f64) -> Option<Vec<u8>> {

@@ -251,9 +251,12 @@ pub fn gelu_tanh(call: &KernelCall) -> Result<(), ProviderError> {
     Ok(())
 }
 
-/// Attention whose softmax adds its exponentials in bfloat16 (each partial
-/// sum rounded to 8 bits), the rest in float32.
-pub fn sdpa_bf16_sum(call: &KernelCall) -> Result<(), ProviderError> {
+/// Attention in float32 whose softmax weights come from `weights`: a row's
+/// logits in, its exponentials and their sum out (the mutants differ there).
+fn attention_with(
+    call: &KernelCall,
+    weights: impl Fn(&[f32]) -> (Vec<f32>, f32),
+) -> Result<(), ProviderError> {
     let Attention {
         q,
         k,
@@ -271,12 +274,7 @@ pub fn sdpa_bf16_sum(call: &KernelCall) -> Result<(), ProviderError> {
                     scale * qi.iter().zip(kj).map(|(a, b)| a * b).sum::<f32>()
                 })
                 .collect();
-            let m = s.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            let e: Vec<f32> = s.iter().map(|x| (x - m).exp()).collect();
-            let z = e
-                .iter()
-                .fold(bf16::ZERO, |a, &x| bf16::from_f32(a.to_f32() + x))
-                .to_f32();
+            let (e, z) = weights(&s);
             let acc = &mut out[(b * lq + i) * dv..][..dv];
             for (j, ej) in e.iter().enumerate() {
                 let vj = &v[(b * lk + j) * dv..][..dv];
@@ -290,39 +288,29 @@ pub fn sdpa_bf16_sum(call: &KernelCall) -> Result<(), ProviderError> {
     Ok(())
 }
 
+/// Attention whose softmax adds its exponentials in bfloat16 (each partial
+/// sum rounded to 8 bits), the rest in float32.
+pub fn sdpa_bf16_sum(call: &KernelCall) -> Result<(), ProviderError> {
+    attention_with(call, |s| {
+        let m = s.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let e: Vec<f32> = s.iter().map(|x| (x - m).exp()).collect();
+        let z = e
+            .iter()
+            .fold(bf16::ZERO, |a, &x| bf16::from_f32(a.to_f32() + x))
+            .to_f32();
+        (e, z)
+    })
+}
+
 /// Attention whose softmax exponentiates the logits as they are, without
 /// subtracting the row's maximum: `exp` overflows to Inf past 88.7 in
 /// float32, and Inf/Inf is NaN.
 pub fn sdpa_no_max(call: &KernelCall) -> Result<(), ProviderError> {
-    let Attention {
-        q,
-        k,
-        v,
-        sizes: [batch, lq, d, lk, dv],
-        scale,
-    } = Attention::read(call)?;
-    let mut out = vec![0.0f32; batch * lq * dv];
-    for b in 0..batch {
-        for i in 0..lq {
-            let qi = &q[(b * lq + i) * d..][..d];
-            let e: Vec<f32> = (0..lk)
-                .map(|j| {
-                    let kj = &k[(b * lk + j) * d..][..d];
-                    (scale * qi.iter().zip(kj).map(|(a, b)| a * b).sum::<f32>()).exp()
-                })
-                .collect();
-            let z: f32 = e.iter().sum();
-            let acc = &mut out[(b * lq + i) * dv..][..dv];
-            for (j, ej) in e.iter().enumerate() {
-                let vj = &v[(b * lk + j) * dv..][..dv];
-                for (a, vv) in acc.iter_mut().zip(vj) {
-                    *a += ej / z * vv;
-                }
-            }
-        }
-    }
-    write(&call.outputs[0], &out, false);
-    Ok(())
+    attention_with(call, |s| {
+        let e: Vec<f32> = s.iter().map(|x| x.exp()).collect();
+        let z = e.iter().sum();
+        (e, z)
+    })
 }
 
 /// Softmax over the last axis without subtracting the maximum (as above).
