@@ -230,10 +230,12 @@ def node(op, inputs, output, **attrs):
     return f"      - {flow(d)}"
 
 
-def stage(name, algorithm, impl, paper, inputs, outputs, graph, verify, notes):
+def stage(name, algorithm, impl, paper, inputs, outputs, graph, verify, notes, precision=None):
     lines = [f"  - stage: {name}", f"    algorithm: {q(algorithm)}", f"    impl: {q(impl)}"]
     if paper:
         lines.append(f"    paper: {q(paper)}")
+    if precision:
+        lines.append(f"    precision: {precision}")
     lines += [f"    inputs: [{', '.join(inputs)}]", f"    outputs: [{', '.join(outputs)}]", "    graph:"]
     lines += graph
     if verify:
@@ -475,10 +477,7 @@ def suite(v):
     out.append(tensor("rgb_std", "float32", [3, 1, 1], {"values": ["0.229", "0.224", "0.225"]}, "ImageNet std"))
     out.append(tensor("c255", "float32", [], {"values": ["255.0"]}, "ToTensor's divisor"))
     if v.preprocess == "trellis":
-        out.append(tensor("c0_5", "float32", [], {"values": ["0.5"]}))
-        out.append(tensor("c1", "float32", [], {"values": ["1.0"]}))
         out.append(tensor("c127", "float32", [], {"values": ["127.0"]}))
-        out.append(tensor("c254", "float32", [], {"values": ["254.0"]}))
     seed = 1000
     for k, (shape, kind, a, b) in weights_table(DIM).items():
         seed += 1
@@ -704,41 +703,16 @@ def trellis_preprocess(v):
         stage(
             "crop_resize",
             f"Crop to the alpha bounding box enlarged 1.2x: box (x0, y0, x1, y1) = ({x0}, {y0}, {x1}, {y1}), {ch}x{cw}; "
-            f"then Pillow's RGBA resize to {S}x{S} with LANCZOS: premultiply (RGBA -> RGBa, round(c * a / 255)), "
-            f"resize the 4 channels (uint8, a = 3 sinc window, antialiased), unpremultiply (RGBa -> RGBA: "
-            f"min(255, floor(255 * c / a)), c unchanged where a is 0 or 255)",
+            f"then Pillow's RGBA resize to {S}x{S} with LANCZOS (a = 3 sinc window, antialiased, fixed point) through "
+            f"premultiplied RGBa: premultiply (round(c * a / 255)), resize the 4 channels, unpremultiply "
+            f"(min(255, floor(255 * c / a)), c unchanged where a is 0 or 255)",
             f"preprocess_image: bbox of alpha > 0.8 * 255, size = int(max side * 1.2), output.crop(box)"
             f".resize(({S}, {S}), Image.Resampling.LANCZOS) (Image.resize converts RGBA to RGBa and back)",
             TRELLIS,
-            ["image", "c0_5", "c1", "c254", "c255"], ["rgba"],
+            ["image"], ["rgba"],
             [
                 node("vsdk.crop", ["image"], "cropped", offsets=[y0, x0, 0], sizes=[ch, cw, 4]),
-                node("vsdk.crop", ["cropped"], "crop_rgb", offsets=[0, 0, 0], sizes=[ch, cw, 3]),
-                node("vsdk.crop", ["cropped"], "crop_alpha", offsets=[0, 0, 3], sizes=[ch, cw, 1]),
-                node("vsdk.cast", ["crop_rgb"], "crop_rgb_f", dtype="float32"),
-                node("vsdk.cast", ["crop_alpha"], "crop_alpha_f", dtype="float32"),
-                node("vsdk.mul", ["crop_rgb_f", "crop_alpha_f"], "ca"),
-                node("vsdk.div", ["ca", "c255"], "ca_255"),
-                node("vsdk.cast", ["ca_255"], "crop_rgb_pm", dtype="uint8"),
-                node("vsdk.concat", ["crop_rgb_pm", "crop_alpha"], "crop_rgba_pm", axis=2),
-                node(v.lanczos, ["crop_rgba_pm"], "resized_pm", **lanczos),
-                node("vsdk.crop", ["resized_pm"], "pm_rgb", offsets=[0, 0, 0], sizes=[S, S, 3]),
-                node("vsdk.crop", ["resized_pm"], "pm_alpha", offsets=[0, 0, 3], sizes=[S, S, 1]),
-                node("vsdk.cast", ["pm_rgb"], "pm_c", dtype="float32"),
-                node("vsdk.cast", ["pm_alpha"], "pm_a", dtype="float32"),
-                node("vsdk.sub", ["c1", "pm_a"], "one_minus_a"),
-                node("vsdk.cast", ["one_minus_a"], "a_is_0_u8", dtype="uint8"),
-                node("vsdk.cast", ["a_is_0_u8"], "a_is_0", dtype="float32"),
-                node("vsdk.add", ["pm_a", "a_is_0"], "divisor"),
-                node("vsdk.mul", ["c254", "a_is_0"], "factor_off"),
-                node("vsdk.sub", ["c255", "factor_off"], "factor"),
-                node("vsdk.mul", ["pm_c", "factor"], "scaled_c"),
-                node("vsdk.sub", ["divisor", "c1"], "d_minus_1"),
-                node("vsdk.mul", ["d_minus_1", "c0_5"], "half"),
-                node("vsdk.sub", ["scaled_c", "half"], "n_shifted"),
-                node("vsdk.div", ["n_shifted", "divisor"], "quotient"),
-                node("vsdk.cast", ["quotient"], "unpm_rgb", dtype="uint8"),
-                node("vsdk.concat", ["unpm_rgb", "pm_alpha"], "rgba", axis=2),
+                node(v.lanczos, ["cropped"], "rgba", alpha=1, **lanczos),
             ],
             [],
             [
@@ -748,12 +722,8 @@ def trellis_preprocess(v):
                 f"size int({max(bbox[2] - bbox[0], bbox[3] - bbox[1])} * 1.2) = {side}; tools/make_dinov2_suite.py "
                 "computed it from this input and wrote it as the crop's static attributes.",
                 "PIL crops outside the image with transparent pixels; vsdk.crop cannot, so the input keeps the box inside.",
-                "Pillow resizes RGBA through premultiplied RGBa (Image.resize converts, resizes, converts back): "
-                "a resize of the straight RGBA channels differs at every soft edge.",
-                "Integer steps in round-to-nearest casts: Pillow's premultiply round(c * a / 255) is cast(c * a / 255) "
-                "(never a tie: 255 is odd); its unpremultiply floor(255 * p / a) is cast((255 * p - (a - 1) / 2) / a), "
-                "saturated at 255 as Pillow's CLIP8; where a = 0 the divisor is 1 and the factor 1 (a_is_0 = "
-                "cast_uint8(1 - a)), so p passes unchanged, as in Pillow. Checked against Pillow for all 65536 (p, a).",
+                "Pillow resizes RGBA through premultiplied RGBa (Image.resize converts, resizes, converts back; the "
+                "resize's `alpha: 1`): a resize of the straight RGBA channels differs at every soft edge.",
                 f"LANCZOS is Pillow's 3-lobe sinc window, fixed point like its bicubic; Pillow 13 picks the pass order "
                 f"by size (python-pillow/Pillow#9549): this resize ({ch}x{cw} -> {S}x{S}) runs the "
                 f"{'vertical' if vertical_first else 'horizontal'} pass first, as Pillow {pillow} does.",
@@ -781,12 +751,13 @@ def trellis_preprocess(v):
                 "astype(np.uint8) truncates: the result is floor(c * a / 255), which TRELLIS's float32 arithmetic gives "
                 "exactly for all 65536 (c, a) (checked); rounding instead differs by one level on about half of them. "
                 "The catalog's cast rounds to nearest, so floor(m / 255) is written cast((m - 127) / 255).",
-                "Exact at fp32 (TRELLIS runs this step in numpy float32 on the host). At fp16 and bf16 no float formula "
-                "gives floor(c * a / 255) exactly (c * a needs 16 bits): a correct provider lands one level off here "
-                "and there, which this stage's verdict does not yet allow for (an integer operator would).",
+                "TRELLIS runs this step in numpy float32 on the host, whatever the model's precision: the stage's "
+                "`precision: float32` computes and judges it at float32 at every tier (in fp16 or bf16 no float formula "
+                "gives floor(c * a / 255) exactly: c * a needs 16 bits).",
                 "encode_image resizes the image again to 518 with LANCZOS and converts it to RGB: both are no-ops "
                 "here (PIL returns a copy when the size does not change).",
             ],
+            precision="float32",
         ),
         stage(
             "normalize",

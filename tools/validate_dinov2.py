@@ -130,7 +130,7 @@ def variant_of(suite):
         crop = next(a for op, a in ops("crop_resize") if op == "vsdk.crop")
         v["crop_box"] = (crop["offsets"][1], crop["offsets"][0], crop["offsets"][1] + crop["sizes"][1],
                          crop["offsets"][0] + crop["sizes"][0])
-        v["resize_op"] = ops("crop_resize")[9][0]
+        v["resize_op"] = next(op for op, _ in ops("crop_resize") if op.startswith("vsdk.resize_pil"))
     return v
 
 

@@ -14,6 +14,11 @@
 //! run by the SIMT emulation provider (vendors/simt), passes the quick suite
 //! at every tier in both modes, and the variants that rewrite its calls fail
 //! on it exactly as on the CPU provider.
+//!
+//! TRELLIS's conditioning (`dinov2-vitl14-reg-518-quick`: ViT-L/14 with
+//! registers, TRELLIS's RGBA preprocessing and head, at 112x112 with 2 of 24
+//! blocks) passes on the CPU provider, the SIMT-run GPU kernels and the C
+//! template; a straight-alpha resize and a rounding premultiplication fail it.
 
 use std::path::Path;
 use vips_sdk::compare::Tier;
@@ -98,7 +103,11 @@ fn assert_passes(r: &runner::RunReport, what: &str) {
 #[test]
 fn committed_golden_files_are_what_generate_computes() {
     let cpu = cpu();
-    for name in ["dinov2-vits14", "dinov2-vits14-quick"] {
+    for name in [
+        "dinov2-vits14",
+        "dinov2-vits14-quick",
+        "dinov2-vitl14-reg-518-quick",
+    ] {
         let s = suite(name);
         let fresh = vips_sdk::generate::generate(&s.document, &cpu, &[]).unwrap();
         let committed = std::fs::read(
@@ -264,11 +273,14 @@ fn mutant_cli_on(
     (out.status.code(), report)
 }
 
-/// Runs the quick suite (every stage of the full one, at 56x56) through the
-/// CLI on the CPU provider with one injected bug; returns (stage, status,
-/// drill-down operator) per stage.
-fn mutated_run(target: &str, mutation: &str) -> Vec<(String, String, Option<String>)> {
-    let (code, report) = mutant_cli_on(target, mutation, "dinov2-vits14-quick", &[]);
+/// Runs `suite` (a quick one) through the CLI on provider `target` with one
+/// injected bug; returns (stage, status, drill-down operator) per stage.
+fn mutated_run_of(
+    target: &str,
+    mutation: &str,
+    suite: &str,
+) -> Vec<(String, String, Option<String>)> {
+    let (code, report) = mutant_cli_on(target, mutation, suite, &[]);
     assert_eq!(code, Some(1), "{mutation} on {target} must fail");
     report["tiers"][0]["stages"]
         .as_array()
@@ -302,7 +314,12 @@ fn fails_exactly(mutation: &str, stages: &[&str], op: &str) {
 
 /// As [`fails_exactly`], with the mutation over provider `target`.
 fn fails_exactly_on(target: &str, mutation: &str, stages: &[&str], op: &str) {
-    let results = mutated_run(target, mutation);
+    fails_exactly_in("dinov2-vits14-quick", target, mutation, stages, op);
+}
+
+/// As [`fails_exactly_on`], on `suite`.
+fn fails_exactly_in(suite: &str, target: &str, mutation: &str, stages: &[&str], op: &str) {
+    let results = mutated_run_of(target, mutation, suite);
     let failed: Vec<&str> = results
         .iter()
         .filter(|r| r.1 != "pass")
@@ -1011,4 +1028,100 @@ fn check_judges_an_engine_that_starts_later_and_captures_what_it_has() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no selected stage's outputs are among"));
+}
+
+/// TRELLIS's conditioning (DINOv2 ViT-L/14-reg with TRELLIS's preprocessing
+/// and head), quick variant: every reference provider passes it. Its
+/// `premultiply` stage runs at float32 at every tier (TRELLIS's numpy step):
+/// without the stage's `precision` a correct provider fails it at fp16.
+#[test]
+fn the_trellis_conditioning_quick_suite_passes_on_every_reference_provider() {
+    let name = "dinov2-vitl14-reg-518-quick";
+    let (s, cpu, simt) = (suite(name), cpu(), built("simt"));
+    let stages = s.document.stages.len();
+    for mode in [Mode::Isolated, Mode::Chained] {
+        let r = run_every_tier(&s, &cpu, &cpu, mode);
+        assert_passes(&r, &format!("cpu {name} {mode:?}"));
+        for t in &r.tiers {
+            assert_eq!(t.stages.len(), stages);
+            let premultiply = t.stages.iter().find(|s| s.stage == "premultiply").unwrap();
+            assert_eq!(
+                premultiply
+                    .notes
+                    .iter()
+                    .any(|n| n.contains("computed and judged at fp32")),
+                t.tier != Tier::Fp32,
+                "{:?}",
+                premultiply.notes
+            );
+        }
+        let r = runner::run(
+            &s,
+            &simt,
+            &cpu,
+            &RunOptions {
+                mode,
+                ..opts(&[Tier::Fp32, Tier::Bf16])
+            },
+        )
+        .unwrap();
+        assert_passes(&r, &format!("simt {name} {mode:?}"));
+    }
+    let template = device(vsdk_template_c::LIBRARY_PATH);
+    let r = runner::run(&s, &template, &cpu, &opts(&[Tier::Fp32])).unwrap();
+    assert_passes(&r, &format!("template {name}"));
+}
+
+/// Pillow resizes RGBA through premultiplied RGBa; a resize of the straight
+/// channels fails the crop and resize (and nothing else: the input fixture's
+/// one-channel resize has no alpha).
+#[test]
+fn trellis_rgba_resized_straight_fails_the_crop_and_resize() {
+    fails_exactly_in(
+        "dinov2-vitl14-reg-518-quick",
+        "cpu",
+        "resize_straight_alpha",
+        &["crop_resize"],
+        "vsdk.resize_pil_lanczos@1",
+    );
+}
+
+/// TRELLIS truncates (`astype(np.uint8)`) after premultiplying: an engine
+/// that rounds fails `premultiply` at every tier, and the golden (floor)
+/// values pass at every tier, in float32 as TRELLIS computes them.
+#[test]
+fn trellis_premultiply_rounded_instead_of_truncated_fails_at_every_tier() {
+    let s = suite("dinov2-vitl14-reg-518-quick");
+    let rgba = s.tensor("rgba").unwrap();
+    let truncated = s.tensor("rgb").unwrap();
+    let [h, w, _] = rgba.spec.shape[..] else {
+        panic!("rgba is HWC")
+    };
+    let px = rgba.to_f64_vec();
+    let rounded: Vec<u8> = (0..h * w * 3)
+        .map(|i| {
+            let (p, c) = (i / 3, i % 3);
+            (px[p * 4 + c] * px[p * 4 + 3] / 255.0).round() as u8
+        })
+        .collect();
+    let rounded = vips_sdk::HostTensor::from_vec(&[h, w, 3], rounded).unwrap();
+    assert_ne!(
+        rounded.bytes, truncated.bytes,
+        "the test image has soft edges"
+    );
+    let cpu = cpu();
+    for (values, passes) in [(rounded, false), ((*truncated).clone(), true)] {
+        let captured = std::collections::HashMap::from([("rgb".to_string(), values)]);
+        let r = runner::check(&s, &captured, "engine", &cpu, &opts(&ALL_TIERS)).unwrap();
+        for t in &r.tiers {
+            let st = t.stages.iter().find(|s| s.stage == "premultiply").unwrap();
+            assert_eq!(
+                st.status == Status::Pass,
+                passes,
+                "{} {:?}",
+                t.tier.name(),
+                st.reason
+            );
+        }
+    }
 }

@@ -77,6 +77,29 @@ fn a_stage_overrides_one_field_and_keeps_the_rest() {
 }
 
 #[test]
+fn a_stage_precision_pins_its_arithmetic_at_every_float_tier() {
+    let text = demo_text().replace(
+        "    inputs: [h, gamma, beta]\n",
+        "    inputs: [h, gamma, beta]\n    precision: float32\n",
+    );
+    let d = Document::parse(Path::new("doc.yaml"), &text).unwrap();
+    let (plain, pinned) = (&d.stages[0], &d.stages[1]);
+    for tier in [Tier::Fp32, Tier::Fp16, Tier::Bf16] {
+        assert_eq!(plain.arithmetic(tier), tier);
+        assert_eq!(pinned.arithmetic(tier), Tier::Fp32);
+    }
+    // The exact tier keeps the document's dtypes either way.
+    assert_eq!(pinned.arithmetic(Tier::Exact), Tier::Exact);
+    let e = parse_err(&text.replace("precision: float32", "precision: float64"));
+    assert!(
+        e.contains("doc.yaml:")
+            && e.contains("precision")
+            && e.contains("`float64`: expected float32, float16 or bfloat16"),
+        "{e}"
+    );
+}
+
+#[test]
 fn a_yaml_syntax_error_points_at_the_line() {
     let text = demo_text().replace("  - stage: layer_norm", "  - stage: [layer_norm");
     let e = parse_err(&text);

@@ -60,10 +60,14 @@ pub struct Needed {
     pub cast_targets: Vec<DType>,
 }
 
-/// The kernels `stages` use at `tier`, in document order.
+/// The kernels `stages` use at `tier`, in document order (a stage with its
+/// own `precision` uses its kernels at that precision).
 pub fn needed(suite: &Suite, stages: &[&Stage], tier: Tier) -> Vec<Needed> {
     let mut out: Vec<Needed> = Vec::new();
-    for node in stages.iter().flat_map(|s| &s.graph) {
+    for (node, tier) in stages
+        .iter()
+        .flat_map(|s| s.graph.iter().map(move |n| (n, s.arithmetic(tier))))
+    {
         let specs: Vec<TensorSpec> = node
             .inputs
             .iter()

@@ -164,9 +164,25 @@ pub struct Stage {
     pub tolerances: BTreeMap<Tier, TierParams>,
     pub mismatch_fraction: f64,
     pub nan: NanPolicy,
+    /// `precision`: the tier whose float type the stage computes in at every
+    /// float tier (host code in the model's own implementation, such as
+    /// numpy preprocessing); None: the run's tier.
+    pub precision: Option<Tier>,
     pub verify: Vec<Invariant>,
     pub notes: Vec<String>,
     pub at: Location,
+}
+
+impl Stage {
+    /// The tier the stage computes at in a run at `tier`: its `precision`
+    /// at every float tier, else `tier` (the exact tier keeps the document's
+    /// dtypes either way).
+    pub fn arithmetic(&self, tier: Tier) -> Tier {
+        match self.precision {
+            Some(p) if tier != Tier::Exact => p,
+            _ => tier,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -809,6 +825,21 @@ impl<F: Fn(Location, &str, String) -> DocumentError> Validator<'_, F> {
                 )
             }
         };
+        let precision = match &s.precision {
+            None => None,
+            Some(p) => match p.as_str() {
+                "float32" => Some(Tier::Fp32),
+                "float16" => Some(Tier::Fp16),
+                "bfloat16" => Some(Tier::Bf16),
+                other => {
+                    return self.err(
+                        at(p),
+                        &format!("{field}.precision"),
+                        format!("`{other}`: expected float32, float16 or bfloat16"),
+                    )
+                }
+            },
+        };
         let mut verify = Vec::new();
         for (i, inv) in s.verify.iter().enumerate() {
             let v = match &**inv {
@@ -850,6 +881,7 @@ impl<F: Fn(Location, &str, String) -> DocumentError> Validator<'_, F> {
             tolerances: self.tolerances(&format!("{field}.tolerances"), &s.tolerances, defaults)?,
             mismatch_fraction,
             nan,
+            precision,
             verify,
             notes: s.notes,
             at: at(&s.stage),

@@ -140,6 +140,9 @@ pub struct RawStage {
     pub mismatch_fraction: Option<Spanned<f64>>,
     #[serde(default)]
     pub nan: Option<Spanned<String>>,
+    /// The float type the stage computes in at every float tier.
+    #[serde(default)]
+    pub precision: Option<Spanned<String>>,
     #[serde(default)]
     pub verify: Vec<Spanned<RawInvariant>>,
     #[serde(default)]

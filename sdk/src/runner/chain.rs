@@ -54,6 +54,9 @@ impl Chain {
         mode: Mode,
         source: Source,
     ) -> Result<StageInputs, SuiteError> {
+        // Inputs take the dtypes the stage computes in (a stage with its own
+        // `precision` may follow one without).
+        let tier = stage.arithmetic(tier);
         let mut out = StageInputs {
             values: HashMap::new(),
             golden: true,
@@ -78,7 +81,7 @@ impl Chain {
                     });
                 }
                 out.golden = false;
-                own.clone()
+                to_tier(own, tier)
             } else if let Some(t) = engine_value(suite, source, name).filter(|_| chained) {
                 // `check` of a stage whose producer is not selected: the
                 // engine's own value still flows on.

@@ -984,7 +984,7 @@ fn run_tiers(
                 );
                 progress.started(tier, Round::Differential, &stage.name);
                 let result = differential::round(&ctx, main_outputs.get(&stage.name), |name| {
-                    Ok(to_tier(&*suite.tensor(name)?, tier))
+                    Ok(to_tier(&*suite.tensor(name)?, stage.arithmetic(tier)))
                 })?;
                 differential.push(progress.record(result));
                 release_after(suite, &stages, stage_index);

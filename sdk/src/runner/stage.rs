@@ -83,10 +83,22 @@ pub(super) fn failed(result: &mut StageResult, failure: Failure) {
 }
 
 impl StageContext<'_> {
+    /// The tier the stage computes and is judged at (its `precision`, else
+    /// the run's).
+    fn arithmetic(&self) -> Tier {
+        self.stage.arithmetic(self.tier)
+    }
+
     pub fn run(&self, inputs: &HashMap<String, HostTensor>) -> Result<StageRun, SuiteError> {
         let start = Instant::now();
         let stage = self.stage;
         let mut result = StageResult::empty(&stage.name, self.tier, self.round);
+        if self.arithmetic() != self.tier {
+            result.notes.push(format!(
+                "computed and judged at {} (the stage's `precision`): the model runs it at that precision whatever the tier",
+                self.arithmetic().name()
+            ));
+        }
         let finish = |mut r: StageResult, outs| {
             r.seconds = start.elapsed().as_secs_f64();
             Ok((r, outs))
@@ -140,7 +152,7 @@ impl StageContext<'_> {
                 };
             }
         };
-        let execution = match plan(self.suite, stage, self.tier, backend) {
+        let execution = match plan(self.suite, stage, self.arithmetic(), backend) {
             Ok(Ok(e)) => e,
             Ok(Err(lacks)) => {
                 result.status = Status::NotSupported;
@@ -169,8 +181,8 @@ impl StageContext<'_> {
             .unwrap_or_else(|| super::timeouts::of_reference(cost));
         result.timeout_seconds = timeout.as_secs_f64();
         let program = match execution {
-            Execution::Decomposed => graph_program(self.tier.float_dtype(), stage),
-            Execution::Fused => fused_program(self.suite, stage, self.tier),
+            Execution::Decomposed => graph_program(self.arithmetic().float_dtype(), stage),
+            Execution::Fused => fused_program(self.suite, stage, self.arithmetic()),
             Execution::Captured => unreachable!("planned for a device"),
         };
         let running = Instant::now();
@@ -254,13 +266,13 @@ impl StageContext<'_> {
                     t.spec.shape, declared.shape
                 ));
             }
-            let judged = super::to_tier(t, self.tier);
-            if super::rounds(t, self.tier) {
+            let judged = super::to_tier(t, self.arithmetic());
+            if super::rounds(t, self.arithmetic()) {
                 notes.push(format!(
                     "output `{name}` was captured as {} and rounded to {} to be judged at {}",
                     t.spec.dtype,
                     judged.spec.dtype,
-                    self.tier.name()
+                    self.arithmetic().name()
                 ));
             }
             values.insert(name.clone(), judged);
@@ -269,7 +281,7 @@ impl StageContext<'_> {
     }
 
     fn params(&self) -> &TierParams {
-        &self.stage.tolerances[&self.tier]
+        &self.stage.tolerances[&self.arithmetic()]
     }
 
     /// The verdict: outputs against the reference within the propagated
@@ -285,7 +297,7 @@ impl StageContext<'_> {
         execution: Execution,
         timeout: Duration,
     ) -> Result<(), String> {
-        let (stage, tier) = (self.stage, self.tier);
+        let (stage, tier) = (self.stage, self.arithmetic());
         // An output's mean is tested where its error includes a dot
         // product's (`StageReference::summed`).
         let rules = |name: &String| Rules {
@@ -507,7 +519,7 @@ impl StageContext<'_> {
         let started = Instant::now();
         let r = error_model::stage_reference(
             self.stage,
-            self.tier,
+            self.arithmetic(),
             inputs,
             self.reference,
             self.params(),
@@ -523,7 +535,7 @@ impl StageContext<'_> {
     fn check_nodes(&self, values: &HashMap<String, HostTensor>) -> Result<Vec<NodeCheck>, String> {
         error_model::check_nodes(
             self.stage,
-            self.tier,
+            self.arithmetic(),
             values,
             self.reference,
             self.params(),

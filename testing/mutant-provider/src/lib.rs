@@ -9,6 +9,7 @@
 //! | `resize_size` | `vsdk.resize_bicubic` with `scale_factor` s uses `size` = floor(in·s) |
 //! | `resize_antialias` | `vsdk.resize_bicubic` antialiases |
 //! | `crop_off_by_one` | a `vsdk.crop` of uint8 data starts one row lower |
+//! | `resize_straight_alpha` | Pillow's resizes ignore `alpha`: RGBA resized straight, not through premultiplied RGBa |
 //! | `resize_no_antialias` | `vsdk.resize_pil_bicubic` keeps the filter at 4 taps when downsampling (computed here; needs a host-memory target such as the CPU provider) |
 //! | `patch_grid_flip` | `vsdk.conv2d`'s output rows reversed after the target computed it: the patch grid upside down (host-memory targets) |
 //!
@@ -254,6 +255,9 @@ unsafe fn rewrite(mutation: &str, call: &vsdk_kernel_call_t, keep: &mut Rewrite)
                     f: 1.0 / 384f64.sqrt(),
                 },
             });
+        }
+        ("resize_straight_alpha", "vsdk.resize_pil_bicubic" | "vsdk.resize_pil_lanczos") => {
+            keep.attrs.retain(|a| !named(a, c"alpha"));
         }
         ("resize_antialias", "vsdk.resize_bicubic") => {
             keep.attrs.retain(|a| !named(a, c"antialias"));
