@@ -20,6 +20,7 @@ pub use install::{dirs_from_env, sdk_binary_dir};
 pub use loader::search::{discover, library_file_name, search_path, Discovered, PROVIDER_PATH_ENV};
 pub use loader::{Device, DeviceInfo, DeviceTensor, KernelId, Provider, ProviderInfo};
 pub use tensor::{Element, HostTensor};
+pub mod allocator;
 pub mod capture;
 pub mod certify;
 pub mod compare;

@@ -29,6 +29,66 @@ impl Reference<'_> {
     fn binary(&self, op: Op, a: &HostTensor, b: &HostTensor) -> Result<HostTensor, Error> {
         self.exec(op, &Attrs::new(), &[a, b])
     }
+
+    /// `linear` or `conv2d` of non-negative float64 inputs (magnitudes,
+    /// squares, variances: what bounds and σ are made of), summing `terms`
+    /// products per output. Run in float32 where nothing can overflow, and
+    /// rounded up to stay an upper bound: half the work of float64 for a
+    /// result only ever compared against.
+    fn exec_nonneg(
+        &self,
+        op: Op,
+        attrs: &Attrs,
+        inputs: &[&HostTensor],
+        terms: usize,
+    ) -> Result<HostTensor, Error> {
+        let maxes: Vec<f64> = inputs.iter().map(|t| largest(&t.to_f64_vec())).collect();
+        let bias = maxes.get(2).copied().unwrap_or(0.0);
+        let Some(slack) = nonneg_slack(maxes[0], maxes[1], bias, terms) else {
+            return self.exec(op, attrs, inputs);
+        };
+        let narrow: Vec<HostTensor> = inputs.iter().map(|t| t.cast(DType::F32)).collect();
+        let refs: Vec<&HostTensor> = narrow.iter().collect();
+        let out = self.exec(op, attrs, &refs)?;
+        let up = round_up_factor(terms);
+        Ok(dense(
+            &out.spec.shape,
+            out.to_f64_vec()
+                .into_iter()
+                .map(|x| x * up + slack)
+                .collect(),
+        ))
+    }
+}
+
+/// The largest element of non-negative values; NaN or infinite: infinity.
+fn largest(x: &[f64]) -> f64 {
+    x.iter().fold(0.0, |m: f64, &v| {
+        if v.is_finite() {
+            m.max(v)
+        } else {
+            f64::INFINITY
+        }
+    })
+}
+
+/// A sum of `terms` products of non-negative float32 values (each factor
+/// rounded to float32 first) is at most this factor below the exact one, in
+/// any order of summation: `(terms + 4)·2⁻²³` covers the two input roundings,
+/// the product's and the `terms − 1` additions' (γ_n for sums of
+/// non-negative terms).
+fn round_up_factor(terms: usize) -> f64 {
+    1.0 + (terms as f64 + 4.0) * f64::from(f32::EPSILON)
+}
+
+/// The absolute slack that covers what float32 loses below its normal range
+/// (flushed or subnormal factors and products), or None where a product or
+/// sum could overflow float32 or the inputs are not finite: then float64.
+fn nonneg_slack(max_a: f64, max_b: f64, max_bias: f64, terms: usize) -> Option<f64> {
+    let n = terms.max(1) as f64;
+    let worst = max_a * max_b * n + max_bias;
+    (worst.is_finite() && worst < 1e36)
+        .then(|| n * (1.0 + max_a + max_b) * f64::from(f32::MIN_POSITIVE))
 }
 
 /// A float64 tensor.
@@ -144,8 +204,8 @@ pub(super) fn evaluate(r: &Reference, c: &Call) -> Result<Evaluated, Error> {
         Node::Linear | Node::Conv2d(_) => {
             let mags: Vec<HostTensor> = c.inputs.iter().map(|t| abs(t)).collect();
             let refs: Vec<&HostTensor> = mags.iter().collect();
-            let bnd = r.exec(c.op, c.attrs, &refs)?.to_f64_vec();
             let n = terms(c);
+            let bnd = r.exec_nonneg(c.op, c.attrs, &refs, n)?.to_f64_vec();
             affine(|lambda| {
                 let g = growth(lambda, n);
                 v.iter()
@@ -283,8 +343,8 @@ fn sigma(
         Node::Linear | Node::Conv2d(_) => {
             let squares: Vec<HostTensor> = c.inputs.iter().map(|t| square(t)).collect();
             let refs: Vec<&HostTensor> = squares.iter().collect();
-            let q = r.exec(c.op, c.attrs, &refs)?.to_f64_vec();
             let n = terms(c);
+            let q = r.exec_nonneg(c.op, c.attrs, &refs, n)?.to_f64_vec();
             v.iter()
                 .zip(&q)
                 .map(|(&v, &q)| stored(v) + ua * ua / 3.0 * sum_var(n, v, q))
@@ -358,11 +418,12 @@ pub(super) fn propagate(
             // V_x·w² + x²·V_w + V_b: both passes are the operator itself.
             let (x2, w2) = (square(c.inputs[0]), square(c.inputs[1]));
             let mut total: Option<HostTensor> = None;
+            let n = terms(c);
             if let Some(vx) = vars[0] {
-                total = Some(r.exec(c.op, c.attrs, &[vx, &w2])?);
+                total = Some(r.exec_nonneg(c.op, c.attrs, &[vx, &w2], n)?);
             }
             if let Some(vw) = vars.get(1).copied().flatten() {
-                let t = r.exec(c.op, c.attrs, &[&x2, vw])?;
+                let t = r.exec_nonneg(c.op, c.attrs, &[&x2, vw], n)?;
                 total = Some(match total {
                     Some(s) => sum(s, t)?,
                     None => t,
@@ -729,6 +790,56 @@ fn matmul(a: &[f64], b: &[f64], (m, k, n): (usize, usize, usize), b_transposed: 
     out
 }
 
+/// [`matmul`] of non-negative matrices, in float32 where nothing can
+/// overflow, rounded up to an upper bound (as [`Reference::exec_nonneg`]).
+fn nonneg_matmul(
+    a: &[f64],
+    b: &[f64],
+    (m, k, n): (usize, usize, usize),
+    b_transposed: bool,
+) -> Vec<f64> {
+    let Some(slack) = nonneg_slack(largest(a), largest(b), 0.0, k) else {
+        return matmul(a, b, (m, k, n), b_transposed);
+    };
+    let narrow = |x: &[f64]| x.iter().map(|&v| v as f32).collect::<Vec<f32>>();
+    let (a, b) = (narrow(a), narrow(b));
+    let mut out = vec![0f32; m * n];
+    if m > 0 && n > 0 && k > 0 {
+        let (b_rs, b_cs) = if b_transposed {
+            (1, k as isize)
+        } else {
+            (n as isize, 1)
+        };
+        // SAFETY: as in `matmul`: `a` holds m·k and `b` k·n elements at
+        // these strides, `out` m·n; no overlap.
+        unsafe {
+            gemm::gemm(
+                m,
+                n,
+                k,
+                out.as_mut_ptr(),
+                1,
+                n as isize,
+                false,
+                a.as_ptr(),
+                1,
+                k as isize,
+                b.as_ptr(),
+                b_cs,
+                b_rs,
+                0.0,
+                1.0,
+                false,
+                false,
+                false,
+                gemm::Parallelism::Rayon(0),
+            );
+        }
+    }
+    let up = round_up_factor(k);
+    out.into_iter().map(|x| f64::from(x) * up + slack).collect()
+}
+
 fn map2(a: &[f64], b: &[f64], f: impl Fn(f64, f64) -> f64) -> Vec<f64> {
     a.iter().zip(b).map(|(&x, &y)| f(x, y)).collect()
 }
@@ -793,7 +904,7 @@ fn sdpa(
         s.iter_mut().for_each(|x| *x *= scale);
         // |q|·|k|ᵀ: only the local bound needs it.
         let mut a = if e.is_none() {
-            matmul(&abs(qb), &abs(kb), (lq, dk, lk), true)
+            nonneg_matmul(&abs(qb), &abs(kb), (lq, dk, lk), true)
         } else {
             vec![0.0; lq * lk]
         };
@@ -825,9 +936,9 @@ fn sdpa(
         if e.is_none() {
             let va = abs(vb);
             let o = matmul(&pm, vb, (lq, lk, dv), false);
-            let bnd = matmul(&pm, &va, (lq, lk, dv), false);
-            let f = matmul(&dp0, &va, (lq, lk, dv), false);
-            let g = matmul(&dp1, &va, (lq, lk, dv), false);
+            let bnd = nonneg_matmul(&pm, &va, (lq, lk, dv), false);
+            let f = nonneg_matmul(&dp0, &va, (lq, lk, dv), false);
+            let g = nonneg_matmul(&dp1, &va, (lq, lk, dv), false);
             fixed.extend(f.iter().zip(&o).map(|(f, o)| f + p.u * o.abs() + p.tiny));
             scaled.extend(map2(&g, &bnd, |g, b| g + gk * u * b));
         }
@@ -837,8 +948,8 @@ fn sdpa(
             let vkb = &vk[b * lk * dk..][..lk * dk];
             let vvb = &vv[b * lk * dv..][..lk * dv];
             let vs = map2(
-                &matmul(vqb, &sq(kb), (lq, dk, lk), true),
-                &matmul(&sq(qb), vkb, (lq, dk, lk), true),
+                &nonneg_matmul(vqb, &sq(kb), (lq, dk, lk), true),
+                &nonneg_matmul(&sq(qb), vkb, (lq, dk, lk), true),
                 |x, y| scale * scale * (x + y),
             );
             let p2 = sq(&pm);
@@ -855,8 +966,8 @@ fn sdpa(
                 }
             }
             prop.extend(map2(
-                &matmul(&w, &sq(vb), (lq, lk, dv), false),
-                &matmul(&p2, vvb, (lq, lk, dv), false),
+                &nonneg_matmul(&w, &sq(vb), (lq, lk, dv), false),
+                &nonneg_matmul(&p2, vvb, (lq, lk, dv), false),
                 |x, y| x + y,
             ));
         }
@@ -889,7 +1000,7 @@ fn sdpa_sigma(inputs: &[&HostTensor], scale: f64, p: Precision) -> Vec<f64> {
         let kb = &k[b * lk * dk..][..lk * dk];
         let vb = &v[b * lk * dv..][..lk * dv];
         let raw = matmul(qb, kb, (lq, dk, lk), true);
-        let sq_terms_s = matmul(&sq(qb), &sq(kb), (lq, dk, lk), true);
+        let sq_terms_s = nonneg_matmul(&sq(qb), &sq(kb), (lq, dk, lk), true);
         let var_s: Vec<f64> = raw
             .iter()
             .zip(&sq_terms_s)
@@ -912,8 +1023,8 @@ fn sdpa_sigma(inputs: &[&HostTensor], scale: f64, p: Precision) -> Vec<f64> {
             }
         }
         let o = matmul(&pm, vb, (lq, lk, dv), false);
-        let sq_terms_o = matmul(&sq(&pm), &sq(vb), (lq, lk, dv), false);
-        let carried = matmul(&var_p, &sq(vb), (lq, lk, dv), false);
+        let sq_terms_o = nonneg_matmul(&sq(&pm), &sq(vb), (lq, lk, dv), false);
+        let carried = nonneg_matmul(&var_p, &sq(vb), (lq, lk, dv), false);
         out.extend(
             o.iter()
                 .zip(&sq_terms_o)
@@ -943,5 +1054,45 @@ pub(super) fn wide(t: &HostTensor) -> HostTensor {
         t.cast(DType::F64)
     } else {
         t.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    /// The float32 product of non-negative matrices never falls below the
+    /// exact one (float64 stands in for it: its error is 2⁻²⁹ of float32's),
+    /// and exceeds it by little; values float32 cannot hold take float64.
+    #[test]
+    fn nonneg_matmul_is_an_upper_bound() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(rand::random());
+        for (m, k, n) in [(3, 1, 2), (17, 64, 9), (5, 4099, 7)] {
+            for scale in [1e-30, 1e-3, 1.0, 1e12] {
+                let mut draw = |len: usize| -> Vec<f64> {
+                    (0..len).map(|_| rng.gen::<f64>().powi(4) * scale).collect()
+                };
+                let (a, b) = (draw(m * k), draw(k * n));
+                for transposed in [false, true] {
+                    let exact = matmul(&a, &b, (m, k, n), transposed);
+                    let bound = nonneg_matmul(&a, &b, (m, k, n), transposed);
+                    for (e, u) in exact.iter().zip(&bound) {
+                        assert!(u >= e, "{m}x{k}x{n} at {scale}: {u} < {e}");
+                        assert!(
+                            *u <= e * (1.0 + 1e-3) + 1e-30,
+                            "{m}x{k}x{n} at {scale}: {u} far above {e}"
+                        );
+                    }
+                }
+            }
+        }
+        // Past float32's range: float64, exactly.
+        let big = vec![1e30; 4];
+        assert_eq!(
+            nonneg_matmul(&big, &big, (2, 2, 2), false),
+            matmul(&big, &big, (2, 2, 2), false)
+        );
+        assert!(nonneg_slack(1.0, f64::INFINITY, 0.0, 4).is_none());
     }
 }

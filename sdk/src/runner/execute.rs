@@ -97,6 +97,7 @@ pub(super) fn fused_program(suite: &Suite, stage: &Stage, tier: Tier) -> Program
 /// first run and of the repeat, and what the guards found.
 pub(super) struct Ran {
     pub values: HashMap<String, HostTensor>,
+    /// The second run's outputs that differ from the first's, bit for bit.
     pub repeat: HashMap<String, HostTensor>,
     pub findings: Vec<Finding>,
     /// Seconds inside the provider's kernels ([`crate::execution::Executed`]).
@@ -123,9 +124,18 @@ pub(super) fn run_program(
         values.extend(outputs);
         values
     };
+    let values = with_inputs(executed.values);
+    // The repeat keeps only the tensors whose bits differ from the first
+    // run's (only those are judged again): a deterministic provider's second
+    // copy of a large stage is dropped here.
+    let repeat = executed
+        .repeat
+        .into_iter()
+        .filter(|(n, t)| values.get(n).is_none_or(|v| v.bytes != t.bytes))
+        .collect();
     Ok(Ran {
-        values: with_inputs(executed.values),
-        repeat: with_inputs(executed.repeat),
+        values,
+        repeat,
         findings: executed.findings,
         kernel_seconds: executed.kernel_seconds,
     })

@@ -286,8 +286,9 @@ impl StageContext<'_> {
 
     /// The verdict: outputs against the reference within the propagated
     /// bound; in a decomposed run every node against its own; invariants.
-    /// `repeat`, the second run on the same inputs, is judged too wherever
-    /// its bits differ from the first run's (the same bits, the same verdict).
+    /// `repeat`, the second run on the same inputs, is judged too: it holds
+    /// the tensors whose bits differ from the first run's (the same bits,
+    /// the same verdict).
     fn judge(
         &self,
         result: &mut StageResult,
@@ -367,10 +368,7 @@ impl StageContext<'_> {
             result.invariants.push(r);
             // The repeat's invariants too, where its bits differ.
             let tensor = inv.tensor();
-            if let Some(b) = repeat
-                .map(|r| &r[tensor])
-                .filter(|b| b.bytes != values[tensor].bytes)
-            {
+            if let Some(b) = repeat.and_then(|r| r.get(tensor)) {
                 if !invariants::check(inv, b).held {
                     passed = false;
                     result.findings.push(Finding::RepeatOutOfBounds {
@@ -456,7 +454,7 @@ impl StageContext<'_> {
         rules: &dyn Fn(&String) -> Rules,
     ) -> Result<Vec<String>, String> {
         let stage = self.stage;
-        let differs = |name: &String| values[name].bytes != repeat[name].bytes;
+        let differs = |name: &String| repeat.contains_key(name);
         let mut failed = Vec::new();
         for name in stage.outputs.iter().filter(|n| differs(n)) {
             let expected = reference.values[name].to_f64_vec();
@@ -475,8 +473,10 @@ impl StageContext<'_> {
             }
         }
         if execution == Execution::Decomposed && stage.graph.iter().any(|n| differs(&n.output)) {
+            let mut second = values.clone();
+            second.extend(repeat.iter().map(|(n, t)| (n.clone(), t.clone())));
             for c in self
-                .check_nodes(repeat)?
+                .check_nodes(&second)?
                 .into_iter()
                 .filter(|c| !c.judgement.passed)
             {
