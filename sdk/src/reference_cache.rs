@@ -23,6 +23,8 @@ pub const CACHE_DIR_ENV: &str = "VSDK_REFERENCE_CACHE";
 /// The cache's size bound, in bytes, by default (2 GiB).
 pub const DEFAULT_MAX_BYTES: u64 = 2 << 30;
 const MAGIC: &[u8; 8] = b"VSDKREF1";
+/// The extension of a regenerated anchored golden value's entry.
+const ANCHORED: &str = "anchored";
 
 /// What identifies a stage reference: everything it is a function of.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -138,17 +140,57 @@ impl ReferenceCache {
         if bytes.len() as u64 > self.max_bytes || std::fs::create_dir_all(&self.dir).is_err() {
             return;
         }
-        // Written whole under a unique name, then renamed into place: a
-        // concurrent reader sees the old entry, the new one, or none.
+        self.write(&digest, &bytes, &self.path(&digest));
+    }
+
+    fn anchored_path(&self, sha256: &[u8; 32]) -> PathBuf {
+        self.dir.join(format!("{}.{ANCHORED}", hex::encode(sha256)))
+    }
+
+    /// A regenerated anchored golden value (docs/golden-format.md) by its
+    /// recorded SHA-256, the entry's name: content-addressed, so an entry
+    /// whose bytes do not hash to its name (damaged, tampered) is dropped
+    /// and never used.
+    pub fn get_anchored(
+        &self,
+        sha256: &[u8; 32],
+        spec: &TensorSpec,
+    ) -> (Option<HostTensor>, Lookup) {
+        let path = self.anchored_path(sha256);
+        let Ok(bytes) = crate::limits::read_regular_file(&path, spec.size_bytes() as u64) else {
+            return (None, Lookup::Miss);
+        };
+        match HostTensor::from_bytes(spec.clone(), bytes)
+            .ok()
+            .filter(|t| crate::golden::canonical_sha256(t) == *sha256)
+        {
+            Some(t) => (Some(t), Lookup::Hit),
+            None => {
+                let _ = std::fs::remove_file(&path);
+                (None, Lookup::Damaged)
+            }
+        }
+    }
+
+    /// Stores a regenerated anchored value (best effort, as [`Self::put`]).
+    pub fn put_anchored(&self, sha256: &[u8; 32], t: &HostTensor) {
+        if t.bytes.len() as u64 > self.max_bytes || std::fs::create_dir_all(&self.dir).is_err() {
+            return;
+        }
+        self.write(sha256, &t.bytes, &self.anchored_path(sha256));
+    }
+
+    /// Writes an entry whole under a unique name, then renames it into
+    /// place (a concurrent reader sees the old entry, the new one, or none),
+    /// then evicts.
+    fn write(&self, digest: &[u8; 32], bytes: &[u8], path: &Path) {
         let tmp = self.dir.join(format!(
             ".{}.{}.{}.tmp",
             hex::encode(&digest[..8]),
             std::process::id(),
             crate::execution::runtime_seed()
         ));
-        if std::fs::write(&tmp, &bytes).is_err()
-            || std::fs::rename(&tmp, self.path(&digest)).is_err()
-        {
+        if std::fs::write(&tmp, bytes).is_err() || std::fs::rename(&tmp, path).is_err() {
             let _ = std::fs::remove_file(&tmp);
             return;
         }
@@ -163,7 +205,11 @@ impl ReferenceCache {
         };
         let mut files: Vec<(std::time::SystemTime, u64, PathBuf)> = entries
             .flatten()
-            .filter(|e| e.path().extension().is_some_and(|x| x == "ref"))
+            .filter(|e| {
+                e.path()
+                    .extension()
+                    .is_some_and(|x| x == "ref" || x == ANCHORED)
+            })
             .filter_map(|e| {
                 let m = e.metadata().ok()?;
                 Some((m.modified().ok()?, m.len(), e.path()))

@@ -4,6 +4,7 @@
 
 use crate::document::{Document, DocumentError, Location, TensorSource};
 use crate::golden::{GoldenError, GoldenFile, Source};
+use crate::reference_cache::ReferenceCache;
 use crate::{Device, HostTensor, Node, Provider, TensorSpec};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -57,6 +58,8 @@ pub struct Suite {
     /// Anchored tensors regenerated and checked: kept for the suite's life
     /// (regenerating one is its stage's float64 forward), never released.
     anchored: Mutex<HashMap<String, Arc<HostTensor>>>,
+    /// Where regenerated anchored values are also kept between runs.
+    anchored_cache: OnceLock<ReferenceCache>,
 }
 
 /// The files of a suite directory.
@@ -186,6 +189,7 @@ impl Suite {
             verified: Mutex::new(HashSet::new()),
             reference: OnceLock::new(),
             anchored: Mutex::new(HashMap::new()),
+            anchored_cache: OnceLock::new(),
         })
     }
 
@@ -198,6 +202,13 @@ impl Suite {
     /// first call wins.
     pub fn use_reference(&self, reference: &Device) {
         let _ = self.reference.set(reference.clone());
+    }
+
+    /// Regenerated anchored values are also read from and written to this
+    /// cache (content-addressed by their recorded SHA-256, so a cached value
+    /// is as good as a stored one). The first call wins.
+    pub fn use_cache(&self, cache: ReferenceCache) {
+        let _ = self.anchored_cache.set(cache);
     }
 
     fn reference(&self) -> Result<&Device, String> {
@@ -234,6 +245,14 @@ impl Suite {
                 "no stage produces it: only a stage output can be anchored".into(),
             ));
         };
+        let cache = self.anchored_cache.get();
+        if let (Some(cache), Some(g)) = (cache, self.golden.tensor(name)) {
+            if let (Some(t), _) = cache.get_anchored(&g.sha256, &g.spec) {
+                let t = Arc::new(t);
+                lock(&self.anchored).insert(name.to_string(), Arc::clone(&t));
+                return Ok(t);
+            }
+        }
         let reference = self.reference().map_err(|e| fail(&stage.name, e))?;
         let outputs = crate::generate::stage_goldens(&self.document, reference, stage, &|n| {
             self.tensor(n)
@@ -249,6 +268,9 @@ impl Suite {
                 continue;
             }
             self.golden.check_anchored(g, &t)?;
+            if let Some(cache) = cache {
+                cache.put_anchored(&g.sha256, &t);
+            }
             let t = Arc::new(t);
             if output == name {
                 found = Some(Arc::clone(&t));

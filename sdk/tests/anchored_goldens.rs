@@ -140,3 +140,51 @@ fn a_budget_below_what_must_be_stored_is_an_error() {
     let e = vips_sdk::generate::generate(&doc, &cpu(), &[]).unwrap_err();
     assert!(e.to_string().contains("budget of 200"), "{e}");
 }
+
+/// Regenerated anchored values are kept in the reference cache under their
+/// recorded SHA-256: a second suite reads them back without the reference,
+/// and an entry whose bytes were altered is dropped and regenerated.
+#[test]
+fn regenerated_anchored_values_are_cached_by_hash_and_a_tampered_one_is_redone() {
+    let seed = rand::random::<u32>() as u64;
+    eprintln!("seed {seed}");
+    let reference = cpu();
+    let full = vips_sdk::generate::generate(&document(seed, None), &reference, &[]).unwrap();
+    let doc = document(seed, Some(full.len() as u64 - 300));
+    let bytes = vips_sdk::generate::generate(&doc, &reference, &[]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = vips_sdk::reference_cache::ReferenceCache {
+        dir: dir.path().join("reference"),
+        max_bytes: vips_sdk::reference_cache::DEFAULT_MAX_BYTES,
+    };
+    let first = suite(&doc, bytes.clone());
+    first.use_cache(cache.clone());
+    let name = anchored(&first.golden)[0];
+    let value = first.tensor(name).unwrap();
+    let sha = first.golden.tensor(name).unwrap().sha256;
+    let entry = dir
+        .path()
+        .join("reference")
+        .join(format!("{}.anchored", hex::encode(sha)));
+    assert_eq!(std::fs::read(&entry).unwrap(), *value.bytes, "written");
+    let spec = value.spec.clone();
+    let (hit, _) = cache.get_anchored(&sha, &spec);
+    assert_eq!(hit.unwrap().bytes, value.bytes, "read back");
+    // Tampered: one value changed, the name (its hash) kept.
+    let mut altered = value.bytes.to_vec();
+    altered[0] ^= 0x40;
+    std::fs::write(&entry, &altered).unwrap();
+    let (miss, lookup) = cache.get_anchored(&sha, &spec);
+    assert!(miss.is_none());
+    assert_eq!(lookup, vips_sdk::reference_cache::Lookup::Damaged);
+    assert!(!entry.exists(), "a damaged entry is dropped");
+    std::fs::write(&entry, &altered).unwrap();
+    let second = suite(&doc, bytes);
+    second.use_cache(cache);
+    assert_eq!(
+        second.tensor(name).unwrap().bytes,
+        value.bytes,
+        "regenerated"
+    );
+    assert_eq!(std::fs::read(&entry).unwrap(), *value.bytes, "rewritten");
+}

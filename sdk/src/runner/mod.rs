@@ -860,6 +860,9 @@ fn run_tiers(
     let stages = select(suite, opts);
     // Anchored golden values come from the reference that judges the run.
     suite.use_reference(reference);
+    if let Some(cache) = &opts.reference_cache {
+        suite.use_cache(cache.clone());
+    }
     let cache = opts
         .reference_cache
         .clone()
