@@ -752,8 +752,37 @@ fn layer_norm_propagate(
 }
 
 /// `a [m, k] · b`, where `b` is `[k, n]`, or `[n, k]` read transposed.
-fn matmul(a: &[f64], b: &[f64], (m, k, n): (usize, usize, usize), b_transposed: bool) -> Vec<f64> {
-    let mut out = vec![0.0; m * n];
+fn matmul(a: &[f64], b: &[f64], dims: (usize, usize, usize), b_transposed: bool) -> Vec<f64> {
+    row_major_gemm(a, b, dims, b_transposed, 0.0, 1.0)
+}
+
+/// [`matmul`] of non-negative matrices, in float32 where nothing can
+/// overflow, rounded up to an upper bound (as [`Reference::exec_nonneg`]).
+fn nonneg_matmul(
+    a: &[f64],
+    b: &[f64],
+    dims: (usize, usize, usize),
+    b_transposed: bool,
+) -> Vec<f64> {
+    let Some(slack) = nonneg_slack(largest(a), largest(b), 0.0, dims.1) else {
+        return matmul(a, b, dims, b_transposed);
+    };
+    let narrow = |x: &[f64]| x.iter().map(|&v| v as f32).collect::<Vec<f32>>();
+    let out = row_major_gemm(&narrow(a), &narrow(b), dims, b_transposed, 0.0, 1.0);
+    let up = round_up_factor(dims.1);
+    out.into_iter().map(|x| f64::from(x) * up + slack).collect()
+}
+
+/// `a [m, k] · b` in `T` (`zero` and `one` of it).
+fn row_major_gemm<T: 'static + Copy>(
+    a: &[T],
+    b: &[T],
+    (m, k, n): (usize, usize, usize),
+    b_transposed: bool,
+    zero: T,
+    one: T,
+) -> Vec<T> {
+    let mut out = vec![zero; m * n];
     if m == 0 || n == 0 || k == 0 {
         return out;
     }
@@ -779,8 +808,8 @@ fn matmul(a: &[f64], b: &[f64], (m, k, n): (usize, usize, usize), b_transposed: 
             b.as_ptr(),
             b_cs,
             b_rs,
-            0.0,
-            1.0,
+            zero,
+            one,
             false,
             false,
             false,
@@ -788,56 +817,6 @@ fn matmul(a: &[f64], b: &[f64], (m, k, n): (usize, usize, usize), b_transposed: 
         );
     }
     out
-}
-
-/// [`matmul`] of non-negative matrices, in float32 where nothing can
-/// overflow, rounded up to an upper bound (as [`Reference::exec_nonneg`]).
-fn nonneg_matmul(
-    a: &[f64],
-    b: &[f64],
-    (m, k, n): (usize, usize, usize),
-    b_transposed: bool,
-) -> Vec<f64> {
-    let Some(slack) = nonneg_slack(largest(a), largest(b), 0.0, k) else {
-        return matmul(a, b, (m, k, n), b_transposed);
-    };
-    let narrow = |x: &[f64]| x.iter().map(|&v| v as f32).collect::<Vec<f32>>();
-    let (a, b) = (narrow(a), narrow(b));
-    let mut out = vec![0f32; m * n];
-    if m > 0 && n > 0 && k > 0 {
-        let (b_rs, b_cs) = if b_transposed {
-            (1, k as isize)
-        } else {
-            (n as isize, 1)
-        };
-        // SAFETY: as in `matmul`: `a` holds m·k and `b` k·n elements at
-        // these strides, `out` m·n; no overlap.
-        unsafe {
-            gemm::gemm(
-                m,
-                n,
-                k,
-                out.as_mut_ptr(),
-                1,
-                n as isize,
-                false,
-                a.as_ptr(),
-                1,
-                k as isize,
-                b.as_ptr(),
-                b_cs,
-                b_rs,
-                0.0,
-                1.0,
-                false,
-                false,
-                false,
-                gemm::Parallelism::Rayon(0),
-            );
-        }
-    }
-    let up = round_up_factor(k);
-    out.into_iter().map(|x| f64::from(x) * up + slack).collect()
 }
 
 fn map2(a: &[f64], b: &[f64], f: impl Fn(f64, f64) -> f64) -> Vec<f64> {
