@@ -76,7 +76,6 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    vips_sdk::allocator::return_large_frees();
     let result = match Cli::parse().command {
         Command::Run(args) => commands::run::run(*args),
         Command::List { suite, json } => commands::list::run(suite, json),

@@ -2,6 +2,5 @@
 //! sandboxed (sdk/src/sandbox). Not meant to be started by hand.
 
 fn main() {
-    vips_sdk::allocator::return_large_frees();
     std::process::exit(vips_sdk::isolation::worker_main());
 }

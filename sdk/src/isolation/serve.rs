@@ -61,6 +61,8 @@ pub fn serve(first: Option<Reply>) -> i32 {
         if reply == Reply::Closed {
             return 0;
         }
+        drop(tensors);
+        crate::allocator::return_freed_memory();
     }
 }
 

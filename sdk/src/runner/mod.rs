@@ -1111,6 +1111,7 @@ fn release_after(suite: &Suite, stages: &[&Stage], index: usize) {
             .chain(&stage.outputs)
             .filter(|n| !later.contains(n)),
     );
+    crate::allocator::return_freed_memory();
 }
 
 /// Runs `attempt` (0, 1, ...) until it does not fail or `retries` re-runs
