@@ -11,7 +11,8 @@
 //! library does not call this.
 
 /// Returns the heap's free pages to the system; call it between units of
-/// work (a stage, a worker request), not inside one.
+/// work (a stage, a worker request), not inside one, and only in the SDK's
+/// own processes (`RunOptions::return_freed_memory`, the worker).
 pub fn return_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only releases free memory of malloc's own arenas

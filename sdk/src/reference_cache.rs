@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 /// Bumped whenever the float64 reference, the bounds or σ change for the
 /// same inputs (an error-model change): older entries then miss.
-pub const REFERENCE_VERSION: &str = concat!("vips-sdk ", env!("CARGO_PKG_VERSION"), " ref 2");
+pub const REFERENCE_VERSION: &str = concat!("vips-sdk ", env!("CARGO_PKG_VERSION"), " ref 3");
 
 /// The environment variable that sets the cache directory (default
 /// `$XDG_CACHE_HOME/vips-sdk/reference`, else `~/.cache/vips-sdk/reference`).
@@ -116,11 +116,7 @@ impl ReferenceCache {
         };
         match decode(&bytes, &digest) {
             Some(r) => {
-                // Least recently used goes first: a hit is a use.
-                let _ = std::fs::File::options()
-                    .append(true)
-                    .open(&path)
-                    .and_then(|f| f.set_modified(std::time::SystemTime::now()));
+                touch(&path);
                 (Some(r), Lookup::Hit)
             }
             None => {
@@ -164,7 +160,10 @@ impl ReferenceCache {
             .ok()
             .filter(|t| crate::golden::canonical_sha256(t) == *sha256)
         {
-            Some(t) => (Some(t), Lookup::Hit),
+            Some(t) => {
+                touch(&path);
+                (Some(t), Lookup::Hit)
+            }
             None => {
                 let _ = std::fs::remove_file(&path);
                 (None, Lookup::Damaged)
@@ -226,6 +225,14 @@ impl ReferenceCache {
             }
         }
     }
+}
+
+/// Least recently used goes first: a hit is a use.
+fn touch(path: &Path) {
+    let _ = std::fs::File::options()
+        .append(true)
+        .open(path)
+        .and_then(|f| f.set_modified(std::time::SystemTime::now()));
 }
 
 fn encode(r: &StageReference, key: [u8; 32], seconds: f64) -> Option<Vec<u8>> {

@@ -217,6 +217,7 @@ impl Common {
             reference_cache: (!args.no_reference_cache)
                 .then(vips_sdk::reference_cache::ReferenceCache::from_env)
                 .flatten(),
+            return_freed_memory: true,
             ..RunOptions::default()
         };
         if runner::select(&suite, &opts).is_empty() {

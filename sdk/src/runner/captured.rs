@@ -110,6 +110,10 @@ pub(super) fn through_producers(
         .filter(|p| missing.iter().any(|m| p.outputs.contains(m)))
         .collect();
     let first = producers.first()?;
+    // One arithmetic for the composed graph.
+    if producers.iter().any(|p| p.precision != stage.precision) {
+        return None;
+    }
     let mut inputs: Vec<String> = Vec::new();
     for name in producers
         .iter()

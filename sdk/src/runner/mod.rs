@@ -97,6 +97,10 @@ pub struct RunOptions {
     /// Where golden-fed stage references are kept between runs
     /// (`crate::reference_cache`); `None`: computed every time.
     pub reference_cache: Option<crate::reference_cache::ReferenceCache>,
+    /// Return freed memory to the system after each stage
+    /// ([`crate::allocator`]): the CLI does; a library leaves its host's
+    /// allocator alone.
+    pub return_freed_memory: bool,
 }
 
 impl Default for RunOptions {
@@ -118,6 +122,7 @@ impl Default for RunOptions {
             skip_after_timeout: false,
             baseline: None,
             reference_cache: None,
+            return_freed_memory: false,
         }
     }
 }
@@ -948,7 +953,7 @@ fn run_tiers(
                 outputs: &outputs,
             });
             main_outputs.insert(stage.name.clone(), outputs);
-            release_after(suite, &stages, stage_index);
+            release_after(suite, opts, &stages, stage_index);
         }
         let first_divergent_stage = (opts.mode == Mode::Chained)
             .then(|| {
@@ -990,7 +995,7 @@ fn run_tiers(
                     Ok(to_tier(&*suite.tensor(name)?, stage.arithmetic(tier)))
                 })?;
                 differential.push(progress.record(result));
-                release_after(suite, &stages, stage_index);
+                release_after(suite, opts, &stages, stage_index);
             }
         }
         let contract = match source {
@@ -1101,7 +1106,7 @@ impl<'a> TierContext<'a> {
 /// later pass (the differential round, the next tier) and the chained
 /// end-to-end comparison read them again: regenerating 22 M seeded weights
 /// takes about 50 ms, holding them about 90 MB.
-fn release_after(suite: &Suite, stages: &[&Stage], index: usize) {
+fn release_after(suite: &Suite, opts: &RunOptions, stages: &[&Stage], index: usize) {
     let later: HashSet<&String> = stages[index + 1..].iter().flat_map(|s| &s.inputs).collect();
     let stage = stages[index];
     suite.release(
@@ -1111,7 +1116,9 @@ fn release_after(suite: &Suite, stages: &[&Stage], index: usize) {
             .chain(&stage.outputs)
             .filter(|n| !later.contains(n)),
     );
-    crate::allocator::return_freed_memory();
+    if opts.return_freed_memory {
+        crate::allocator::return_freed_memory();
+    }
 }
 
 /// Runs `attempt` (0, 1, ...) until it does not fail or `retries` re-runs
