@@ -30,49 +30,145 @@ impl Reference<'_> {
         self.exec(op, &Attrs::new(), &[a, b])
     }
 
-    /// `linear` or `conv2d` of non-negative float64 inputs (magnitudes,
-    /// squares, variances: what bounds and σ are made of). `linear` runs
-    /// here through [`nonneg_matmul`] (float32 rounded up to an upper bound:
-    /// half the work of float64, for a result only ever compared against),
-    /// never on the reference provider's float32 kernels, whose summation
-    /// is not ours to vouch for; `conv2d` runs on the reference in float64.
+    /// `linear` or `conv2d` of non-negative values made from float64
+    /// operands (magnitudes, squares, variances: what bounds and σ are made
+    /// of), each operand read through its [`Mag`]. `linear` runs here through
+    /// [`nonneg_gemm`] (float32 rounded up to an upper bound: half the work of
+    /// float64, for a result only ever compared against), never on the
+    /// reference provider's float32 kernels, whose summation is not ours to
+    /// vouch for; `conv2d` runs on the reference in float64. The operands are
+    /// narrowed in one pass, with no float64 copy of a weight.
     fn exec_nonneg(
         &self,
         op: Op,
         attrs: &Attrs,
-        inputs: &[&HostTensor],
-    ) -> Result<HostTensor, Error> {
-        let (x, w) = (inputs[0], inputs[1]);
+        inputs: &[(&HostTensor, Mag)],
+    ) -> Result<Vec<f64>, Error> {
+        let ((x, mx), (w, mw)) = (inputs[0], inputs[1]);
         let (n, k) = match (op, &w.spec.shape[..]) {
             (Op::Linear, &[n, k]) if k > 0 && x.spec.numel() % k == 0 => (n, k),
-            _ => return self.exec(op, attrs, inputs),
+            _ => {
+                let mapped: Vec<HostTensor> = inputs.iter().map(|&(t, m)| m.apply(t)).collect();
+                let refs: Vec<&HostTensor> = mapped.iter().collect();
+                return Ok(self.exec(op, attrs, &refs)?.to_f64_vec());
+            }
         };
         let m = x.spec.numel() / k;
-        let mut out = nonneg_matmul(&x.to_f64_vec(), &w.to_f64_vec(), (m, k, n), true);
-        if let Some(b) = inputs.get(2) {
+        let mut out = nonneg_gemm(Narrowed::of(x, mx), Narrowed::of(w, mw), (m, k, n), true);
+        if let Some(&(b, mb)) = inputs.get(2) {
             let b = b.to_f64_vec();
             // One float64 addition more: rounded up by an ulp.
             for (i, o) in out.iter_mut().enumerate() {
-                *o = (*o + b[i % n]) * (1.0 + f64::EPSILON);
+                *o = (*o + mb.of(b[i % n])) * (1.0 + f64::EPSILON);
             }
         }
-        let mut shape = x.spec.shape.clone();
-        if let Some(last) = shape.last_mut() {
-            *last = n;
-        }
-        Ok(dense(&shape, out))
+        Ok(out)
     }
 }
 
-/// The largest element of non-negative values; NaN or infinite: infinity.
-fn largest(x: &[f64]) -> f64 {
-    x.iter().fold(0.0, |m: f64, &v| {
+/// How an operand of a non-negative product is read.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) enum Mag {
+    Abs,
+    Square,
+    /// Already non-negative (a variance).
+    Value,
+}
+
+impl Mag {
+    fn of(self, v: f64) -> f64 {
+        match self {
+            Mag::Abs => v.abs(),
+            Mag::Square => v * v,
+            Mag::Value => v,
+        }
+    }
+
+    fn apply(self, t: &HostTensor) -> HostTensor {
+        match self {
+            Mag::Abs => abs(t),
+            Mag::Square => square(t),
+            Mag::Value => t.clone(),
+        }
+    }
+}
+
+/// An operand of [`nonneg_gemm`]: its mapped values in float32 where they
+/// fit, and the largest of them (infinite where one is not finite).
+struct Narrowed<'a> {
+    source: &'a HostTensor,
+    mag: Mag,
+    f32: Vec<f32>,
+    largest: f64,
+}
+
+impl<'a> Narrowed<'a> {
+    fn of(source: &'a HostTensor, mag: Mag) -> Self {
+        use rayon::prelude::*;
+        const BLOCK: usize = 1 << 14;
+        let n = source.spec.numel();
+        let mut f32 = vec![0f32; n];
+        let read: fn(&[u8]) -> f64 = match source.spec.dtype {
+            DType::F64 => |b| f64::from_le_bytes(b.try_into().expect("8 bytes")),
+            DType::F32 => |b| f64::from(f32::from_le_bytes(b.try_into().expect("4 bytes"))),
+            _ => {
+                let wide = source.to_f64_vec();
+                let largest = largest_of(wide.iter().map(|&v| mag.of(v)));
+                f32.iter_mut()
+                    .zip(&wide)
+                    .for_each(|(d, &v)| *d = mag.of(v) as f32);
+                return Narrowed {
+                    source,
+                    mag,
+                    f32,
+                    largest,
+                };
+            }
+        };
+        let width = source.spec.dtype.size_bytes();
+        let largest = f32
+            .par_chunks_mut(BLOCK)
+            .zip(source.bytes.par_chunks(BLOCK * width))
+            .map(|(d, s)| {
+                largest_of(d.iter_mut().zip(s.chunks_exact(width)).map(|(d, s)| {
+                    let v = mag.of(read(s));
+                    *d = v as f32;
+                    v
+                }))
+            })
+            .reduce(|| 0.0, f64::max);
+        Narrowed {
+            source,
+            mag,
+            f32,
+            largest,
+        }
+    }
+
+    /// The mapped values in float64 (where float32 could overflow).
+    fn wide(&self) -> Vec<f64> {
+        self.source
+            .to_f64_vec()
+            .into_iter()
+            .map(|v| self.mag.of(v))
+            .collect()
+    }
+}
+
+/// [`largest`] of an iterator.
+fn largest_of(values: impl Iterator<Item = f64>) -> f64 {
+    values.fold(0.0, |m: f64, v| {
         if v.is_finite() {
             m.max(v)
         } else {
             f64::INFINITY
         }
     })
+}
+
+/// The largest element of non-negative values; NaN or infinite: infinity.
+fn largest(x: &[f64]) -> f64 {
+    largest_of(x.iter().copied())
 }
 
 /// A sum of `terms` products of non-negative float32 values (each factor
@@ -206,9 +302,8 @@ pub(super) fn evaluate(r: &Reference, c: &Call) -> Result<Evaluated, Error> {
     };
     let (fixed, scaled) = match c.node {
         Node::Linear | Node::Conv2d(_) => {
-            let mags: Vec<HostTensor> = c.inputs.iter().map(|t| abs(t)).collect();
-            let refs: Vec<&HostTensor> = mags.iter().collect();
-            let bnd = r.exec_nonneg(c.op, c.attrs, &refs)?.to_f64_vec();
+            let mags: Vec<(&HostTensor, Mag)> = c.inputs.iter().map(|&t| (t, Mag::Abs)).collect();
+            let bnd = r.exec_nonneg(c.op, c.attrs, &mags)?;
             let n = terms(c);
             affine(|lambda| {
                 let g = growth(lambda, n);
@@ -345,9 +440,9 @@ fn sigma(
     };
     let var: Vec<f64> = match c.node {
         Node::Linear | Node::Conv2d(_) => {
-            let squares: Vec<HostTensor> = c.inputs.iter().map(|t| square(t)).collect();
-            let refs: Vec<&HostTensor> = squares.iter().collect();
-            let q = r.exec_nonneg(c.op, c.attrs, &refs)?.to_f64_vec();
+            let squares: Vec<(&HostTensor, Mag)> =
+                c.inputs.iter().map(|&t| (t, Mag::Square)).collect();
+            let q = r.exec_nonneg(c.op, c.attrs, &squares)?;
             let n = terms(c);
             v.iter()
                 .zip(&q)
@@ -420,13 +515,16 @@ pub(super) fn propagate(
     let v = match c.node {
         Node::Linear | Node::Conv2d(_) => {
             // V_x·w² + x²·V_w + V_b: both passes are the operator itself.
-            let (x2, w2) = (square(c.inputs[0]), square(c.inputs[1]));
+            let (x, w) = (c.inputs[0], c.inputs[1]);
+            let nonneg = |a, b| -> Result<HostTensor, Error> {
+                Ok(dense(out_shape, r.exec_nonneg(c.op, c.attrs, &[a, b])?))
+            };
             let mut total: Option<HostTensor> = None;
             if let Some(vx) = vars[0] {
-                total = Some(r.exec_nonneg(c.op, c.attrs, &[vx, &w2])?);
+                total = Some(nonneg((vx, Mag::Value), (w, Mag::Square))?);
             }
             if let Some(vw) = vars.get(1).copied().flatten() {
-                let t = r.exec_nonneg(c.op, c.attrs, &[&x2, vw])?;
+                let t = nonneg((x, Mag::Square), (vw, Mag::Value))?;
                 total = Some(match total {
                     Some(s) => sum(s, t)?,
                     None => t,
@@ -767,12 +865,41 @@ fn nonneg_matmul(
     dims: (usize, usize, usize),
     b_transposed: bool,
 ) -> Vec<f64> {
-    let Some(slack) = nonneg_slack(largest(a), largest(b), dims.1) else {
+    let slack = nonneg_slack(largest(a), largest(b), dims.1);
+    if slack.is_none() {
         return matmul(a, b, dims, b_transposed);
-    };
+    }
     let narrow = |x: &[f64]| x.iter().map(|&v| v as f32).collect::<Vec<f32>>();
-    let out = row_major_gemm(&narrow(a), &narrow(b), dims, b_transposed, 0.0, 1.0);
-    let up = round_up_factor(dims.1);
+    rounded_up(
+        row_major_gemm(&narrow(a), &narrow(b), dims, b_transposed, 0.0, 1.0),
+        dims.1,
+        slack,
+    )
+}
+
+/// [`nonneg_matmul`] of narrowed operands (float64 from their source where
+/// float32 could overflow).
+fn nonneg_gemm(
+    a: Narrowed,
+    b: Narrowed,
+    dims: (usize, usize, usize),
+    b_transposed: bool,
+) -> Vec<f64> {
+    let slack = nonneg_slack(a.largest, b.largest, dims.1);
+    if slack.is_none() {
+        return matmul(&a.wide(), &b.wide(), dims, b_transposed);
+    }
+    rounded_up(
+        row_major_gemm(&a.f32, &b.f32, dims, b_transposed, 0.0, 1.0),
+        dims.1,
+        slack,
+    )
+}
+
+/// A float32 sum of `terms` non-negative products, widened and rounded up
+/// to an upper bound of the exact one.
+fn rounded_up(out: Vec<f32>, terms: usize, slack: Option<f64>) -> Vec<f64> {
+    let (up, slack) = (round_up_factor(terms), slack.unwrap_or(0.0));
     out.into_iter().map(|x| f64::from(x) * up + slack).collect()
 }
 

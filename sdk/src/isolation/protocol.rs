@@ -157,15 +157,26 @@ pub fn read<T: DeserializeOwned + Carries>(r: &mut impl Read) -> Result<Message<
     Ok(Message { header, tensors })
 }
 
-/// Reads `len` bytes, growing the buffer only as bytes arrive.
+/// Reads `len` bytes, growing the buffer only as bytes arrive: by exact
+/// steps of at most [`READ_STEP`], so a message up to that size is one
+/// allocation of its size, a larger one grows in place (large blocks are
+/// remapped, not copied), and a length the peer never sends costs at most
+/// one step more than it sent.
 fn read_exactly(r: &mut impl Read, len: u64) -> Result<Vec<u8>, ProtocolError> {
-    let mut out = Vec::with_capacity(len.min(1 << 20) as usize);
-    r.take(len).read_to_end(&mut out)?;
-    if (out.len() as u64) < len {
-        return Err(ProtocolError::Malformed(format!(
-            "message ends after {} of {len} bytes",
-            out.len()
-        )));
+    let mut out = Vec::new();
+    while (out.len() as u64) < len {
+        let step = (len - out.len() as u64).min(READ_STEP);
+        out.reserve_exact(step as usize);
+        let got = r.by_ref().take(step).read_to_end(&mut out)?;
+        if (got as u64) < step {
+            return Err(ProtocolError::Malformed(format!(
+                "message ends after {} of {len} bytes",
+                out.len()
+            )));
+        }
     }
     Ok(out)
 }
+
+/// See [`read_exactly`].
+const READ_STEP: u64 = 16 << 20;
