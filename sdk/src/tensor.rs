@@ -188,6 +188,18 @@ impl HostTensor {
     pub fn to_f64_vec(&self) -> Vec<f64> {
         with_element!(self.spec.dtype, widen, (&self.bytes))
     }
+
+    /// [`HostTensor::to_f64_vec`] without the copy where the tensor is
+    /// float64 already (its bytes are the slice: little-endian, and aligned
+    /// as every allocation of that size is; otherwise a copy).
+    pub fn f64_values(&self) -> std::borrow::Cow<'_, [f64]> {
+        if cfg!(target_endian = "little") && self.spec.dtype == DType::F64 {
+            if let Ok(v) = bytemuck::try_cast_slice(&self.bytes) {
+                return std::borrow::Cow::Borrowed(v);
+            }
+        }
+        std::borrow::Cow::Owned(self.to_f64_vec())
+    }
 }
 
 /// Writes an f64 as one little-endian element of `dtype`, as `vsdk.cast`

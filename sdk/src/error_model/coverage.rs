@@ -35,7 +35,7 @@ pub(super) fn invisible_pitfalls(
         .into_iter()
         .filter_map(|p| {
             let (mut max_e, mut sumsq, mut n) = (0.0f64, 0.0, 0usize);
-            for ((d, b), s) in p.delta.iter().zip(&bound).zip(&ev.sigma) {
+            for ((d, b), s) in p.delta.iter().zip(bound.iter()).zip(&ev.sigma) {
                 if *d != 0.0 {
                     max_e = max_e.max(if *b > 0.0 { d.abs() / b } else { f64::INFINITY });
                 }
@@ -59,13 +59,13 @@ pub(super) fn invisible_pitfalls(
 /// eps ten times larger: `γ·(x − μ)·(1/√(σ² + eps) − 1/√(σ² + 10·eps))`. Rows
 /// whose variance dwarfs eps make it invisible.
 fn layer_norm_eps(inputs: &[&HostTensor], axis: usize, eps: f64) -> Pitfall {
-    let x = inputs[0].to_f64_vec();
-    let gamma = inputs[1].to_f64_vec();
+    let x = inputs[0].f64_values();
+    let gamma = inputs[1].f64_values();
     let d: usize = inputs[0].spec.shape[axis..].iter().product();
     let mut delta = Vec::with_capacity(x.len());
     for Row { x: row, mu, var, s } in layer_norm_rows(&x, d, eps) {
         let k = 1.0 / s - 1.0 / (var + 10.0 * eps).sqrt();
-        delta.extend(row.iter().zip(&gamma).map(|(v, g)| g * (v - mu) * k));
+        delta.extend(row.iter().zip(gamma.iter()).map(|(v, g)| g * (v - mu) * k));
     }
     Pitfall {
         what: "LayerNorm with eps ten times larger",
@@ -78,9 +78,9 @@ fn layer_norm_eps(inputs: &[&HostTensor], axis: usize, eps: f64) -> Pitfall {
 fn gelu_tanh(x: &HostTensor, exact: &HostTensor) -> Pitfall {
     let c = (2.0 / std::f64::consts::PI).sqrt();
     let delta = x
-        .to_f64_vec()
+        .f64_values()
         .iter()
-        .zip(exact.to_f64_vec())
+        .zip(exact.f64_values().iter())
         .map(|(&x, y)| 0.5 * x * (1.0 + (c * (x + 0.044_715 * x * x * x)).tanh()) - y)
         .collect();
     Pitfall {
@@ -93,7 +93,7 @@ fn gelu_tanh(x: &HostTensor, exact: &HostTensor) -> Pitfall {
 /// masked tensor), or mostly at the dtype's largest finite value or
 /// infinite (saturated).
 pub fn degenerate_output(name: &str, value: &HostTensor, max: f64) -> Option<String> {
-    let v = value.to_f64_vec();
+    let v = value.f64_values();
     let n = v.len().max(1) as f64;
     let zeros = v.iter().filter(|x| **x == 0.0).count() as f64 / n;
     let saturated = v.iter().filter(|x| x.abs() >= max).count() as f64 / n;

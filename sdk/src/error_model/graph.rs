@@ -105,7 +105,7 @@ pub fn stage_reference(
             let propagated = ops::propagate(&r, &call, &in_vars, &ev.value)?;
             let own = own.into_iter().map(|b| b * b);
             let total: Vec<f64> = match propagated {
-                Some(p) => p.to_f64_vec().iter().zip(own).map(|(a, b)| a + b).collect(),
+                Some(p) => p.f64_values().iter().zip(own).map(|(a, b)| a + b).collect(),
                 None => own.collect(),
             };
             if total.iter().any(|&e| e > 0.0) {
@@ -150,15 +150,15 @@ pub fn stage_reference(
         let b = vars.get(name).map_or_else(
             || vec![0.0; v.spec.numel()],
             |v| {
-                v.to_f64_vec()
-                    .into_iter()
+                v.f64_values()
+                    .iter()
                     .map(|v| confidence * v.sqrt())
                     .collect()
             },
         );
         let sigma = svars.get(name).map_or_else(
             || vec![0.0; v.spec.numel()],
-            |v| v.to_f64_vec().into_iter().map(f64::sqrt).collect(),
+            |v| v.f64_values().iter().map(|v| v.sqrt()).collect(),
         );
         if let Some(max) = specs.get(name).and_then(|s| largest_finite(s.dtype)) {
             out.coverage
@@ -236,11 +236,11 @@ pub fn check_nodes(
             allowed_over_fraction,
             statistics: Statistics::of(params, ev.accumulates),
         };
-        let (expected, bound) = (ev.value.to_f64_vec(), &ev.bound);
+        let (expected, bound) = (ev.value.f64_values(), &ev.bound);
         let judgement = judge(actual, &expected, bound, Some(&ev.sigma), rules);
         let error_map = (!judgement.passed).then(|| {
             ErrorMap::of(
-                &actual.to_f64_vec(),
+                &actual.f64_values(),
                 &expected,
                 bound,
                 &actual.spec.shape,

@@ -360,7 +360,7 @@ pub fn judge(
     sigma: Option<&[f64]>,
     rules: Rules,
 ) -> Judgement {
-    let a = actual.to_f64_vec();
+    let a = actual.f64_values();
     assert_eq!(a.len(), reference.len(), "a reference per element");
     assert_eq!(a.len(), bound.len(), "a bound per element");
     assert!(

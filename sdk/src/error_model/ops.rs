@@ -56,7 +56,7 @@ impl Reference<'_> {
         let m = x.spec.numel() / k;
         let mut out = nonneg_gemm(Narrowed::of(x, mx), Narrowed::of(w, mw), (m, k, n), true);
         if let Some(&(b, mb)) = inputs.get(2) {
-            let b = b.to_f64_vec();
+            let b = b.f64_values();
             // One float64 addition more: rounded up by an ulp.
             for (i, o) in out.iter_mut().enumerate() {
                 *o = (*o + mb.of(b[i % n])) * (1.0 + f64::EPSILON);
@@ -112,10 +112,10 @@ impl<'a> Narrowed<'a> {
             DType::F64 => |b| f64::from_le_bytes(b.try_into().expect("8 bytes")),
             DType::F32 => |b| f64::from(f32::from_le_bytes(b.try_into().expect("4 bytes"))),
             _ => {
-                let wide = source.to_f64_vec();
+                let wide = source.f64_values();
                 let largest = largest_of(wide.iter().map(|&v| mag.of(v)));
                 f32.iter_mut()
-                    .zip(&wide)
+                    .zip(wide.iter())
                     .for_each(|(d, &v)| *d = mag.of(v) as f32);
                 return Narrowed {
                     source,
@@ -148,9 +148,9 @@ impl<'a> Narrowed<'a> {
     /// The mapped values in float64 (where float32 could overflow).
     fn wide(&self) -> Vec<f64> {
         self.source
-            .to_f64_vec()
-            .into_iter()
-            .map(|v| self.mag.of(v))
+            .f64_values()
+            .iter()
+            .map(|&v| self.mag.of(v))
             .collect()
     }
 }
@@ -199,7 +199,7 @@ pub(super) fn dense(shape: &[usize], v: Vec<f64>) -> HostTensor {
 fn abs(t: &HostTensor) -> HostTensor {
     dense(
         &t.spec.shape,
-        t.to_f64_vec().into_iter().map(f64::abs).collect(),
+        t.f64_values().iter().map(|v| v.abs()).collect(),
     )
 }
 
@@ -237,7 +237,7 @@ impl Evaluated {
 /// Splits a bound that is affine in λ into its two parts.
 fn affine(f: impl Fn(f64) -> Vec<f64>) -> (Vec<f64>, Vec<f64>) {
     let (a, b) = (f(0.0), f(1.0));
-    let c = b.iter().zip(&a).map(|(b, a)| b - a).collect();
+    let c = b.iter().zip(a.iter()).map(|(b, a)| b - a).collect();
     (a, c)
 }
 
@@ -295,7 +295,7 @@ pub(super) fn evaluate(r: &Reference, c: &Call) -> Result<Evaluated, Error> {
             accumulates: false,
         });
     };
-    let v = value.to_f64_vec();
+    let v = value.f64_values();
     let exact = |b: Vec<f64>| {
         let n = b.len();
         (b, vec![0.0; n])
@@ -308,7 +308,7 @@ pub(super) fn evaluate(r: &Reference, c: &Call) -> Result<Evaluated, Error> {
             affine(|lambda| {
                 let g = growth(lambda, n);
                 v.iter()
-                    .zip(&bnd)
+                    .zip(bnd.iter())
                     .map(|(&v, &b)| p.u * v.abs() + g * p.u_acc * b + p.tiny)
                     .collect()
             })
@@ -351,12 +351,16 @@ pub(super) fn evaluate(r: &Reference, c: &Call) -> Result<Evaluated, Error> {
         Node::Gelu => {
             // erf is an approximation everywhere: a few ulps of 1 + erf,
             // times |x| / 2, plus the final products.
-            let x = c.inputs[0].to_f64_vec();
-            let m: Vec<f64> = v.iter().zip(&x).map(|(v, x)| v.abs() + x.abs()).collect();
+            let x = c.inputs[0].f64_values();
+            let m: Vec<f64> = v
+                .iter()
+                .zip(x.iter())
+                .map(|(v, x)| v.abs() + x.abs())
+                .collect();
             exact(rounding(p, &v, 4.0, &m))
         }
         Node::Softmax { axis } => {
-            let x = c.inputs[0].to_f64_vec();
+            let x = c.inputs[0].f64_values();
             affine(|lambda| softmax_local(&x, &v, &value.spec.shape, *axis, p, lambda))
         }
         Node::LayerNorm { axis, eps } => {
@@ -445,7 +449,7 @@ fn sigma(
             let q = r.exec_nonneg(c.op, c.attrs, &squares)?;
             let n = terms(c);
             v.iter()
-                .zip(&q)
+                .zip(q.iter())
                 .map(|(&v, &q)| stored(v) + ua * ua / 3.0 * sum_var(n, v, q))
                 .collect()
         }
@@ -453,14 +457,14 @@ fn sigma(
         Node::Div => v.iter().map(|&v| stored(v) + rounding_var(ua, v)).collect(),
         Node::Gelu => {
             // erf to about an ulp of 1 + erf, times |x|/2, and the products.
-            let x = c.inputs[0].to_f64_vec();
+            let x = c.inputs[0].f64_values();
             v.iter()
-                .zip(&x)
+                .zip(x.iter())
                 .map(|(&v, &x)| stored(v) + rounding_var(ua, 2.0 * v.abs() + x.abs()))
                 .collect()
         }
         Node::Softmax { axis } => {
-            let x = c.inputs[0].to_f64_vec();
+            let x = c.inputs[0].f64_values();
             softmax_sigma(&x, v, &value.spec.shape, *axis, p)
         }
         Node::LayerNorm { axis, eps } => layer_norm_sigma(c.inputs, *axis, *eps, p),
@@ -574,13 +578,13 @@ pub(super) fn propagate(
         }
         Node::Gelu => {
             // d/dx x·Φ(x) = Φ(x) + x·φ(x)
-            let x = c.inputs[0].to_f64_vec();
-            let y = value.to_f64_vec();
+            let x = c.inputs[0].f64_values();
+            let y = value.f64_values();
             let vx = var(0).to_f64_vec();
             let d = x
                 .iter()
-                .zip(&y)
-                .zip(&vx)
+                .zip(y.iter())
+                .zip(vx.iter())
                 .map(|((&x, &y), &v)| {
                     let cdf = if x == 0.0 { 0.5 } else { y / x };
                     let pdf = (-0.5 * x * x).exp() / (2.0 * std::f64::consts::PI).sqrt();
@@ -591,7 +595,7 @@ pub(super) fn propagate(
         }
         Node::Softmax { axis } => dense(
             out_shape,
-            softmax_propagate(&value.to_f64_vec(), &var(0).to_f64_vec(), out_shape, *axis),
+            softmax_propagate(&value.f64_values(), &var(0).f64_values(), out_shape, *axis),
         ),
         Node::LayerNorm { axis, eps } => {
             let vars: Vec<HostTensor> = (0..3).map(var).collect();
@@ -613,7 +617,12 @@ pub(super) fn propagate(
             // for the cubic filter, 1.57² = 2.47 for Lanczos), rounded up to
             // whole units. With alpha, dividing by a small resized alpha can
             // turn any input error into any value.
-            let m = var(0).to_f64_vec().into_iter().fold(0.0, f64::max).sqrt();
+            let m = var(0)
+                .f64_values()
+                .iter()
+                .copied()
+                .fold(0.0, f64::max)
+                .sqrt();
             let gain = match r.filter {
                 PilFilter::Bicubic => 2.0,
                 PilFilter::Lanczos => 3.0,
@@ -632,7 +641,7 @@ pub(super) fn propagate(
 fn square(t: &HostTensor) -> HostTensor {
     dense(
         &t.spec.shape,
-        t.to_f64_vec().into_iter().map(|x| x * x).collect(),
+        t.f64_values().iter().map(|x| x * x).collect(),
     )
 }
 
@@ -645,7 +654,7 @@ fn plane_max(x: &HostTensor, out_shape: &[usize], factor: f64) -> Result<Vec<f64
         x.spec.shape[2] * x.spec.shape[3],
         out_shape[2] * out_shape[3],
     );
-    let v = x.to_f64_vec();
+    let v = x.f64_values();
     if v.len() != planes * plane_in {
         return Err(Error::Tensor("resize bound: unexpected input shape".into()));
     }
@@ -760,8 +769,8 @@ fn layer_norm_local(
     p: Precision,
     lambda: f64,
 ) -> Vec<f64> {
-    let x = inputs[0].to_f64_vec();
-    let (gamma, beta) = (inputs[1].to_f64_vec(), inputs[2].to_f64_vec());
+    let x = inputs[0].f64_values();
+    let (gamma, beta) = (inputs[1].f64_values(), inputs[2].f64_values());
     let d: usize = inputs[0].spec.shape[axis..].iter().product();
     let (g, u, dn) = (growth(lambda, d), p.u_acc, d.max(1) as f64);
     let mut local = Vec::with_capacity(x.len());
@@ -789,8 +798,8 @@ fn layer_norm_local(
 /// sum of their squares (where the mean's error cancels, `Σc = 0`), the
 /// square root, and `γ·c/s + β`.
 fn layer_norm_sigma(inputs: &[&HostTensor], axis: usize, eps: f64, p: Precision) -> Vec<f64> {
-    let x = inputs[0].to_f64_vec();
-    let (gamma, beta) = (inputs[1].to_f64_vec(), inputs[2].to_f64_vec());
+    let x = inputs[0].f64_values();
+    let (gamma, beta) = (inputs[1].f64_values(), inputs[2].f64_values());
     let d: usize = inputs[0].spec.shape[axis..].iter().product();
     let (u, dn) = (p.u_acc, d.max(1) as f64);
     let k = u * u / 3.0;
@@ -828,12 +837,12 @@ fn layer_norm_propagate(
     eps: f64,
     vars: &[HostTensor],
 ) -> Vec<f64> {
-    let x = inputs[0].to_f64_vec();
-    let gamma = inputs[1].to_f64_vec();
+    let x = inputs[0].f64_values();
+    let gamma = inputs[1].f64_values();
     let (vx, vg, vb) = (
-        vars[0].to_f64_vec(),
-        vars[1].to_f64_vec(),
-        vars[2].to_f64_vec(),
+        vars[0].f64_values(),
+        vars[1].f64_values(),
+        vars[2].f64_values(),
     );
     let d: usize = inputs[0].spec.shape[axis..].iter().product();
     let dn = d.max(1) as f64;
@@ -991,9 +1000,9 @@ fn sdpa(
     p: Precision,
 ) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
     let (q, k, v) = (
-        inputs[0].to_f64_vec(),
-        inputs[1].to_f64_vec(),
-        inputs[2].to_f64_vec(),
+        inputs[0].f64_values(),
+        inputs[1].f64_values(),
+        inputs[2].f64_values(),
     );
     let Dims {
         batch,
@@ -1052,7 +1061,11 @@ fn sdpa(
             let bnd = nonneg_matmul(&pm, &va, (lq, lk, dv), false);
             let f = nonneg_matmul(&dp0, &va, (lq, lk, dv), false);
             let g = nonneg_matmul(&dp1, &va, (lq, lk, dv), false);
-            fixed.extend(f.iter().zip(&o).map(|(f, o)| f + p.u * o.abs() + p.tiny));
+            fixed.extend(
+                f.iter()
+                    .zip(o.iter())
+                    .map(|(f, o)| f + p.u * o.abs() + p.tiny),
+            );
             scaled.extend(map2(&g, &bnd, |g, b| g + gk * u * b));
         }
         if let Some([vq, vk, vv]) = &e {
@@ -1094,9 +1107,9 @@ fn sdpa(
 /// tier's precision, and `P·v` as dot products over `Lk`.
 fn sdpa_sigma(inputs: &[&HostTensor], scale: f64, p: Precision) -> Vec<f64> {
     let (q, k, v) = (
-        inputs[0].to_f64_vec(),
-        inputs[1].to_f64_vec(),
-        inputs[2].to_f64_vec(),
+        inputs[0].f64_values(),
+        inputs[1].f64_values(),
+        inputs[2].f64_values(),
     );
     let Dims {
         batch,
@@ -1116,7 +1129,7 @@ fn sdpa_sigma(inputs: &[&HostTensor], scale: f64, p: Precision) -> Vec<f64> {
         let sq_terms_s = nonneg_matmul(&sq(qb), &sq(kb), (lq, dk, lk), true);
         let var_s: Vec<f64> = raw
             .iter()
-            .zip(&sq_terms_s)
+            .zip(sq_terms_s.iter())
             .map(|(&s, &q)| scale * scale * ku * sum_var(dk, s, q) + ku * (scale * s).powi(2))
             .collect();
         let (mut pm, mut var_p) = (vec![0.0; lq * lk], vec![0.0; lq * lk]);
@@ -1125,7 +1138,9 @@ fn sdpa_sigma(inputs: &[&HostTensor], scale: f64, p: Precision) -> Vec<f64> {
             let si: Vec<f64> = raw[row.clone()].iter().map(|s| s * scale).collect();
             let m = si.iter().copied().fold(f64::NEG_INFINITY, f64::max);
             let pi = &mut pm[row.clone()];
-            pi.iter_mut().zip(&si).for_each(|(p, x)| *p = (x - m).exp());
+            pi.iter_mut()
+                .zip(si.iter())
+                .for_each(|(p, x)| *p = (x - m).exp());
             let z: f64 = pi.iter().sum();
             pi.iter_mut().for_each(|p| *p /= z);
             let spread: f64 = (0..lk).map(|j| pi[j] * pi[j] * var_s[i * lk + j]).sum();
@@ -1140,8 +1155,8 @@ fn sdpa_sigma(inputs: &[&HostTensor], scale: f64, p: Precision) -> Vec<f64> {
         let carried = nonneg_matmul(&var_p, &sq(vb), (lq, lk, dv), false);
         out.extend(
             o.iter()
-                .zip(&sq_terms_o)
-                .zip(&carried)
+                .zip(sq_terms_o.iter())
+                .zip(carried.iter())
                 .map(|((&o, &q), &c)| {
                     c + ku * sum_var(lk, o, q) + rounding_var(p.u, o) + p.tiny * p.tiny / 3.0
                 }),
@@ -1192,7 +1207,7 @@ mod tests {
                 for transposed in [false, true] {
                     let exact = matmul(&a, &b, (m, k, n), transposed);
                     let bound = nonneg_matmul(&a, &b, (m, k, n), transposed);
-                    for (e, u) in exact.iter().zip(&bound) {
+                    for (e, u) in exact.iter().zip(bound.iter()) {
                         assert!(u >= e, "{m}x{k}x{n} at {scale}: {u} < {e}");
                         assert!(
                             *u <= e * (1.0 + 1e-3) + 1e-30,

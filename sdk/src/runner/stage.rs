@@ -324,7 +324,7 @@ impl StageContext<'_> {
             if self.golden_inputs && tier.float_dtype().is_none_or(|d| d == DType::F32) {
                 check_golden(name, ref_value, &golden)?;
             }
-            let expected = ref_value.to_f64_vec();
+            let expected = ref_value.f64_values();
             let judgement = error_model::judge(actual, &expected, bound, Some(sigma), rules(name));
             passed &= judgement.passed;
             // (The differential round's outputs are judged, not drawn.)
@@ -332,7 +332,7 @@ impl StageContext<'_> {
                 && (!judgement.passed || judgement.max_e >= error_map::NEAR_FAILING))
                 .then(|| {
                     let shape = &actual.spec.shape;
-                    ErrorMap::of(&actual.to_f64_vec(), &expected, bound, shape, stage.nan)
+                    ErrorMap::of(&actual.f64_values(), &expected, bound, shape, stage.nan)
                 });
             let (drift, hash) =
                 Drift::with_hash(actual, &golden).map_err(|e| format!("`{name}`: {e}"))?;
@@ -457,7 +457,7 @@ impl StageContext<'_> {
         let differs = |name: &String| repeat.contains_key(name);
         let mut failed = Vec::new();
         for name in stage.outputs.iter().filter(|n| differs(n)) {
-            let expected = reference.values[name].to_f64_vec();
+            let expected = reference.values[name].f64_values();
             let j = error_model::judge(
                 &repeat[name],
                 &expected,
@@ -591,11 +591,11 @@ fn fail_reason(result: &StageResult) -> String {
 /// (to float32 storage rounding): a reference provider or golden file that
 /// disagrees makes every verdict meaningless, so the stage is an ERROR.
 fn check_golden(name: &str, reference: &HostTensor, golden: &HostTensor) -> Result<(), String> {
-    let (r, g) = (reference.to_f64_vec(), golden.to_f64_vec());
+    let (r, g) = (reference.f64_values(), golden.f64_values());
     let storage = Precision::of(golden.spec.dtype).map_or(0.0, |p| p.u);
     // Storage rounding: half an ulp of the stored dtype (with slack for the
     // rounding of this comparison), or flushed below the smallest normal.
-    let bad = r.iter().zip(&g).position(|(&r, &g)| {
+    let bad = r.iter().zip(g.iter()).position(|(&r, &g)| {
         let same = r == g || (r.is_nan() && g.is_nan());
         let within =
             (r - g).abs() <= storage * r.abs() * (1.0 + 1e-9) + f64::from(f32::MIN_POSITIVE);
