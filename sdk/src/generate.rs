@@ -58,17 +58,29 @@ pub fn stage_goldens(
         stage: stage.name.clone(),
         source,
     };
-    let mut on_device: HashMap<&str, DeviceTensor> = HashMap::new();
-    for name in &stage.inputs {
-        let v = input(name)?;
-        let wide = if v.spec.dtype.is_float() && v.spec.dtype != DType::F64 {
-            reference.upload(&v.cast(DType::F64))
-        } else {
-            reference.upload(&v)
-        };
-        on_device.insert(name, wide.map_err(fail)?);
+    // Inputs are uploaded (widened) when first read and every tensor is
+    // freed after its last read: a block's float64 weights and
+    // intermediates are several times its float32 working set.
+    let mut last_read: HashMap<&str, usize> = HashMap::new();
+    for (i, node) in stage.graph.iter().enumerate() {
+        for n in &node.inputs {
+            last_read.insert(n, i);
+        }
     }
-    for node in &stage.graph {
+    let mut on_device: HashMap<&str, DeviceTensor> = HashMap::new();
+    for (i, node) in stage.graph.iter().enumerate() {
+        for name in &node.inputs {
+            if on_device.contains_key(name.as_str()) {
+                continue;
+            }
+            let v = input(name)?;
+            let wide = if v.spec.dtype.is_float() && v.spec.dtype != DType::F64 {
+                reference.upload(&v.cast(DType::F64))
+            } else {
+                reference.upload(&v)
+            };
+            on_device.insert(name, wide.map_err(fail)?);
+        }
         let args: Vec<&DeviceTensor> = node.inputs.iter().map(|i| &on_device[i.as_str()]).collect();
         let out = reference
             .execute(
@@ -79,6 +91,18 @@ pub fn stage_goldens(
             )
             .map_err(fail)?;
         on_device.insert(&node.output, out.into_iter().next().expect("one output"));
+        for n in &node.inputs {
+            if last_read[n.as_str()] == i && !stage.outputs.contains(n) {
+                on_device.remove(n.as_str());
+            }
+        }
+    }
+    // A stage output that is one of its inputs (no node writes it).
+    for name in &stage.outputs {
+        if !on_device.contains_key(name.as_str()) {
+            let v = input(name)?;
+            on_device.insert(name, reference.upload(&v).map_err(fail)?);
+        }
     }
     stage
         .outputs

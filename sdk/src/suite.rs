@@ -56,7 +56,8 @@ pub struct Suite {
     /// CPU provider opened when first needed.
     reference: OnceLock<Device>,
     /// Anchored tensors regenerated and checked: kept for the suite's life
-    /// (regenerating one is its stage's float64 forward), never released.
+    /// (regenerating one is its stage's float64 forward) unless the
+    /// reference cache keeps them (`release`).
     anchored: Mutex<HashMap<String, Arc<HostTensor>>>,
     /// Where regenerated anchored values are also kept between runs.
     anchored_cache: OnceLock<ReferenceCache>,
@@ -307,11 +308,20 @@ impl Suite {
 
     /// Drops these tensors from the cache (a later [`Suite::tensor`] reads or
     /// regenerates them): a runner holds one stage's weights at a time
-    /// rather than a whole model's.
+    /// rather than a whole model's. Anchored values are dropped too where
+    /// the reference cache keeps them (reading one back is a file read and a
+    /// hash, not its stage's float64 forward).
     pub fn release<'a>(&self, names: impl IntoIterator<Item = &'a String>) {
+        let names: Vec<&String> = names.into_iter().collect();
         let mut cache = lock(&self.cache);
-        for name in names {
-            cache.remove(name);
+        for name in &names {
+            cache.remove(*name);
+        }
+        if self.anchored_cache.get().is_some() {
+            let mut anchored = lock(&self.anchored);
+            for name in &names {
+                anchored.remove(*name);
+            }
         }
     }
 }
