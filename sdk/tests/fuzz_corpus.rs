@@ -218,6 +218,7 @@ fn protocol_seeds() -> Vec<(&'static str, Vec<u8>)> {
     };
     let ran = Reply::Ran {
         outputs: vec![("y".into(), spec("float32", &[2, 2]))],
+        repeated: vec![false],
         findings: vec![
             Finding::OutOfBounds {
                 kernel: "vsdk.add".into(),

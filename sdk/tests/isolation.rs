@@ -86,6 +86,7 @@ fn lengths_are_bounded_before_anything_is_allocated() {
                 shape: vec![1 << 31],
             },
         )],
+        repeated: vec![false],
         findings: Vec::new(),
         kernel_seconds: 0.0,
     };
@@ -106,6 +107,7 @@ fn lengths_are_bounded_before_anything_is_allocated() {
                     shape,
                 },
             )],
+            repeated: vec![false],
             findings: Vec::new(),
             kernel_seconds: 0.0,
         };

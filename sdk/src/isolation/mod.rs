@@ -809,14 +809,17 @@ impl Worker {
         match reply.header {
             Reply::Ran {
                 outputs,
+                repeated,
                 findings,
                 kernel_seconds,
             } => {
                 let expected: Vec<&String> =
                     program.steps.iter().flat_map(|s| &s.outputs).collect();
+                let sent = repeated.iter().filter(|&&same| !same).count();
                 if outputs.len() != expected.len()
                     || outputs.iter().zip(&expected).any(|((n, _), e)| n != *e)
-                    || reply.tensors.len() != 2 * outputs.len()
+                    || repeated.len() != outputs.len()
+                    || reply.tensors.len() != outputs.len() + sent
                 {
                     self.retire();
                     return Err(Failure::Provider(
@@ -825,11 +828,22 @@ impl Worker {
                 }
                 let names: Vec<String> = outputs.into_iter().map(|(n, _)| n).collect();
                 let mut tensors = reply.tensors;
+                let mut second = tensors.split_off(names.len()).into_iter();
+                // A repeated output shares the first run's bytes.
                 let repeat: Vec<_> = names
                     .iter()
-                    .cloned()
-                    .zip(tensors.split_off(names.len()))
-                    .collect();
+                    .zip(&tensors)
+                    .zip(&repeated)
+                    .map(|((n, first), &same)| {
+                        let t = if same {
+                            Some(first.clone())
+                        } else {
+                            second.next()
+                        };
+                        t.map(|t| (n.clone(), t))
+                    })
+                    .collect::<Option<_>>()
+                    .ok_or_else(|| Failure::Provider("the worker's reply is short".into()))?;
                 let values: Vec<_> = names.into_iter().zip(tensors).collect();
                 // Only what the guards saw comes from the worker; what the two
                 // runs show is recomputed here from the values themselves.

@@ -44,9 +44,14 @@ pub enum Reply {
     },
     Supported(Vec<bool>),
     /// The outputs of both runs follow the header: every output of the
-    /// first run, then every output of the second, in `outputs`' order.
+    /// first run, then every output of the second, in `outputs`' order,
+    /// except those `repeated` marks.
     Ran {
         outputs: Vec<(String, Spec)>,
+        /// Per output: the second run's is bit-identical to the first's and
+        /// is not sent (no less trustworthy than its bytes, which come from
+        /// the same process; a deterministic stage crosses the pipe once).
+        repeated: Vec<bool>,
         findings: Vec<Finding>,
         /// Seconds inside the provider's `execute` calls (`--timings`).
         kernel_seconds: f64,
@@ -103,7 +108,16 @@ impl Carries for Request {
 impl Carries for Reply {
     fn specs(&self) -> Vec<&Spec> {
         match self {
-            Reply::Ran { outputs, .. } => specs_of(outputs).chain(specs_of(outputs)).collect(),
+            Reply::Ran {
+                outputs, repeated, ..
+            } => specs_of(outputs)
+                .chain(
+                    specs_of(outputs)
+                        .zip(repeated.iter().chain(std::iter::repeat(&false)))
+                        .filter(|(_, &same)| !same)
+                        .map(|(s, _)| s),
+                )
+                .collect(),
             _ => Vec::new(),
         }
     }

@@ -148,15 +148,28 @@ fn handle(
                         .iter()
                         .map(|(n, t)| (n.clone(), Spec::of(&t.spec)))
                         .collect();
+                    let repeated: Vec<bool> = done
+                        .values
+                        .iter()
+                        .zip(&done.repeat)
+                        .map(|((_, a), (_, b))| a.bytes == b.bytes)
+                        .collect();
+                    let second = done
+                        .repeat
+                        .into_iter()
+                        .zip(&repeated)
+                        .filter(|(_, &same)| !same)
+                        .map(|((_, t), _)| t);
                     let tensors = done
                         .values
                         .into_iter()
-                        .chain(done.repeat)
                         .map(|(_, t)| t)
+                        .chain(second)
                         .collect();
                     (
                         Reply::Ran {
                             outputs,
+                            repeated,
                             findings: done.findings,
                             kernel_seconds: done.kernel_seconds,
                         },
