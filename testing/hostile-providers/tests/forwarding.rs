@@ -453,7 +453,16 @@ fn report_rewriter_leaves_a_daemon_that_rewrites_the_file() {
     assert_gelu(&x, &f32s(&driver.download(out.ptr, 0, out.bytes())));
     drop(driver);
 
-    let daemons = processes_named(hostile::REWRITER_NAME);
+    // The grandchild names itself after the double fork: on a loaded
+    // machine that may come a little after `create` returned.
+    let named_by = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let daemons = loop {
+        let found = processes_named(hostile::REWRITER_NAME);
+        if !found.is_empty() || std::time::Instant::now() > named_by {
+            break found;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
     assert_eq!(daemons.len(), 1, "{daemons:?}");
     let stat = std::fs::read_to_string(format!("/proc/{}/stat", daemons[0])).unwrap();
     let fields: Vec<&str> = stat.rsplit_once(") ").unwrap().1.split(' ').collect();
