@@ -61,12 +61,7 @@ pub fn stage_goldens(
     // Inputs are uploaded (widened) when first read and every tensor is
     // freed after its last read: a block's float64 weights and
     // intermediates are several times its float32 working set.
-    let mut last_read: HashMap<&str, usize> = HashMap::new();
-    for (i, node) in stage.graph.iter().enumerate() {
-        for n in &node.inputs {
-            last_read.insert(n, i);
-        }
-    }
+    let last_read = stage.last_reads();
     let mut on_device: HashMap<&str, DeviceTensor> = HashMap::new();
     for (i, node) in stage.graph.iter().enumerate() {
         for name in &node.inputs {

@@ -183,6 +183,18 @@ impl Stage {
             _ => tier,
         }
     }
+
+    /// The index of the last node that reads each tensor: what a walk over
+    /// the graph may free after that node (unless it is a stage output).
+    pub fn last_reads(&self) -> std::collections::HashMap<&str, usize> {
+        let mut last = std::collections::HashMap::new();
+        for (i, node) in self.graph.iter().enumerate() {
+            for n in &node.inputs {
+                last.insert(n.as_str(), i);
+            }
+        }
+        last
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -55,12 +55,7 @@ pub fn stage_reference(
     // The last node that reads each tensor: its float64 value and variance
     // are dropped after it (a block's weights and intermediates in float64
     // are several times the float32 tensors), except the stage's outputs.
-    let mut last_read: HashMap<&str, usize> = HashMap::new();
-    for (i, node) in stage.graph.iter().enumerate() {
-        for n in &node.inputs {
-            last_read.insert(n, i);
-        }
-    }
+    let last_read = stage.last_reads();
     for (i, node) in stage.graph.iter().enumerate() {
         let in_specs: Vec<TensorSpec> = node.inputs.iter().map(|n| specs[n].clone()).collect();
         let tier_attrs = node.attrs_at(tier.float_dtype());

@@ -106,32 +106,15 @@ impl<'a> Narrowed<'a> {
     fn of(source: &'a HostTensor, mag: Mag) -> Self {
         use rayon::prelude::*;
         const BLOCK: usize = 1 << 14;
-        let n = source.spec.numel();
-        let mut f32 = vec![0f32; n];
-        let read: fn(&[u8]) -> f64 = match source.spec.dtype {
-            DType::F64 => |b| f64::from_le_bytes(b.try_into().expect("8 bytes")),
-            DType::F32 => |b| f64::from(f32::from_le_bytes(b.try_into().expect("4 bytes"))),
-            _ => {
-                let wide = source.f64_values();
-                let largest = largest_of(wide.iter().map(|&v| mag.of(v)));
-                f32.iter_mut()
-                    .zip(wide.iter())
-                    .for_each(|(d, &v)| *d = mag.of(v) as f32);
-                return Narrowed {
-                    source,
-                    mag,
-                    f32,
-                    largest,
-                };
-            }
-        };
-        let width = source.spec.dtype.size_bytes();
+        // Borrowed for float64 (what the error model's operands are).
+        let wide = source.f64_values();
+        let mut f32 = vec![0f32; wide.len()];
         let largest = f32
             .par_chunks_mut(BLOCK)
-            .zip(source.bytes.par_chunks(BLOCK * width))
+            .zip(wide.par_chunks(BLOCK))
             .map(|(d, s)| {
-                largest_of(d.iter_mut().zip(s.chunks_exact(width)).map(|(d, s)| {
-                    let v = mag.of(read(s));
+                largest_of(d.iter_mut().zip(s).map(|(d, &v)| {
+                    let v = mag.of(v);
                     *d = v as f32;
                     v
                 }))
