@@ -272,6 +272,9 @@ impl Run<'_> {
             let whole = self.device.read_buffer(t, 0, size)?;
             self.check_guards("", name, t, Some(&whole))?;
             let body = &whole[offset as usize..(offset + t.extent()) as usize];
+            if body == written[name] {
+                continue;
+            }
             if let Some(first) = body.iter().zip(written[name]).position(|(a, b)| a != b) {
                 self.findings.push(Finding::Corrupted {
                     tensor: name.to_string(),
@@ -414,6 +417,10 @@ pub fn two_runs(
 type Count = Option<(u64, u64)>;
 
 fn compare_runs(a: &HostTensor, b: &HostTensor) -> (Count, Count) {
+    // The two runs poison with different bytes: equal runs wrote everything.
+    if a.bytes == b.bytes {
+        return (None, None);
+    }
     let width = a.spec.dtype.size_bytes();
     let poisoned = |e: &[u8], p: u8| e.iter().all(|&x| x == p);
     let (mut unwritten, mut differ): (Count, Count) = (None, None);

@@ -132,4 +132,78 @@ impl Chain {
             );
         }
     }
+
+    /// After `stages[index]` ran: drops the outputs whose last reader it was
+    /// (a full-size suite's block outputs would be held for the whole tier).
+    /// What no later stage reads stays: the end-to-end comparison's.
+    pub fn release(&mut self, stages: &[&Stage], index: usize) {
+        let reads = |s: &[&Stage], name: &String| s.iter().any(|s| s.inputs.contains(name));
+        self.produced.retain(|name, (_, from, _)| {
+            let after = stages
+                .iter()
+                .position(|s| s.name == *from)
+                .map_or(index + 1, |p| p + 1);
+            let read = after <= index && reads(&stages[after..=index], name);
+            !read || reads(&stages[index + 1..], name)
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compare::NanPolicy;
+    use crate::document::Location;
+    use std::collections::BTreeMap;
+
+    fn stage(name: &str, inputs: &[&str], outputs: &[&str]) -> Stage {
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect();
+        Stage {
+            name: name.into(),
+            algorithm: String::new(),
+            implementation: String::new(),
+            paper: None,
+            inputs: names(inputs),
+            outputs: names(outputs),
+            graph: Vec::new(),
+            kernel: None,
+            tolerances: BTreeMap::new(),
+            mismatch_fraction: 0.0,
+            nan: NanPolicy::Fail,
+            precision: None,
+            verify: Vec::new(),
+            notes: Vec::new(),
+            at: Location::default(),
+        }
+    }
+
+    /// A diamond (`a` read by two later stages) and a side output nobody
+    /// reads: each value is dropped after its last reader, the unread ones
+    /// (the end-to-end comparison's) stay to the end.
+    #[test]
+    fn produced_values_live_until_their_last_reader() {
+        let stages = [
+            stage("s0", &["in"], &["a", "side"]),
+            stage("s1", &["a"], &["b"]),
+            stage("s2", &["a", "b"], &["c"]),
+            stage("s3", &["c"], &["out"]),
+        ];
+        let stages: Vec<&Stage> = stages.iter().collect();
+        let value = HostTensor::from_vec(&[3], vec![0.25, -1.5, 2.0]).expect("3 values");
+        let mut chain = Chain::default();
+        let mut alive = Vec::new();
+        for (i, s) in stages.iter().enumerate() {
+            let outputs = s
+                .outputs
+                .iter()
+                .map(|o| (o.clone(), value.clone()))
+                .collect();
+            chain.record(s, &outputs, Status::Pass);
+            chain.release(&stages, i);
+            let mut names: Vec<&str> = chain.produced.keys().map(String::as_str).collect();
+            names.sort_unstable();
+            alive.push(names.join(" "));
+        }
+        assert_eq!(alive, ["a side", "a b side", "c side", "out side"]);
+    }
 }

@@ -10,7 +10,20 @@ use super::{StageResult, Status};
 use crate::execution::SplitMix;
 use crate::suite::SuiteError;
 use crate::{DType, HostTensor};
+use sha2::{Digest, Sha256};
 use std::collections::HashMap;
+
+/// What the replay check keeps of a main-round stage's outputs: each one's
+/// SHA-256 (the outputs themselves would be held for the whole tier: a
+/// full-size suite's block outputs add up to hundreds of MB).
+pub(super) type Digests = HashMap<String, [u8; 32]>;
+
+pub(super) fn digests(outputs: &HashMap<String, HostTensor>) -> Digests {
+    outputs
+        .iter()
+        .map(|(name, t)| (name.clone(), Sha256::digest(t.bytes.as_slice()).into()))
+        .collect()
+}
 
 /// Scales every float element by a factor in [0.75, 1.25] (magnitudes, and
 /// so the error model's bounds, stay those of the suite; an element that
@@ -57,10 +70,10 @@ pub fn perturb(t: &HostTensor, seed: u64) -> HostTensor {
 
 /// Runs `ctx`'s stage on perturbed copies of its suite inputs (`golden`
 /// gives each in the tier's dtype) and checks its outputs changed from
-/// `main` (the main round's outputs of the stage).
+/// `main` (the digests of the main round's outputs of the stage).
 pub(super) fn round(
     ctx: &StageContext,
-    main: Option<&HashMap<String, HostTensor>>,
+    main: Option<&Digests>,
     golden: impl Fn(&str) -> Result<HostTensor, SuiteError>,
 ) -> Result<StageResult, SuiteError> {
     let mut inputs = HashMap::new();
@@ -72,13 +85,14 @@ pub(super) fn round(
         inputs.insert(name.clone(), p);
     }
     let (mut result, outputs) = ctx.run(&inputs)?;
+    let outputs = digests(&outputs);
     let same: Vec<&str> = ctx
         .stage
         .outputs
         .iter()
         .filter(|o| {
             matches!((main.and_then(|m| m.get(*o)), outputs.get(*o)),
-                (Some(a), Some(b)) if a.bytes == b.bytes)
+                (Some(a), Some(b)) if a == b)
         })
         .map(String::as_str)
         .collect();

@@ -882,8 +882,8 @@ fn run_tiers(
     let mut tiers = Vec::new();
     for (tier_index, &tier) in opts.tiers.iter().enumerate() {
         let mut chain = Chain::default();
-        // Every stage's outputs, for the differential round's replay check.
-        let mut main_outputs: HashMap<String, HashMap<String, HostTensor>> = HashMap::new();
+        // Every stage's output digests, for the differential round's replay check.
+        let mut main_outputs: HashMap<String, differential::Digests> = HashMap::new();
         let mut results = Vec::new();
         // Whether the provider runs each stage (decided before a baseline
         // turns NOT SUPPORTED into EXPECTED FAIL).
@@ -945,6 +945,7 @@ fn run_tiers(
             }
             if opts.mode == Mode::Chained {
                 chain.record(stage, &outputs, result.status);
+                chain.release(&stages, stage_index);
             }
             supported.push(result.status != Status::NotSupported);
             results.push(progress.record(result));
@@ -952,7 +953,9 @@ fn run_tiers(
                 tier,
                 outputs: &outputs,
             });
-            main_outputs.insert(stage.name.clone(), outputs);
+            if opts.differential {
+                main_outputs.insert(stage.name.clone(), differential::digests(&outputs));
+            }
             release_after(suite, opts, &stages, stage_index);
         }
         let first_divergent_stage = (opts.mode == Mode::Chained)
