@@ -33,6 +33,9 @@ pub const MAX_GOLDEN_BYTES: u64 = 1 << 32;
 /// zeros peaks at about 420 MB, 16 MiB would take 1.7 GB.
 pub const MAX_DOCUMENT_BYTES: u64 = 4 << 20;
 
+/// Tokens in a document's `layout.tokens` grid (with its prefix).
+pub const MAX_GRID_TOKENS: u64 = 1 << 24;
+
 /// Deepest nesting of a VIPS document's YAML: block collections (indentation
 /// levels and `- ` sequence entries) plus flow collections (`[`, `{`).
 pub const MAX_YAML_DEPTH: usize = 64;

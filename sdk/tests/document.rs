@@ -99,6 +99,49 @@ fn a_stage_precision_pins_its_arithmetic_at_every_float_tier() {
     );
 }
 
+/// `layout.tokens` reaches every stage (error maps draw tokens on it); a
+/// grid of the wrong rank, a zero side or an absurd size is located.
+#[test]
+fn a_token_grid_reaches_every_stage_and_is_checked() {
+    let with = |grid: &str| {
+        demo_text().replace(
+            "\nstages:",
+            &format!("\nlayout:\n  tokens: {grid}\nstages:"),
+        )
+    };
+    let d = Document::parse(
+        Path::new("doc.yaml"),
+        &with("{ prefix: 1, grid: [4, 2, 3] }"),
+    )
+    .unwrap();
+    for s in &d.stages {
+        assert_eq!(
+            s.token_grid,
+            Some(vips_sdk::error_map::TokenGrid {
+                prefix: 1,
+                grid: [4, 2, 3]
+            }),
+            "{}",
+            s.name
+        );
+    }
+    let flat = Document::parse(Path::new("doc.yaml"), &with("{ grid: [5, 7] }")).unwrap();
+    assert_eq!(
+        flat.stages[0].token_grid.map(|g| (g.prefix, g.grid)),
+        Some((0, [1, 5, 7]))
+    );
+    assert_eq!(Document::open(DEMO).unwrap().stages[0].token_grid, None);
+    for (grid, says) in [
+        ("{ grid: [16] }", "expected 2 or 3 sides"),
+        ("{ grid: [4, 0, 4] }", "expected 2 or 3 sides"),
+        ("{ grid: [65536, 65536, 65536] }", "tokens is more than"),
+        ("{ grid: [4, 4], depth: 2 }", "Unknown field `depth`"),
+    ] {
+        let e = parse_err(&with(grid));
+        assert!(e.contains("doc.yaml:") && e.contains(says), "{grid}: {e}");
+    }
+}
+
 #[test]
 fn a_yaml_syntax_error_points_at_the_line() {
     let text = demo_text().replace("  - stage: layer_norm", "  - stage: [layer_norm");

@@ -6,11 +6,12 @@ mod depth;
 mod raw;
 
 use crate::compare::{NanPolicy, Tier};
+use crate::error_map::TokenGrid;
 use crate::error_model::TierParams;
 use crate::golden::{Distribution, Seeded};
 use crate::limits::{
-    read_regular_file, MAX_DOCUMENT_BYTES, MAX_SEEDED_TENSOR_BYTES, MAX_SEEDED_TOTAL_BYTES,
-    MAX_YAML_DEPTH,
+    read_regular_file, MAX_DOCUMENT_BYTES, MAX_GRID_TOKENS, MAX_SEEDED_TENSOR_BYTES,
+    MAX_SEEDED_TOTAL_BYTES, MAX_YAML_DEPTH,
 };
 use crate::{AttrValue, Attrs, DType, Op, TensorSpec};
 use indexmap::IndexMap;
@@ -170,6 +171,9 @@ pub struct Stage {
     pub precision: Option<Tier>,
     pub verify: Vec<Invariant>,
     pub notes: Vec<String>,
+    /// The document's `layout.tokens`: how this stage's token sequences
+    /// are drawn (error maps).
+    pub token_grid: Option<TokenGrid>,
     pub at: Location,
 }
 
@@ -331,6 +335,7 @@ impl Document {
             fail: &fail,
             tensors: IndexMap::new(),
             seeded_bytes: 0,
+            token_grid: None,
         };
         let doc = v.document(path, raw)?;
         Ok(Document {
@@ -381,6 +386,8 @@ struct Validator<'a, F: Fn(Location, &str, String) -> DocumentError> {
     tensors: IndexMap<String, TensorDecl>,
     /// Bytes of the seeded tensors declared so far, once generated.
     seeded_bytes: u64,
+    /// `layout.tokens`, given to every stage.
+    token_grid: Option<TokenGrid>,
 }
 
 impl<F: Fn(Location, &str, String) -> DocumentError> Validator<'_, F> {
@@ -461,6 +468,9 @@ impl<F: Fn(Location, &str, String) -> DocumentError> Validator<'_, F> {
             let decl = self.tensor(&name, t)?;
             self.tensors.insert(name.to_string(), decl);
         }
+        if let Some(layout) = &raw.layout {
+            self.token_grid = Some(self.token_grid(&layout.tokens)?);
+        }
         let sdk_defaults = Tier::ALL
             .into_iter()
             .map(|t| (t, TierParams::default_for(t)))
@@ -511,6 +521,44 @@ impl<F: Fn(Location, &str, String) -> DocumentError> Validator<'_, F> {
             tensors: std::mem::take(&mut self.tensors).into_values().collect(),
             stages,
             golden_budget,
+        })
+    }
+
+    /// `layout.tokens`: 2 or 3 sides of at least 1, at most
+    /// [`MAX_GRID_TOKENS`] tokens in all.
+    fn token_grid(&self, raw: &RawTokenGrid) -> Result<TokenGrid, DocumentError> {
+        let field = "layout.tokens.grid";
+        let sides: Vec<u64> = raw.grid.iter().map(|s| **s).collect();
+        let first = raw.grid.first().map(at).unwrap_or_default();
+        if !(2..=3).contains(&sides.len()) || sides.contains(&0) {
+            return self.err(
+                first,
+                field,
+                format!("expected 2 or 3 sides of at least 1 ([height, width] or [depth, height, width]), got {sides:?}"),
+            );
+        }
+        let prefix = raw.prefix.as_ref().map_or(0, |p| **p);
+        let tokens = sides
+            .iter()
+            .try_fold(1u64, |n, &s| n.checked_mul(s))
+            .and_then(|n| n.checked_add(prefix))
+            .filter(|&n| n <= MAX_GRID_TOKENS);
+        if tokens.is_none() {
+            return self.err(
+                first,
+                field,
+                format!(
+                    "{prefix} + the product of {sides:?} tokens is more than {MAX_GRID_TOKENS}"
+                ),
+            );
+        }
+        let mut grid = [1usize; 3];
+        for (to, &side) in grid.iter_mut().rev().zip(sides.iter().rev()) {
+            *to = side as usize;
+        }
+        Ok(TokenGrid {
+            prefix: prefix as usize,
+            grid,
         })
     }
 
@@ -896,6 +944,7 @@ impl<F: Fn(Location, &str, String) -> DocumentError> Validator<'_, F> {
             precision,
             verify,
             notes: s.notes,
+            token_grid: self.token_grid,
             at: at(&s.stage),
         })
     }

@@ -19,6 +19,24 @@ pub struct RawDocument {
     pub stages: Vec<RawStage>,
     #[serde(default)]
     pub golden: Option<RawGolden>,
+    #[serde(default)]
+    pub layout: Option<RawLayout>,
+}
+
+/// How the component's tensors are drawn in reports (docs/vips-format.md).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLayout {
+    pub tokens: RawTokenGrid,
+}
+
+/// Token sequences of `prefix` + the grid's product tokens lie on the grid.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTokenGrid {
+    #[serde(default)]
+    pub prefix: Option<Spanned<u64>>,
+    pub grid: Vec<Spanned<u64>>,
 }
 
 /// How the golden file stores the document's tensors.

@@ -4,22 +4,29 @@
 use serde::{Deserialize, Serialize};
 
 /// How a tensor's axes are read. Leading axes of size 1 (a batch of one)
-/// are ignored; a batch larger than one is a [`Layout::Matrix`].
+/// are ignored; a batch larger than one is a [`Layout::Matrix`]. A 3-D grid
+/// (`grid_d` or `depth` above 1) is drawn as its depth slices side by side.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum Layout {
-    /// `[tokens, channels]` where `tokens = prefix + grid_h·grid_w`: patch
-    /// tokens on their grid, the prefix (class and register tokens) apart.
+    /// `[tokens, channels]` where `tokens = prefix + grid_d·grid_h·grid_w`:
+    /// patch (or voxel) tokens on their grid, the prefix (class and register
+    /// tokens) apart.
     Tokens {
         prefix: usize,
+        #[serde(default = "one", skip_serializing_if = "is_one")]
+        grid_d: usize,
         grid_h: usize,
         grid_w: usize,
         channels: usize,
     },
     /// `[channels, height, width]` with more than 4 channels (a convolution's
-    /// output): a grid of pixels, each with its channels.
+    /// output), or `[channels, depth, height, width]`: a grid of pixels (or
+    /// voxels), each with its channels.
     FeatureMap {
         channels: usize,
+        #[serde(default = "one", skip_serializing_if = "is_one")]
+        depth: usize,
         height: usize,
         width: usize,
     },
@@ -27,6 +34,8 @@ pub enum Layout {
     Heads {
         heads: usize,
         prefix: usize,
+        #[serde(default = "one", skip_serializing_if = "is_one")]
+        grid_d: usize,
         grid_h: usize,
         grid_w: usize,
         dim: usize,
@@ -40,6 +49,60 @@ pub enum Layout {
     },
     /// Anything else: the last axis as columns, the others flattened into rows.
     Matrix { rows: usize, cols: usize },
+}
+
+fn one() -> usize {
+    1
+}
+
+fn is_one(n: &usize) -> bool {
+    *n == 1
+}
+
+/// Where a component's token sequences lie (the document's
+/// `layout.tokens`): `prefix` tokens, then a grid in row-major order, its
+/// first axis slowest (TRELLIS's 16³ latent flattened from `[D, H, W]`). A
+/// token count alone cannot tell 16³ from 64².
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenGrid {
+    pub prefix: usize,
+    /// `[depth, height, width]`; depth 1 for a 2-D grid.
+    pub grid: [usize; 3],
+}
+
+impl TokenGrid {
+    pub fn tokens(&self) -> usize {
+        self.prefix + self.grid.iter().product::<usize>()
+    }
+
+    /// The layout of `shape` where its token axis holds this grid:
+    /// `[tokens, channels]` or `[heads, tokens, dim]` after a batch of one.
+    fn place(&self, shape: &[usize]) -> Option<Layout> {
+        let rank = shape.len();
+        if rank < 2 || shape[rank - 2] != self.tokens() {
+            return None;
+        }
+        let [grid_d, grid_h, grid_w] = self.grid;
+        let batch_of_one = |k: usize| shape[..rank - k].iter().all(|&d| d == 1);
+        if batch_of_one(2) {
+            return Some(Layout::Tokens {
+                prefix: self.prefix,
+                grid_d,
+                grid_h,
+                grid_w,
+                channels: shape[rank - 1],
+            });
+        }
+        // Heads after a batch axis, as `Layout::of` reads them: [2, T, C] is a batch.
+        (rank >= 4 && batch_of_one(3)).then(|| Layout::Heads {
+            heads: shape[rank - 3],
+            prefix: self.prefix,
+            grid_d,
+            grid_h,
+            grid_w,
+            dim: shape[rank - 1],
+        })
+    }
 }
 
 /// At most this many prefix (class, register) tokens before the patch grid.
@@ -68,6 +131,13 @@ fn is_colour(c: usize) -> bool {
 }
 
 impl Layout {
+    /// The layout of `shape`, on the component's token grid where its token
+    /// axis holds one, else inferred from the shape alone.
+    pub fn with_grid(shape: &[usize], grid: Option<&TokenGrid>) -> Layout {
+        grid.and_then(|g| g.place(shape))
+            .unwrap_or_else(|| Layout::of(shape))
+    }
+
     pub fn of(shape: &[usize]) -> Layout {
         let rank = shape.len();
         // The last `k` axes, when every axis before them is a batch of one.
@@ -89,11 +159,24 @@ impl Layout {
             token_grid(tokens).map(|(prefix, g)| Layout::Heads {
                 heads,
                 prefix,
+                grid_d: 1,
                 grid_h: g,
                 grid_w: g,
                 dim,
             })
         };
+        // A volume, [channels, depth, height, width] after a batch of one
+        // (a 3-D convolution's input or output).
+        if let (true, Some(&[channels, depth, height, width])) = (rank >= 5, last(4)) {
+            if depth >= 2 && height >= 2 && width >= 2 {
+                return Layout::FeatureMap {
+                    channels,
+                    depth,
+                    height,
+                    width,
+                };
+            }
+        }
         let inferred = match (rank, last(3)) {
             (r, Some(&[h @ (3 | 4), t, d @ (16 | 32 | 64 | 128 | 256)]))
                 if r >= 4 && t != d && class_token_grid(t) =>
@@ -117,6 +200,7 @@ impl Layout {
             {
                 Some(Layout::FeatureMap {
                     channels: c,
+                    depth: 1,
                     height: h,
                     width: w,
                 })
@@ -128,6 +212,7 @@ impl Layout {
             (r, Some(&[tokens, channels])) if r >= 3 => {
                 token_grid(tokens).map(|(prefix, g)| Layout::Tokens {
                     prefix,
+                    grid_d: 1,
                     grid_h: g,
                     grid_w: g,
                     channels,
@@ -146,36 +231,59 @@ impl Layout {
 
     /// Words for the report: "257 tokens (1 + a 16×16 patch grid) × 384 channels".
     pub fn describe(&self) -> String {
+        // "16×16" or "16×16×16", and how many positions that is.
+        let grid = |d: usize, h: usize, w: usize| {
+            let sides = if d > 1 {
+                format!("{d}×{h}×{w}")
+            } else {
+                format!("{h}×{w}")
+            };
+            (sides, d.saturating_mul(h).saturating_mul(w))
+        };
         match *self {
             Layout::Tokens {
                 prefix,
+                grid_d,
                 grid_h,
                 grid_w,
                 channels,
-            } => format!(
-                "{} tokens ({}a {grid_h}×{grid_w} patch grid) × {channels} channels",
-                prefix.saturating_add(grid_h.saturating_mul(grid_w)),
-                if prefix > 0 {
-                    format!("{prefix} + ")
-                } else {
-                    String::new()
-                }
-            ),
+            } => {
+                let (sides, n) = grid(grid_d, grid_h, grid_w);
+                format!(
+                    "{} tokens ({}a {sides} {} grid) × {channels} channels",
+                    prefix.saturating_add(n),
+                    if prefix > 0 {
+                        format!("{prefix} + ")
+                    } else {
+                        String::new()
+                    },
+                    if grid_d > 1 { "token" } else { "patch" }
+                )
+            }
             Layout::FeatureMap {
                 channels,
+                depth,
                 height,
                 width,
-            } => format!("a feature map: {channels} channels on a {height}×{width} grid"),
+            } => format!(
+                "a feature map: {channels} channels on a {} grid",
+                grid(depth, height, width).0
+            ),
             Layout::Heads {
                 heads,
                 prefix,
+                grid_d,
                 grid_h,
                 grid_w,
                 dim,
-            } => format!(
-                "{heads} heads × {} tokens ({prefix} + a {grid_h}×{grid_w} patch grid) × {dim}",
-                prefix.saturating_add(grid_h.saturating_mul(grid_w))
-            ),
+            } => {
+                let (sides, n) = grid(grid_d, grid_h, grid_w);
+                format!(
+                    "{heads} heads × {} tokens ({prefix} + a {sides} {} grid) × {dim}",
+                    prefix.saturating_add(n),
+                    if grid_d > 1 { "token" } else { "patch" }
+                )
+            }
             Layout::Image {
                 channels,
                 height,
@@ -199,6 +307,7 @@ mod tests {
     fn dinov2_shapes_get_their_natural_layouts() {
         let tokens = |prefix, g, channels| Layout::Tokens {
             prefix,
+            grid_d: 1,
             grid_h: g,
             grid_w: g,
             channels,
@@ -212,6 +321,7 @@ mod tests {
             Layout::Heads {
                 heads: 6,
                 prefix: 1,
+                grid_d: 1,
                 grid_h: 16,
                 grid_w: 16,
                 dim: 64
@@ -221,6 +331,7 @@ mod tests {
             Layout::of(&[1, 384, 16, 16]),
             Layout::FeatureMap {
                 channels: 384,
+                depth: 1,
                 height: 16,
                 width: 16
             }
@@ -230,6 +341,7 @@ mod tests {
             Layout::Heads {
                 heads: 6,
                 prefix: 1,
+                grid_d: 1,
                 grid_h: 4,
                 grid_w: 4,
                 dim: 64
@@ -307,5 +419,84 @@ mod tests {
             "514 rows × 384 columns"
         );
         assert_eq!(Layout::of(&[]), Layout::Matrix { rows: 1, cols: 1 });
+    }
+
+    /// 4096 tokens are a 64×64 grid by their count; the document's grid
+    /// says 16³ (TRELLIS's latent), for tokens and for attention heads, and
+    /// a volume is read as one without a hint.
+    #[test]
+    fn a_declared_grid_places_tokens_in_three_dimensions() {
+        let grid = TokenGrid {
+            prefix: 0,
+            grid: [16, 16, 16],
+        };
+        assert!(matches!(
+            Layout::of(&[1, 4096, 1024]),
+            Layout::Tokens {
+                grid_d: 1,
+                grid_h: 64,
+                ..
+            }
+        ));
+        let tokens = Layout::with_grid(&[1, 4096, 1024], Some(&grid));
+        assert_eq!(
+            tokens,
+            Layout::Tokens {
+                prefix: 0,
+                grid_d: 16,
+                grid_h: 16,
+                grid_w: 16,
+                channels: 1024
+            }
+        );
+        assert_eq!(
+            tokens.describe(),
+            "4096 tokens (a 16×16×16 token grid) × 1024 channels"
+        );
+        assert_eq!(
+            Layout::with_grid(&[1, 16, 4096, 64], Some(&grid)),
+            Layout::Heads {
+                heads: 16,
+                prefix: 0,
+                grid_d: 16,
+                grid_h: 16,
+                grid_w: 16,
+                dim: 64
+            }
+        );
+        // Another token count (the conditioning's 1374) keeps its own layout.
+        assert_eq!(
+            Layout::with_grid(&[1, 1374, 1024], Some(&grid)),
+            Layout::of(&[1, 1374, 1024])
+        );
+        // A batch of two is rows, grid or not.
+        assert!(matches!(
+            Layout::with_grid(&[2, 4096, 8], Some(&grid)),
+            Layout::Matrix { .. }
+        ));
+        let volume = Layout::of(&[1, 8, 16, 16, 16]);
+        assert_eq!(
+            volume,
+            Layout::FeatureMap {
+                channels: 8,
+                depth: 16,
+                height: 16,
+                width: 16
+            }
+        );
+        assert_eq!(
+            volume.describe(),
+            "a feature map: 8 channels on a 16×16×16 grid"
+        );
+        // The depth is left out of a 2-D layout's JSON, and defaults to 1.
+        let flat = serde_json::to_string(&Layout::of(&[1, 257, 384])).expect("serialises");
+        assert!(!flat.contains("grid_d"), "{flat}");
+        let read: Layout = serde_json::from_str(&flat).expect("reads back");
+        assert_eq!(read, Layout::of(&[1, 257, 384]));
+        let deep = serde_json::to_string(&tokens).expect("serialises");
+        assert_eq!(
+            serde_json::from_str::<Layout>(&deep).expect("reads back"),
+            tokens
+        );
     }
 }

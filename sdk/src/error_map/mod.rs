@@ -8,7 +8,7 @@
 
 mod layout;
 
-pub use layout::Layout;
+pub use layout::{Layout, TokenGrid};
 
 use crate::compare::NanPolicy;
 use crate::error_model::{element_error, WorstElement};
@@ -264,12 +264,14 @@ impl ErrorMap {
     }
 
     /// The map of `actual` against `reference` within `bound` (all three
-    /// row-major over `shape`), NaN judged by `nan` as the verdict was.
+    /// row-major over `shape`), NaN judged by `nan` as the verdict was;
+    /// tokens drawn on the component's `grid` where it declares one.
     pub fn of(
         actual: &[f64],
         reference: &[f64],
         bound: &[f64],
         shape: &[usize],
+        grid: Option<&TokenGrid>,
         nan: NanPolicy,
     ) -> ErrorMap {
         let full: Vec<f64> = actual
@@ -288,7 +290,7 @@ impl ErrorMap {
             .zip(&full)
             .filter(|((a, r), &e)| !(a.is_finite() && r.is_finite()) && e != 0.0)
             .count() as u64;
-        let layout = Layout::of(shape);
+        let layout = Layout::with_grid(shape, grid);
         let panels = panels(layout, &e, actual, reference);
         // By the uncapped |e|, so the first is the verdict's worst.
         let mut order: Vec<usize> = (0..full.len()).collect();
@@ -332,12 +334,14 @@ fn panels(layout: Layout, e: &[f32], actual: &[f64], reference: &[f64]) -> Vec<P
     match layout {
         Layout::Tokens {
             prefix,
+            grid_d,
             grid_h,
             grid_w,
             channels,
         } => grid_panels(
             Grid {
                 prefix,
+                depth: grid_d,
                 height: grid_h,
                 width: grid_w,
                 channels,
@@ -349,11 +353,13 @@ fn panels(layout: Layout, e: &[f32], actual: &[f64], reference: &[f64]) -> Vec<P
         ),
         Layout::FeatureMap {
             channels,
+            depth,
             height,
             width,
         } => grid_panels(
             Grid {
                 prefix: 0,
+                depth,
                 height,
                 width,
                 channels,
@@ -366,20 +372,35 @@ fn panels(layout: Layout, e: &[f32], actual: &[f64], reference: &[f64]) -> Vec<P
         Layout::Heads {
             heads,
             prefix,
+            grid_d,
             grid_h,
             grid_w,
             dim,
         } => {
-            let tokens = prefix + grid_h * grid_w;
+            let tokens = prefix + grid_d * grid_h * grid_w;
             let per_token = row_max(e, dim);
-            // The heads side by side, each on its patch grid.
+            // The heads side by side, each on its patch grid (a 3-D grid's
+            // depth slices side by side within each head).
+            let width = grid_d * grid_w;
+            let slices = if grid_d > 1 {
+                format!(", {grid_d} depth slices each")
+            } else {
+                String::new()
+            };
             let mut out = vec![pooled(
-                format!("largest |e| per patch token (over {dim}), the {heads} heads side by side"),
+                format!("largest |e| per patch token (over {dim}), the {heads} heads side by side{slices}"),
                 err,
                 ("patch row", "head × patch column"),
-                (grid_h, heads * grid_w, 1),
+                (grid_h, heads * width, 1),
                 Pool::Max,
-                |r, c, _| per_token[(c / grid_w) * tokens + prefix + r * grid_w + c % grid_w],
+                |r, c, _| {
+                    let at = c % width;
+                    per_token[(c / width) * tokens
+                        + prefix
+                        + (at / grid_w) * grid_h * grid_w
+                        + r * grid_w
+                        + at % grid_w]
+                },
             )];
             out.push(pooled(
                 format!("largest |e| per head and token (the first {prefix} before the grid)"),
@@ -439,6 +460,8 @@ fn panels(layout: Layout, e: &[f32], actual: &[f64], reference: &[f64]) -> Vec<P
 /// map's pixels), each with `channels` values.
 struct Grid {
     prefix: usize,
+    /// 1 for a 2-D grid; a 3-D grid is drawn as its depth slices side by side.
+    depth: usize,
     height: usize,
     width: usize,
     channels: usize,
@@ -448,7 +471,18 @@ struct Grid {
 
 impl Grid {
     fn positions(&self) -> usize {
-        self.prefix + self.height * self.width
+        self.prefix + self.depth * self.height * self.width
+    }
+
+    /// The drawing's size: `height` rows, the slices' columns side by side.
+    fn drawn(&self) -> (usize, usize, usize) {
+        (self.height, self.depth * self.width, 1)
+    }
+
+    /// The position drawn at row `r`, column `c`.
+    fn position(&self, r: usize, c: usize) -> usize {
+        let (slice, x) = (c / self.width, c % self.width);
+        self.prefix + (slice * self.height + r) * self.width + x
     }
 
     fn at(&self, position: usize, channel: usize) -> usize {
@@ -491,8 +525,13 @@ impl Grid {
 /// same picture in another place).
 fn grid_panels(g: Grid, e: &[f32], actual: &[f64], reference: &[f64]) -> Vec<Panel> {
     let (err, exp, act) = (PanelKind::Error, PanelKind::Expected, PanelKind::Actual);
-    let (prefix, width, channels) = (g.prefix, g.width, g.channels);
+    let (prefix, channels) = (g.prefix, g.channels);
     let (per_position, per_channel) = g.maxima(e);
+    let slices = if g.depth > 1 {
+        format!(", {} depth slices side by side", g.depth)
+    } else {
+        String::new()
+    };
     let (row, col) = if g.channels_first {
         ("row", "column")
     } else {
@@ -504,12 +543,12 @@ fn grid_panels(g: Grid, e: &[f32], actual: &[f64], reference: &[f64]) -> Vec<Pan
         "patch token"
     };
     let mut out = vec![pooled(
-        format!("largest |e| per {what} (over {channels} channels)"),
+        format!("largest |e| per {what} (over {channels} channels){slices}"),
         err,
         (row, col),
-        (g.height, width, 1),
+        g.drawn(),
         Pool::Max,
-        |r, c, _| per_position[prefix + r * width + c],
+        |r, c, _| per_position[g.position(r, c)],
     )];
     if prefix > 0 {
         out.push(pooled(
@@ -553,12 +592,12 @@ fn grid_panels(g: Grid, e: &[f32], actual: &[f64], reference: &[f64]) -> Vec<Pan
     for (kind, values, which) in [(exp, reference, "expected"), (act, actual, "actual")] {
         let rms = g.rms(values);
         out.push(pooled(
-            format!("root mean square over channels per {what}, {which}"),
+            format!("root mean square over channels per {what}, {which}{slices}"),
             kind,
             (row, col),
-            (g.height, width, 1),
+            g.drawn(),
             Pool::Mean,
-            |r, c, _| rms[prefix + r * width + c],
+            |r, c, _| rms[g.position(r, c)],
         ));
     }
     out

@@ -40,12 +40,14 @@ fn a_flipped_patch_grid_shows_as_a_mirrored_map() {
         &reference,
         &bound,
         &[1, 1 + g * g, c],
+        None,
         NanPolicy::Fail,
     );
     assert_eq!(
         map.layout,
         Layout::Tokens {
             prefix: 1,
+            grid_d: 1,
             grid_h: g,
             grid_w: g,
             channels: c
@@ -104,12 +106,14 @@ fn a_flipped_feature_map_shows_as_a_mirrored_map() {
         &reference,
         &vec![1e-3; c * h * w],
         &[1, c, h, w],
+        None,
         NanPolicy::Fail,
     );
     assert_eq!(
         map.layout,
         Layout::FeatureMap {
             channels: c,
+            depth: 1,
             height: h,
             width: w
         }
@@ -154,6 +158,7 @@ fn one_bad_head_lights_one_row() {
         &reference,
         &bound,
         &[1, heads, tokens, dim],
+        None,
         NanPolicy::Fail,
     );
     let rows = panel(&map, "largest |e| per head and token");
@@ -190,7 +195,14 @@ fn large_tensors_are_pooled_without_losing_a_spike() {
     let last = actual.len() - 1;
     actual[last] = f64::NAN;
     let bound = vec![1e-2; reference.len()];
-    let map = ErrorMap::of(&actual, &reference, &bound, &[1, 3, h, w], NanPolicy::Fail);
+    let map = ErrorMap::of(
+        &actual,
+        &reference,
+        &bound,
+        &[1, 3, h, w],
+        None,
+        NanPolicy::Fail,
+    );
     let pixels = panel(&map, "largest |e| per pixel");
     assert!(
         pixels.rows <= MAX_SIDE && pixels.cols <= MAX_SIDE,
@@ -233,11 +245,76 @@ fn non_finite_values_follow_the_nan_policy_and_read_back() {
     let bound = vec![1e-3; tokens * c];
     let shape = [1, tokens, c];
     for (nan, non_finite) in [(NanPolicy::Fail, 2), (NanPolicy::Allow, 1)] {
-        let map = ErrorMap::of(&actual, &reference, &bound, &shape, nan);
+        let map = ErrorMap::of(&actual, &reference, &bound, &shape, None, nan);
         assert_eq!(map.histogram.non_finite, non_finite, "seed {seed}: {nan:?}");
         let text = serde_json::to_string(&map).unwrap();
         let back: ErrorMap = serde_json::from_str(&text).unwrap();
         assert_eq!(serde_json::to_string(&back).unwrap(), text, "seed {seed}");
         assert_eq!(back.validate(), Ok(()));
     }
+}
+
+/// TRELLIS's latent: 16³ tokens flattened from [D, H, W], declared by the
+/// document's grid. One wrong token lands in its depth slice, at its row and
+/// column; the same map without the grid would draw a 64×64 square.
+#[test]
+fn a_wrong_token_shows_in_its_depth_slice() {
+    let (mut rng, seed) = fresh();
+    let (d, h, w, c) = (6, 5, 7, 12);
+    let reference = uniform(&mut rng, d * h * w * c);
+    let mut actual = reference.clone();
+    let (z, y, x) = (
+        rng.gen_range(0..d),
+        rng.gen_range(0..h),
+        rng.gen_range(0..w),
+    );
+    let token = (z * h + y) * w + x;
+    actual[token * c + rng.gen_range(0..c)] += 1.0;
+    let bound = vec![1e-3; reference.len()];
+    let grid = TokenGrid {
+        prefix: 0,
+        grid: [d, h, w],
+    };
+    let shape = [1, d * h * w, c];
+    let map = ErrorMap::of(
+        &actual,
+        &reference,
+        &bound,
+        &shape,
+        Some(&grid),
+        NanPolicy::Fail,
+    );
+    assert_eq!(
+        map.layout,
+        Layout::Tokens {
+            prefix: 0,
+            grid_d: d,
+            grid_h: h,
+            grid_w: w,
+            channels: c
+        }
+    );
+    let slices = panel(&map, "largest |e| per patch token");
+    assert!(
+        slices.title.contains("6 depth slices side by side"),
+        "{}",
+        slices.title
+    );
+    assert_eq!((slices.rows, slices.cols), (h, d * w), "seed {seed}");
+    for r in 0..h {
+        for col in 0..d * w {
+            let v = slices.values[r * d * w + col];
+            let hit = (r, col) == (y, z * w + x);
+            assert_eq!(v > 1.0, hit, "seed {seed}: ({r}, {col}) has |e| {v}");
+        }
+    }
+    // The expected values' picture has the same slices.
+    let rms = panel(&map, "root mean square");
+    assert_eq!((rms.rows, rms.cols), (h, d * w));
+    let flat = ErrorMap::of(&actual, &reference, &bound, &shape, None, NanPolicy::Fail);
+    assert!(
+        matches!(flat.layout, Layout::Matrix { .. }),
+        "{:?}",
+        flat.layout
+    );
 }

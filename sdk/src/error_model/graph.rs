@@ -239,6 +239,7 @@ pub fn check_nodes(
                 &expected,
                 bound,
                 &actual.spec.shape,
+                stage.token_grid.as_ref(),
                 nan,
             )
         });

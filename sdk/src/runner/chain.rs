@@ -173,6 +173,7 @@ mod tests {
             precision: None,
             verify: Vec::new(),
             notes: Vec::new(),
+            token_grid: None,
             at: Location::default(),
         }
     }

@@ -349,6 +349,7 @@ impl Contract<'_> {
                 &expected.to_f64_vec(),
                 bound,
                 &actual.spec.shape,
+                None,
                 NanPolicy::Allow,
             )
         });

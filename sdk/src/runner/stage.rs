@@ -332,7 +332,14 @@ impl StageContext<'_> {
                 && (!judgement.passed || judgement.max_e >= error_map::NEAR_FAILING))
                 .then(|| {
                     let shape = &actual.spec.shape;
-                    ErrorMap::of(&actual.f64_values(), &expected, bound, shape, stage.nan)
+                    ErrorMap::of(
+                        &actual.f64_values(),
+                        &expected,
+                        bound,
+                        shape,
+                        stage.token_grid.as_ref(),
+                        stage.nan,
+                    )
                 });
             let (drift, hash) =
                 Drift::with_hash(actual, &golden).map_err(|e| format!("`{name}`: {e}"))?;
