@@ -794,7 +794,7 @@ mod tests {
             );
             for dtype in [DType::F16, DType::BF16, DType::F32, DType::F64] {
                 let x = TensorSpec::new(dtype, &[2, 0, 5]);
-                let (n, out) = Node::infer(op, &Attrs::new(), &[x.clone()]).unwrap();
+                let (n, out) = Node::infer(op, &Attrs::new(), std::slice::from_ref(&x)).unwrap();
                 assert_eq!((n, out), (node.clone(), vec![x]));
             }
             let i32s = TensorSpec::new(DType::I32, &[3]);
