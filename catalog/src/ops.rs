@@ -27,9 +27,13 @@ pub enum Op {
     Softmax,
     Sdpa,
     Gelu,
+    GeluTanh,
+    Silu,
+    Sin,
+    Cos,
 }
 
-pub const ALL_OPS: [Op; 18] = [
+pub const ALL_OPS: [Op; 22] = [
     Op::ResizePilBicubic,
     Op::ResizePilLanczos,
     Op::ResizeBicubic,
@@ -48,6 +52,10 @@ pub const ALL_OPS: [Op; 18] = [
     Op::Softmax,
     Op::Sdpa,
     Op::Gelu,
+    Op::GeluTanh,
+    Op::Silu,
+    Op::Sin,
+    Op::Cos,
 ];
 
 impl Op {
@@ -71,6 +79,10 @@ impl Op {
             Op::Softmax => "vsdk.softmax",
             Op::Sdpa => "vsdk.sdpa",
             Op::Gelu => "vsdk.gelu",
+            Op::GeluTanh => "vsdk.gelu_tanh",
+            Op::Silu => "vsdk.silu",
+            Op::Sin => "vsdk.sin",
+            Op::Cos => "vsdk.cos",
         }
     }
 
@@ -129,7 +141,8 @@ impl Op {
             Op::Permute => &["perm"],
             Op::LayerNorm => &["axis", "eps"],
             Op::Sdpa => &["scale"],
-            Op::Add | Op::Sub | Op::Mul | Op::Div | Op::Linear | Op::Gelu => &[],
+            Op::Add | Op::Sub | Op::Mul | Op::Div | Op::Linear => &[],
+            Op::Gelu | Op::GeluTanh | Op::Silu | Op::Sin | Op::Cos => &[],
         }
     }
 }
@@ -207,6 +220,10 @@ pub enum Node {
     Softmax { axis: usize },
     Sdpa(Sdpa),
     Gelu,
+    GeluTanh,
+    Silu,
+    Sin,
+    Cos,
 }
 
 struct Check {
@@ -709,6 +726,10 @@ impl Node {
                 (Node::Sdpa(Sdpa { scale }), out(shape))
             }
             Op::Gelu => (Node::Gelu, out(x.shape.clone())),
+            Op::GeluTanh => (Node::GeluTanh, out(x.shape.clone())),
+            Op::Silu => (Node::Silu, out(x.shape.clone())),
+            Op::Sin => (Node::Sin, out(x.shape.clone())),
+            Op::Cos => (Node::Cos, out(x.shape.clone())),
         })
     }
 }
@@ -755,6 +776,35 @@ mod tests {
 
     fn f32s(shape: &[usize]) -> TensorSpec {
         TensorSpec::new(DType::F32, shape)
+    }
+
+    #[test]
+    fn unary_activations_keep_the_shape_and_take_no_attributes() {
+        for (op, name, node) in [
+            (Op::Gelu, "vsdk.gelu", Node::Gelu),
+            (Op::GeluTanh, "vsdk.gelu_tanh", Node::GeluTanh),
+            (Op::Silu, "vsdk.silu", Node::Silu),
+            (Op::Sin, "vsdk.sin", Node::Sin),
+            (Op::Cos, "vsdk.cos", Node::Cos),
+        ] {
+            assert_eq!(Op::lookup(name, 1).unwrap(), op);
+            assert_eq!(
+                op.dtypes(),
+                &[DType::F16, DType::BF16, DType::F32, DType::F64]
+            );
+            for dtype in [DType::F16, DType::BF16, DType::F32, DType::F64] {
+                let x = TensorSpec::new(dtype, &[2, 0, 5]);
+                let (n, out) = Node::infer(op, &Attrs::new(), std::slice::from_ref(&x)).unwrap();
+                assert_eq!((n, out), (node.clone(), vec![x]));
+            }
+            let i32s = TensorSpec::new(DType::I32, &[3]);
+            assert!(Node::infer(op, &Attrs::new(), &[i32s]).is_err(), "{name}");
+            let two = [f32s(&[3]), f32s(&[3])];
+            assert!(Node::infer(op, &Attrs::new(), &two).is_err(), "{name}");
+            let attr = Attrs::new().with("approximate", AttrValue::Str("tanh".into()));
+            let err = Node::infer(op, &attr, &[f32s(&[3])]).unwrap_err();
+            assert!(err.to_string().contains("`approximate`"), "{err}");
+        }
     }
 
     #[test]
@@ -834,10 +884,17 @@ mod tests {
         let err =
             Node::infer(Op::Linear, &Attrs::new(), &[f32s(&[2, 3]), f32s(&[4, 5])]).unwrap_err();
         assert!(err.to_string().contains("K = 3"), "{err}");
-        let err = Op::lookup("vsdk.gelu_tanh", 1).unwrap_err();
+        let err = Op::lookup("vsdk.gelu_fast", 1).unwrap_err();
         assert!(
             err.to_string()
-                .starts_with("unknown kernel `vsdk.gelu_tanh@1`"),
+                .starts_with("unknown kernel `vsdk.gelu_fast@1`"),
+            "{err}"
+        );
+        // A known kernel at an unknown version is unknown too.
+        let err = Op::lookup("vsdk.gelu_tanh", 2).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("unknown kernel `vsdk.gelu_tanh@2`"),
             "{err}"
         );
     }

@@ -16,7 +16,13 @@ const FIXTURES: &[(&str, &str)] = &[
 ];
 
 /// Variants of the real C template with one deliberate bug each.
-const MUTANTS: &[(&str, &str)] = &[("gelu_tanh", "c/mutant_gelu_tanh.c")];
+const MUTANTS: &[(&str, &str)] = &[
+    ("gelu_tanh", "c/mutant_gelu_tanh.c"),
+    ("silu_sigmoid", "c/mutant_silu_sigmoid.c"),
+    ("gelu_tanh_erf", "c/mutant_gelu_tanh_erf.c"),
+    ("sin_cos_swapped", "c/mutant_sin_cos_swapped.c"),
+    ("trig_f32_2pi", "c/mutant_trig_f32_2pi.c"),
+];
 
 /// Compiles `source` (plus `extra` flags) into `OUT_DIR/lib<stem>.so` and
 /// exports its path to the crate as `env`.

@@ -88,7 +88,7 @@ static const char* const KERNELS[] = {
     "vsdk.resize_pil_bicubic", "vsdk.resize_pil_lanczos", "vsdk.resize_bicubic", "vsdk.crop", "vsdk.cast",
     "vsdk.add", "vsdk.sub", "vsdk.mul", "vsdk.div", "vsdk.conv2d", "vsdk.concat",
     "vsdk.reshape", "vsdk.permute", "vsdk.linear", "vsdk.layer_norm", "vsdk.softmax",
-    "vsdk.sdpa", "vsdk.gelu",
+    "vsdk.sdpa", "vsdk.gelu", "vsdk.gelu_tanh", "vsdk.silu", "vsdk.sin", "vsdk.cos",
 };
 #define NUM_KERNELS (sizeof KERNELS / sizeof KERNELS[0])
 
@@ -398,6 +398,41 @@ static vsdk_status_t* k_gelu(const vsdk_kernel_call_t* c) {
   TRY(load_f32(c, 0, &x));
   n = numel(&c->inputs[0]);
   for (i = 0; i < n; i++) y[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
+  free(x);
+  return NULL;
+}
+
+/* vsdk.gelu_tanh: x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))), as PyTorch
+ * writes it. x^3 may overflow to +-Inf: tanh is then +-1 and the result x or -0. */
+static float gelu_tanh_f(float x) {
+  return 0.5f * x * (1.0f + tanhf(0.7978845608f * (x + 0.044715f * x * x * x)));
+}
+
+/* vsdk.silu: x / (1 + exp(-x)), with exp of a non-positive number only, so that
+ * nothing overflows (x * exp(x) / (1 + exp(x)) would be Inf/Inf = NaN). */
+static float silu_f(float x) {
+  float e;
+  if (x >= 0.0f) return x / (1.0f + expf(-x));
+  e = expf(x);
+  return x * e / (1.0f + e);
+}
+
+/* vsdk.sin, vsdk.cos: the C library's sinf/cosf reduce large arguments exactly
+ * (TRELLIS's embeddings reach ~1000 rad). Never a fast approximation. */
+static float sin_f(float x) { return sinf(x); }
+static float cos_f(float x) { return cosf(x); }
+
+/* Element-wise functions of one input. */
+static vsdk_status_t* k_unary(const vsdk_kernel_call_t* c, float (*f)(float)) {
+  float* x;
+  float* y = (float*)out_data(c);
+  size_t i, n;
+  TRY(need_inputs(c, 1, 1));
+  TRY(need_f32(c));
+  TRY(check_output(c, F32, c->inputs[0].ndim, c->inputs[0].shape));
+  TRY(load_f32(c, 0, &x));
+  n = numel(&c->inputs[0]);
+  for (i = 0; i < n; i++) y[i] = f(x[i]);
   free(x);
   return NULL;
 }
@@ -1143,6 +1178,10 @@ static vsdk_status_t* execute(vsdk_provider_t* p, const vsdk_kernel_call_t* c) {
   for (i = 0; i < c->num_outputs; i++) TRY(check_tensor(c, &c->outputs[i], "output", i));
   k = c->kernel;
   if (!strcmp(k, "vsdk.gelu")) return k_gelu(c);
+  if (!strcmp(k, "vsdk.gelu_tanh")) return k_unary(c, gelu_tanh_f);
+  if (!strcmp(k, "vsdk.silu")) return k_unary(c, silu_f);
+  if (!strcmp(k, "vsdk.sin")) return k_unary(c, sin_f);
+  if (!strcmp(k, "vsdk.cos")) return k_unary(c, cos_f);
   if (!strcmp(k, "vsdk.add")) return k_binary(c, '+');
   if (!strcmp(k, "vsdk.sub")) return k_binary(c, '-');
   if (!strcmp(k, "vsdk.mul")) return k_binary(c, '*');

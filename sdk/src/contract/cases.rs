@@ -140,6 +140,8 @@ pub(super) fn of(op: Op, dtype: DType, needed: &Needed, seed: u64) -> Vec<Case> 
     match op {
         Op::Add | Op::Sub | Op::Mul | Op::Div => elementwise(&mut c),
         Op::Gelu => gelu(&mut c),
+        Op::GeluTanh | Op::Silu => activation(&mut c),
+        Op::Sin | Op::Cos => trig(&mut c),
         Op::Softmax => softmax(&mut c),
         Op::LayerNorm => layer_norm(&mut c),
         Op::Linear => linear(&mut c),
@@ -255,6 +257,87 @@ fn gelu(c: &mut Cases) {
     c.add(
         "extremes",
         "±0, NaN, subnormals, ±9, ±40 and ±max/4 (erf saturates; x·x overflows)",
+        none,
+        vec![input(&[9, 33], v, d, None)],
+    );
+}
+
+/// SiLU and the tanh GELU: GELU's cases, and where `exp` overflows float32
+/// (±89, ±100) or `x³` does (±max/4): forms that divide ∞ by ∞ give NaN.
+fn activation(c: &mut Cases) {
+    let d = c.dtype;
+    let none = Attrs::new();
+    layout_cases(c, &none, &[vec![3, 5, 37]], 3.0);
+    let n = (1 << 17) + 3;
+    let v = c.normals(&[n], 4.0);
+    c.add(
+        "large",
+        "131075 elements (past one block and one grid row)",
+        none.clone(),
+        vec![input(&[n], v, d, None)],
+    );
+    let (max, tiny, sub) = values::limits(d);
+    let extremes = [
+        0.0,
+        -0.0,
+        f64::NAN,
+        sub,
+        -sub,
+        tiny,
+        -tiny,
+        -20.0,
+        20.0,
+        -89.0,
+        89.0,
+        -100.0,
+        100.0,
+        max / 4.0,
+        -max / 4.0,
+    ];
+    let v = c.with_specials(&[9, 33], 4.0, &extremes);
+    c.add(
+        "extremes",
+        "±0, NaN, subnormals, ±20, ±89, ±100 and ±max/4 (exp and x³ overflow float32)",
+        none,
+        vec![input(&[9, 33], v, d, None)],
+    );
+}
+
+/// sin and cos: small arguments, arguments up to ±1000 (TRELLIS's
+/// embeddings) and far beyond, where only an accurate argument reduction
+/// keeps the result (docs/operators.md).
+fn trig(c: &mut Cases) {
+    let d = c.dtype;
+    let none = Attrs::new();
+    layout_cases(c, &none, &[vec![3, 5, 37]], 3.0);
+    let n = (1 << 17) + 3;
+    let v: Vec<f64> = (0..n).map(|_| 2000.0 * c.rng.unit() - 1000.0).collect();
+    c.add(
+        "large-arguments",
+        "131075 arguments uniform in [−1000, 1000] (a one-word float32 2π or __sinf fails here)",
+        none.clone(),
+        vec![input(&[n], v, d, None)],
+    );
+    let (max, tiny, sub) = values::limits(d);
+    let extremes = [
+        0.0,
+        -0.0,
+        f64::NAN,
+        sub,
+        -sub,
+        tiny,
+        -tiny,
+        std::f64::consts::PI,
+        -std::f64::consts::FRAC_PI_2,
+        1e4,
+        -3.0e4,
+        max / 4.0,
+        -max / 4.0,
+    ];
+    let v = c.with_specials(&[9, 33], 300.0, &extremes);
+    c.add(
+        "extremes",
+        "±0, NaN, subnormals, π, −π/2, 1e4, −3e4 and ±max/4 (argument reduction over the whole range)",
         none,
         vec![input(&[9, 33], v, d, None)],
     );

@@ -342,6 +342,36 @@ pub(super) fn evaluate(r: &Reference, c: &Call) -> Result<Evaluated, Error> {
                 .collect();
             exact(rounding(p, &v, 4.0, &m))
         }
+        Node::GeluTanh => {
+            // As GELU: tanh to a few ulps, and x/2·(1 + tanh) cancels for
+            // negative x in the literal form.
+            let x = c.inputs[0].f64_values();
+            let m: Vec<f64> = v
+                .iter()
+                .zip(x.iter())
+                .map(|(v, x)| v.abs() + x.abs())
+                .collect();
+            exact(rounding(p, &v, 4.0, &m))
+        }
+        Node::Silu => {
+            // x / (1 + exp(−x)) cancels nothing: a few ulps of the result.
+            // The absolute term is 32·tiny: that common form gives −0 where
+            // exp(−x) overflows float32 (x < −88.7) while the exact result
+            // is up to 22·tiny (docs/operators.md).
+            let m: Vec<f64> = v.iter().map(|v| v.abs()).collect();
+            exact(
+                rounding(p, &v, 4.0, &m)
+                    .into_iter()
+                    .map(|b| b + SILU_TINY * p.tiny)
+                    .collect(),
+            )
+        }
+        Node::Sin | Node::Cos => {
+            // A few ulps of the result, as accurate sinf/cosf give over the
+            // whole range (an argument reduction that loses |x|·u does not).
+            let m: Vec<f64> = v.iter().map(|v| v.abs()).collect();
+            exact(rounding(p, &v, 4.0, &m))
+        }
         Node::Softmax { axis } => {
             let x = c.inputs[0].f64_values();
             affine(|lambda| softmax_local(&x, &v, &value.spec.shape, *axis, p, lambda))
@@ -446,6 +476,24 @@ fn sigma(
                 .map(|(&v, &x)| stored(v) + rounding_var(ua, 2.0 * v.abs() + x.abs()))
                 .collect()
         }
+        Node::GeluTanh => {
+            // tanh to about an ulp of 1 + tanh, times |x|/2, and the products.
+            let x = c.inputs[0].f64_values();
+            v.iter()
+                .zip(x.iter())
+                .map(|(&v, &x)| stored(v) + rounding_var(ua, 2.0 * v.abs() + x.abs()))
+                .collect()
+        }
+        Node::Silu => {
+            // exp (an ulp, damped by e/(1 + e)), the sum and the quotient,
+            // and the flush of the absolute term.
+            let t = SILU_TINY * p.tiny;
+            v.iter()
+                .map(|&v| stored(v) + 2.0 * rounding_var(ua, v) + t * t / 3.0)
+                .collect()
+        }
+        // An ulp or so of the result.
+        Node::Sin | Node::Cos => v.iter().map(|&v| stored(v) + rounding_var(ua, v)).collect(),
         Node::Softmax { axis } => {
             let x = c.inputs[0].f64_values();
             softmax_sigma(&x, v, &value.spec.shape, *axis, p)
@@ -576,6 +624,28 @@ pub(super) fn propagate(
                 .collect();
             dense(out_shape, d)
         }
+        Node::GeluTanh | Node::Silu | Node::Sin | Node::Cos => {
+            let x = c.inputs[0].f64_values();
+            let vx = var(0).to_f64_vec();
+            let d = x
+                .iter()
+                .zip(vx.iter())
+                .map(|(&x, &v)| {
+                    // sin and cos also take the second-order term,
+                    // E[(f''·δ²/2)²] = ¾·f''²·V² for a normal δ: their
+                    // arguments carry absolute errors of u·|x| radians,
+                    // tenths of a radian at 16 bits for |x| in the hundreds,
+                    // where the slope alone vanishes at the extrema.
+                    let curvature = match c.node {
+                        Node::Sin => x.sin(),
+                        Node::Cos => x.cos(),
+                        _ => 0.0,
+                    };
+                    unary_slope(c.node, x).powi(2) * v + 0.75 * (curvature * v).powi(2)
+                })
+                .collect();
+            dense(out_shape, d)
+        }
         Node::Softmax { axis } => dense(
             out_shape,
             softmax_propagate(&value.f64_values(), &var(0).f64_values(), out_shape, *axis),
@@ -619,6 +689,55 @@ pub(super) fn propagate(
         }
     };
     Ok(Some(v))
+}
+
+/// `silu`'s absolute term, in units of the tier's `tiny` (see `evaluate`).
+const SILU_TINY: f64 = 32.0;
+
+/// √(2/π), `gelu_tanh`'s scale.
+const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
+
+/// The logistic function without overflow: `exp` of a non-positive number only.
+fn sigmoid(x: f64) -> f64 {
+    if x >= 0.0 {
+        1.0 / (1.0 + (-x).exp())
+    } else {
+        let e = x.exp();
+        e / (1.0 + e)
+    }
+}
+
+/// The first derivative of an element-wise function of one input at `x`
+/// (its limit at ±∞, where the formula would give ∞·0).
+fn unary_slope(node: &Node, x: f64) -> f64 {
+    let d = match node {
+        // silu' = s·(1 + x·(1 − s)), s = σ(x)
+        Node::Silu => {
+            let s = sigmoid(x);
+            s * (1.0 + x * (1.0 - s))
+        }
+        // gelu_tanh' = (1 + t)/2 + x/2·(1 − t²)·a', t = tanh(a), a as in the catalog
+        Node::GeluTanh => {
+            let a = SQRT_2_OVER_PI * (x + 0.044_715 * x * x * x);
+            let t = a.tanh();
+            let sech2 = 1.0 - t * t;
+            let da = SQRT_2_OVER_PI * (1.0 + 3.0 * 0.044_715 * x * x);
+            let tail = if sech2 == 0.0 {
+                0.0
+            } else {
+                0.5 * x * sech2 * da
+            };
+            0.5 * (1.0 + t) + tail
+        }
+        Node::Sin => x.cos(),
+        Node::Cos => -x.sin(),
+        _ => f64::NAN,
+    };
+    match (d.is_nan(), x) {
+        (true, f64::INFINITY) if matches!(node, Node::Silu | Node::GeluTanh) => 1.0,
+        (true, f64::NEG_INFINITY) if matches!(node, Node::Silu | Node::GeluTanh) => 0.0,
+        _ => d,
+    }
 }
 
 fn square(t: &HostTensor) -> HostTensor {
@@ -1172,6 +1291,43 @@ pub(super) fn wide(t: &HostTensor) -> HostTensor {
 mod tests {
     use super::*;
     use rand::{Rng, SeedableRng};
+
+    /// The slopes that propagate errors through the element-wise functions
+    /// agree with central differences of the functions themselves, and
+    /// have their limits at ±∞.
+    #[test]
+    fn unary_slopes_are_the_derivatives() {
+        let seed = rand::random();
+        eprintln!("seed {seed}");
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let gelu_tanh =
+            |x: f64| 0.5 * x * (1.0 + (SQRT_2_OVER_PI * (x + 0.044_715 * x * x * x)).tanh());
+        let fs: [(Node, &dyn Fn(f64) -> f64); 4] = [
+            (Node::Silu, &|x: f64| x * sigmoid(x)),
+            (Node::GeluTanh, &gelu_tanh),
+            (Node::Sin, &f64::sin),
+            (Node::Cos, &f64::cos),
+        ];
+        for (node, f) in fs {
+            for _ in 0..2000 {
+                let x: f64 = rng.gen_range(-12.0..12.0);
+                let h = 1e-5;
+                let numeric = (f(x + h) - f(x - h)) / (2.0 * h);
+                let slope = unary_slope(&node, x);
+                assert!(
+                    (slope - numeric).abs() <= 1e-6 * (1.0 + numeric.abs()),
+                    "{node:?} at {x}: {slope} vs {numeric}"
+                );
+            }
+        }
+        for node in [Node::Silu, Node::GeluTanh] {
+            assert_eq!(unary_slope(&node, f64::INFINITY), 1.0);
+            assert_eq!(unary_slope(&node, f64::NEG_INFINITY), 0.0);
+            assert_eq!(unary_slope(&node, 1e300), 1.0);
+            assert_eq!(unary_slope(&node, -1e300), 0.0);
+        }
+        assert!(sigmoid(-800.0) == 0.0 && sigmoid(800.0) == 1.0);
+    }
 
     /// The float32 product of non-negative matrices never falls below the
     /// exact one (float64 stands in for it: its error is 2⁻²⁹ of float32's),

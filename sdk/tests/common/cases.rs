@@ -87,6 +87,35 @@ pub fn float_cases(r: &mut ChaCha8Rng) -> Vec<Case> {
             |x| gelu(&x[0]),
         ),
         case(
+            "gelu_tanh",
+            "vsdk.gelu_tanh",
+            a(),
+            vec![T::random(r, &[3, 7, 5], -6.0, 6.0)],
+            |x| map(&x[0], gelu_tanh),
+        ),
+        case(
+            "silu",
+            "vsdk.silu",
+            a(),
+            vec![T::random(r, &[4, 33], -12.0, 12.0)],
+            |x| map(&x[0], silu),
+        ),
+        case(
+            // TRELLIS's embeddings: arguments up to about 1000 (timestep · 1000).
+            "sin",
+            "vsdk.sin",
+            a(),
+            vec![T::random(r, &[2, 129], -1000.0, 1000.0)],
+            |x| map(&x[0], f64::sin),
+        ),
+        case(
+            "cos",
+            "vsdk.cos",
+            a(),
+            vec![T::random(r, &[129, 2], -1000.0, 1000.0)],
+            |x| map(&x[0], f64::cos),
+        ),
+        case(
             "linear with bias",
             "vsdk.linear",
             a(),

@@ -196,6 +196,23 @@ pub fn gelu(x: &T) -> T {
     )
 }
 
+/// `f` of every element.
+pub fn map(x: &T, f: impl Fn(f64) -> f64) -> T {
+    T::new(&x.shape, x.data.iter().map(|&v| f(v)).collect())
+}
+
+/// PyTorch's `gelu(approximate="tanh")`, literally (accurate in float64 on
+/// the test ranges: `1 + tanh` cancels far below float32's resolution).
+pub fn gelu_tanh(x: f64) -> f64 {
+    let c = (2.0 / std::f64::consts::PI).sqrt();
+    0.5 * x * (1.0 + (c * (x + 0.044_715 * x * x * x)).tanh())
+}
+
+/// `x·σ(x)`, literally.
+pub fn silu(x: f64) -> f64 {
+    x / (1.0 + (-x).exp())
+}
+
 pub fn linear(x: &T, w: &T, b: Option<&T>) -> T {
     let k = *x.shape.last().unwrap();
     let n = w.shape[0];

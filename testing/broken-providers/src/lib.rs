@@ -20,3 +20,11 @@ pub const BAD_VERSION: &str = env!("VSDK_FIXTURE_BAD_VERSION");
 
 /// The C template with GELU computed by the tanh approximation.
 pub const MUTANT_GELU_TANH: &str = env!("VSDK_MUTANT_GELU_TANH");
+/// The C template whose `vsdk.silu` returns σ(x) (the x forgotten).
+pub const MUTANT_SILU_SIGMOID: &str = env!("VSDK_MUTANT_SILU_SIGMOID");
+/// The C template whose `vsdk.gelu_tanh` is the exact (erf) GELU.
+pub const MUTANT_GELU_TANH_ERF: &str = env!("VSDK_MUTANT_GELU_TANH_ERF");
+/// The C template with `vsdk.sin` and `vsdk.cos` swapped.
+pub const MUTANT_SIN_COS_SWAPPED: &str = env!("VSDK_MUTANT_SIN_COS_SWAPPED");
+/// The C template whose `vsdk.sin` and `vsdk.cos` reduce with a float32 2π.
+pub const MUTANT_TRIG_F32_2PI: &str = env!("VSDK_MUTANT_TRIG_F32_2PI");

@@ -94,7 +94,7 @@ fn a_wrong_output_shape_is_refused_with_the_expected_one() {
         )
     );
     let err = h
-        .execute(c"vsdk.gelu_tanh", &[tensor(x, &[6], &[1], 0)], &[])
+        .execute(c"vsdk.gelu_fast", &[tensor(x, &[6], &[1], 0)], &[])
         .unwrap_err();
     assert_eq!(err.0, VSDK_STATUS_UNSUPPORTED);
 }

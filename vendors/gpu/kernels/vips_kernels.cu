@@ -122,6 +122,33 @@ __device__ void vips_gelu(const T* x, T* out, vips_i64 n) {
   }
 }
 
+/* x·σ(y) without overflow: exp of a non-positive number only (x·e/(1 + e) for
+ * y < 0), so that no Inf/Inf makes a NaN. */
+__device__ __forceinline__ float vips_times_sigmoid(float x, float y) {
+  if (y >= 0.0f) return x / (1.0f + expf(-y));
+  const float e = expf(y);
+  return x * e / (1.0f + e);
+}
+
+/* Element-wise functions of one input; op: 0 silu, 1 gelu_tanh, 2 sin, 3 cos.
+ * sinf/cosf reduce large arguments accurately (TRELLIS's embeddings reach
+ * ~1000 rad); __sinf/__cosf and fast-math do not, and must not be used. */
+template <class T>
+__device__ void vips_unary(const T* x, T* out, vips_i64 n, int op) {
+  for (vips_i64 i = vips_global_id(); i < n; i += vips_grid_stride()) {
+    const float v = vips_load(x + i);
+    float y;
+    switch (op) {
+      case 0: y = vips_times_sigmoid(v, v); break;
+      /* x/2·(1 + tanh(a)) = x·σ(2a): no cancellation for negative x. */
+      case 1: y = vips_times_sigmoid(v, 1.5957691216057308f * (v + 0.044715f * v * v * v)); break;
+      case 2: y = sinf(v); break;
+      default: y = cosf(v); break;
+    }
+    vips_store(out + i, y);
+  }
+}
+
 /* vsdk.cast between uint8, float16, bfloat16 and float32: every value of
  * these types is exact in float32, so one rounding (the store) is all. */
 template <class S, class D>
@@ -364,6 +391,11 @@ __device__ void vips_taps_pil(const unsigned char* x, unsigned char* out, const 
     vips_gelu<T>(x, out, n);                                                                   \
   }                                                                                            \
   VIPS_REGISTER(vips_gelu_##sfx)                                                               \
+  VIPS_KERNEL                                     \
+      vips_unary_##sfx(const T* x, T* out, vips_i64 n, int op) {                               \
+    vips_unary<T>(x, out, n, op);                                                              \
+  }                                                                                            \
+  VIPS_REGISTER(vips_unary_##sfx)                                                              \
   VIPS_KERNEL vips_linear_##sfx(                  \
       const T* x, const T* w, const T* bias, T* out, int m, int n, int k) {                    \
     vips_linear<T>(x, w, bias, out, m, n, k);                                                  \

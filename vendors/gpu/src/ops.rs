@@ -82,6 +82,7 @@ pub fn kernel_names() -> Vec<String> {
         for op in [
             "binary",
             "gelu",
+            "unary",
             "linear",
             "conv2d",
             "layer_norm",
@@ -379,6 +380,28 @@ fn dispatch<B: Backend>(
             let args = vec![Arg::Ptr(x), Arg::Ptr(ptr(out)), Arg::I64(int(n, "size")?)];
             c.launch(
                 &format!("vips_gelu_{}", suffix(out.dtype)?),
+                grid_for(n),
+                0,
+                args,
+            )
+        }
+        Node::Silu | Node::GeluTanh | Node::Sin | Node::Cos => {
+            // The source's `vips_unary` op codes.
+            let op = match node {
+                Node::Silu => 0,
+                Node::GeluTanh => 1,
+                Node::Sin => 2,
+                _ => 3,
+            };
+            let x = c.compact(&ins[0])?;
+            let args = vec![
+                Arg::Ptr(x),
+                Arg::Ptr(ptr(out)),
+                Arg::I64(int(n, "size")?),
+                Arg::I32(op),
+            ];
+            c.launch(
+                &format!("vips_unary_{}", suffix(out.dtype)?),
                 grid_for(n),
                 0,
                 args,

@@ -4,7 +4,7 @@
 //! three passes over whole float32 copies. The arithmetic is the same
 //! float32 operation per element, rounded once, so the bits are too.
 
-use super::elementwise::repeated;
+use super::elementwise::{repeated, Unary};
 use super::narrow::Narrow;
 use super::{scratch, Real};
 use ndarray::{ArrayViewD, ArrayViewMutD};
@@ -36,6 +36,12 @@ pub fn run<N: Narrow>(
         Node::Mul => blocks(ins, out, zip2(|x, y| x * y)),
         Node::Div => blocks(ins, out, zip2(|x, y| x / y)),
         Node::Gelu => blocks(ins, out, |a: &[&[f32]], r: &mut [f32]| f32::gelu(a[0], r)),
+        Node::GeluTanh | Node::Silu | Node::Sin | Node::Cos => {
+            let f = Unary::of(node)?;
+            blocks(ins, out, move |a: &[&[f32]], r: &mut [f32]| {
+                f32::unary(f, a[0], r)
+            })
+        }
         _ => None,
     }
 }
@@ -133,13 +139,17 @@ mod tests {
         let wide = |t: &ArrayD<N>| t.mapv(|v| v.widen());
         // The node, its operands' shapes and the output's.
         type Case = (Node, &'static [usize], &'static [usize], &'static [usize]);
-        let cases: [Case; 6] = [
+        let cases: [Case; 10] = [
             (Node::Add, &[257, 384], &[384], &[257, 384]),
             (Node::Mul, &[1, 257, 384], &[1, 1, 384], &[1, 257, 384]),
             (Node::Sub, &[3, 50, 7], &[3, 50, 7], &[3, 50, 7]),
             (Node::Div, &[100_000], &[100_000], &[100_000]),
             (Node::Add, &[5], &[2, 3, 5], &[2, 3, 5]),
             (Node::Gelu, &[257, 1536], &[], &[257, 1536]),
+            (Node::GeluTanh, &[3, 20_000], &[], &[3, 20_000]),
+            (Node::Silu, &[7, 5], &[], &[7, 5]),
+            (Node::Sin, &[40_000], &[], &[40_000]),
+            (Node::Cos, &[2, 3, 999], &[], &[2, 3, 999]),
         ];
         for (node, sa, sb, so) in cases {
             let a = random(&mut r, sa, from);
@@ -152,11 +162,15 @@ mod tests {
                 _ => {
                     let x = wide(&a);
                     let mut y = x.clone();
-                    f32::gelu(x.as_slice().unwrap(), y.as_slice_mut().unwrap());
+                    let (xs, ys) = (x.as_slice().unwrap(), y.as_slice_mut().unwrap());
+                    match Unary::of(&node) {
+                        Some(f) => f32::unary(f, xs, ys),
+                        None => f32::gelu(xs, ys),
+                    }
                     y
                 }
             };
-            let ins = if node == Node::Gelu {
+            let ins = if sb.is_empty() {
                 vec![a.view()]
             } else {
                 vec![a.view(), b.view()]

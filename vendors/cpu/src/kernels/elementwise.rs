@@ -1,6 +1,7 @@
 use super::Real;
 use ndarray::{ArrayViewD, ArrayViewMutD, Zip};
 use rayon::prelude::*;
+use vsdk_catalog::Node;
 
 /// `out = f(a, b)` with NumPy broadcasting (the catalog checked the shapes).
 pub fn binary<T: Real>(
@@ -65,6 +66,67 @@ pub fn gelu<T: Real>(x: &ArrayViewD<T>, mut out: ArrayViewMutD<T>) {
     out.par_chunks_mut(CHUNK)
         .zip(xs.par_chunks(CHUNK))
         .for_each(|(o, x)| T::gelu(x, o));
+}
+
+/// The element-wise functions of one input besides GELU (docs/operators.md,
+/// "Element-wise functions of one input").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unary {
+    GeluTanh,
+    Silu,
+    Sin,
+    Cos,
+}
+
+impl Unary {
+    pub fn of(node: &Node) -> Option<Unary> {
+        match node {
+            Node::GeluTanh => Some(Unary::GeluTanh),
+            Node::Silu => Some(Unary::Silu),
+            Node::Sin => Some(Unary::Sin),
+            Node::Cos => Some(Unary::Cos),
+            _ => None,
+        }
+    }
+}
+
+/// `f` of every element, in parallel chunks.
+pub fn unary<T: Real>(f: Unary, x: &ArrayViewD<T>, mut out: ArrayViewMutD<T>) {
+    let x = x.as_standard_layout();
+    let xs = x.as_slice().expect("standard layout");
+    let out = out.as_slice_mut().expect("outputs are compact");
+    out.par_chunks_mut(CHUNK)
+        .zip(xs.par_chunks(CHUNK))
+        .for_each(|(o, x)| T::unary(f, x, o));
+}
+
+/// √(2/π), the tanh approximation's scale.
+pub const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
+
+/// `x / (1 + exp(−y))`, computed so that `exp` never overflows: for `y < 0`
+/// it is `x·e / (1 + e)` with `e = exp(y)`. SiLU is `y = x`, the tanh GELU
+/// `y = 2a` (`x/2·(1 + tanh(a)) = x·σ(2a)`, without `1 + tanh`'s cancellation).
+pub fn times_sigmoid_f64(x: f64, y: f64) -> f64 {
+    if y >= 0.0 {
+        x / (1.0 + (-y).exp())
+    } else {
+        let e = y.exp();
+        x * e / (1.0 + e)
+    }
+}
+
+/// [`unary`] of a float64 slice, the reference's definitions.
+pub fn unary_f64(f: Unary, x: &[f64], out: &mut [f64]) {
+    for (o, &v) in out.iter_mut().zip(x) {
+        *o = match f {
+            Unary::Silu => times_sigmoid_f64(v, v),
+            Unary::GeluTanh => {
+                times_sigmoid_f64(v, 2.0 * SQRT_2_OVER_PI * (v + 0.044_715 * v * v * v))
+            }
+            Unary::Sin => v.sin(),
+            Unary::Cos => v.cos(),
+        };
+    }
 }
 
 /// Elements per parallel task: large enough to amortise the task.

@@ -1,4 +1,4 @@
-//! The float32 hot loops (GELU, softmax rows, layer-norm rows), written for
+//! The float32 hot loops (GELU, SiLU, softmax rows, layer-norm rows), written for
 //! the auto-vectoriser and compiled for AVX-512, AVX2+FMA and the baseline,
 //! chosen at run time (`multiversion`). f16 and bf16 compute through them.
 //!
@@ -12,6 +12,7 @@
 //! generate golden values, do not use this module: they keep `libm` and
 //! sequential sums.
 
+use super::elementwise::{Unary, SQRT_2_OVER_PI};
 use multiversion::multiversion;
 
 /// erf(z) ≈ z·P(z²)/Q(z²) on |z| < 4 (erf(±4) = ±(1 − 1.5e-8), and ±1 beyond).
@@ -65,6 +66,54 @@ pub fn gelu(x: &[f32], out: &mut [f32]) {
     for (o, &v) in out.iter_mut().zip(x) {
         let x = f64::from(v);
         *o = (0.5 * x * (1.0 + erf_approx(x * std::f64::consts::FRAC_1_SQRT_2))) as f32;
+    }
+}
+
+/// `f` of each element (docs/operators.md). SiLU and the tanh GELU are
+/// `x·σ(y)` (`y = x`, `y = 2a`), vectorised through [`exp_nonpositive`] of
+/// `−|y|` (no overflow, no cancellation); sin and cos take the C library's
+/// float64 functions, whose argument reduction is exact at any magnitude,
+/// rounded once.
+pub fn unary(f: Unary, x: &[f32], out: &mut [f32]) {
+    match f {
+        Unary::Silu => silu(x, out),
+        Unary::GeluTanh => gelu_tanh(x, out),
+        Unary::Sin => {
+            for (o, &v) in out.iter_mut().zip(x) {
+                *o = f64::from(v).sin() as f32;
+            }
+        }
+        Unary::Cos => {
+            for (o, &v) in out.iter_mut().zip(x) {
+                *o = f64::from(v).cos() as f32;
+            }
+        }
+    }
+}
+
+/// `x·σ(y)` in float64 from `e = exp(−|y|)`: `x/(1 + e)` for `y ≥ 0`,
+/// `x·e/(1 + e)` below (selects, not branches).
+#[inline(always)]
+fn times_sigmoid(x: f64, y: f64) -> f64 {
+    let e = exp_nonpositive(-y.abs());
+    let num = if y >= 0.0 { x } else { x * e };
+    num / (1.0 + e)
+}
+
+#[multiversion(targets("x86_64+avx512f+avx512dq+avx512vl", "x86_64+avx2+fma"))]
+fn silu(x: &[f32], out: &mut [f32]) {
+    for (o, &v) in out.iter_mut().zip(x) {
+        let x = f64::from(v);
+        *o = times_sigmoid(x, x) as f32;
+    }
+}
+
+#[multiversion(targets("x86_64+avx512f+avx512dq+avx512vl", "x86_64+avx2+fma"))]
+fn gelu_tanh(x: &[f32], out: &mut [f32]) {
+    for (o, &v) in out.iter_mut().zip(x) {
+        let x = f64::from(v);
+        let two_a = 2.0 * SQRT_2_OVER_PI * (x + 0.044_715 * x * x * x);
+        *o = times_sigmoid(x, two_a) as f32;
     }
 }
 
@@ -236,6 +285,75 @@ mod tests {
         let mut special = [0f32; 3];
         gelu(&[f32::NAN, f32::INFINITY, f32::NEG_INFINITY], &mut special);
         assert!(special[0].is_nan() && special[1] == f32::INFINITY && special[2].is_nan());
+    }
+
+    /// SiLU, the tanh GELU, sin and cos within their error-model bounds
+    /// (docs/error-model.md) at float32 against float64 formulas written
+    /// independently of the kernels (the literal definitions, which are
+    /// accurate in float64 where they are evaluated here).
+    #[test]
+    fn unary_functions_are_within_the_error_models_bounds() {
+        const U: f64 = 1.0 / 16_777_216.0;
+        const TINY: f64 = 1.175_494_350_822_287_5e-38;
+        let mut x = inputs(100_003);
+        // Where exp(−x) overflows float32, and arguments of TRELLIS's embeddings.
+        x.extend([
+            -88.0f32, -89.0, -90.0, -100.0, 88.0, 1000.0, -999.5, 12345.6,
+        ]);
+        let c = (2.0 / std::f64::consts::PI).sqrt();
+        type Case = (Unary, fn(f64, f64) -> f64, fn(f64, f64) -> f64);
+        let cases: [Case; 4] = [
+            (
+                Unary::Silu,
+                |x, _| x / (1.0 + (-x).exp()),
+                |_, v| U * v.abs() + 4.0 * U * v.abs() + 32.0 * TINY,
+            ),
+            (
+                Unary::GeluTanh,
+                |x, c| 0.5 * x * (1.0 + (c * (x + 0.044_715 * x * x * x)).tanh()),
+                |x, v| U * v.abs() + 4.0 * U * (v.abs() + x.abs()) + TINY,
+            ),
+            (
+                Unary::Sin,
+                |x, _| x.sin(),
+                |_, v| U * v.abs() + 4.0 * U * v.abs() + TINY,
+            ),
+            (
+                Unary::Cos,
+                |x, _| x.cos(),
+                |_, v| U * v.abs() + 4.0 * U * v.abs() + TINY,
+            ),
+        ];
+        for (f, exact, bound) in cases {
+            let mut out = vec![0f32; x.len()];
+            unary(f, &x, &mut out);
+            for (&xi, &o) in x.iter().zip(&out) {
+                let xf = f64::from(xi);
+                let want = exact(xf, c);
+                // The literal tanh form cancels in float64 too, far below
+                // float32's resolution of the bound.
+                let err = (f64::from(o) - want).abs();
+                let b = bound(xf, want);
+                assert!(err <= b, "{f:?}({xi}) = {o}, exact {want}: {err} > {b}");
+            }
+            let mut special = [0f32; 1];
+            unary(f, &[f32::NAN], &mut special);
+            assert!(special[0].is_nan(), "{f:?}(NaN)");
+        }
+        // Large arguments and the tails: no NaN, the right limits.
+        let mut big = [0f32; 4];
+        unary(Unary::Silu, &[f32::MAX, -f32::MAX, 1e30, -1e30], &mut big);
+        assert_eq!(big, [f32::MAX, -0.0, 1e30, -0.0]);
+        unary(
+            Unary::GeluTanh,
+            &[f32::MAX, -f32::MAX, 1e30, -1e30],
+            &mut big,
+        );
+        assert_eq!(big, [f32::MAX, -0.0, 1e30, -0.0]);
+        let mut s = [0f32; 2];
+        unary(Unary::Sin, &[1e30, f32::MAX], &mut s);
+        let wide = [f64::from(1e30f32), f64::from(f32::MAX)];
+        assert_eq!(s, [wide[0].sin() as f32, wide[1].sin() as f32]);
     }
 
     #[test]

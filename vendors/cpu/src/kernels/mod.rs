@@ -36,6 +36,7 @@ pub trait Real:
     /// The row kernels: vectorised for f32, the plain definitions for the
     /// float64 reference (whose results golden files hold).
     fn gelu(x: &[Self], out: &mut [Self]);
+    fn unary(f: elementwise::Unary, x: &[Self], out: &mut [Self]);
     fn softmax_row(row: &mut [Self]);
     fn layer_norm_row(row: &[Self], w: &[Self], b: &[Self], eps: f64, out: &mut [Self]);
 }
@@ -50,6 +51,9 @@ impl Real for f32 {
     }
     fn gelu(x: &[Self], out: &mut [Self]) {
         fast_f32::gelu(x, out)
+    }
+    fn unary(f: elementwise::Unary, x: &[Self], out: &mut [Self]) {
+        fast_f32::unary(f, x, out)
     }
     fn softmax_row(row: &mut [Self]) {
         fast_f32::softmax_row(row)
@@ -69,6 +73,9 @@ impl Real for f64 {
     }
     fn gelu(x: &[Self], out: &mut [Self]) {
         elementwise::gelu_f64(x, out)
+    }
+    fn unary(f: elementwise::Unary, x: &[Self], out: &mut [Self]) {
+        elementwise::unary_f64(f, x, out)
     }
     fn softmax_row(row: &mut [Self]) {
         norm::softmax_row_plain(row)
@@ -209,6 +216,10 @@ fn float_node<T: Real>(
         Node::Mul => elementwise::binary(&ins[0], &ins[1], out, |a, b| a * b),
         Node::Div => elementwise::binary(&ins[0], &ins[1], out, |a, b| a / b),
         Node::Gelu => elementwise::gelu(&ins[0], out),
+        Node::GeluTanh | Node::Silu | Node::Sin | Node::Cos => {
+            let f = elementwise::Unary::of(node).expect("an element-wise function");
+            elementwise::unary(f, &ins[0], out)
+        }
         Node::Linear => matmul::linear(&ins[0], &ins[1], ins.get(2), out),
         Node::Conv2d(c) => matmul::conv2d(&ins[0], &ins[1], ins.get(2), c, out),
         Node::LayerNorm { axis, eps } => {
