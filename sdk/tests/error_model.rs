@@ -467,8 +467,8 @@ fn rms_norm_passes_on_every_correct_provider_with_its_contract() {
     ] {
         let (passed, failing, cases) = rms_norm_run(dev, &cpu, tiers.clone());
         assert!(passed && failing.is_empty(), "{name}: {failing:#?}");
-        // Views, rows of every scale with a zero row, long rows: per tier.
-        assert!(cases >= 6 * tiers.len(), "{name}: {cases} contract cases");
+        // Three views, rows of every scale with a zero row, long rows: per tier.
+        assert!(cases >= 5 * tiers.len(), "{name}: {cases} contract cases");
     }
 }
 
