@@ -391,8 +391,9 @@ fn scaling_inputs_or_weights_by_ten_changes_no_verdict() {
     }
 }
 
-/// One stage of TRELLIS's q/k normalisation: `x [2, 16, 3, 32]` with γ
-/// `[3, 32]`, fresh seeds.
+/// TRELLIS's q/k normalisation: `x [2, 16, 3, 32]` with γ `[3, 32]`, and
+/// the same after a projection (the norm propagates the GEMM's error),
+/// fresh seeds.
 fn rms_norm_suite(seed: u64, cpu: &Device) -> Suite {
     let text = format!(
         r#"vips: 1
@@ -401,6 +402,9 @@ tensors:
   x: {{ dtype: float32, shape: [2, 16, 3, 32], source: {{ seeded: {{ seed: {s0}, normal: [0.0, 2.0] }} }} }}
   g: {{ dtype: float32, shape: [3, 32], source: {{ seeded: {{ seed: {s1}, uniform: [0.5, 1.5] }} }} }}
   y: {{ dtype: float32, shape: [2, 16, 3, 32], source: golden }}
+  h: {{ dtype: float32, shape: [16, 24], source: {{ seeded: {{ seed: {s2}, normal: [0.0, 1.0] }} }} }}
+  w: {{ dtype: float32, shape: [96, 24], source: {{ seeded: {{ seed: {s3}, normal: [0.0, 0.2] }} }} }}
+  q: {{ dtype: float32, shape: [16, 3, 32], source: golden }}
 stages:
   - stage: qk_norm
     algorithm: "F.normalize(x, dim=-1)·γ·√d"
@@ -409,9 +413,20 @@ stages:
     outputs: [y]
     graph:
       - {{ op: vsdk.rms_norm, inputs: [x, g], outputs: [y] }}
+  - stage: proj_norm
+    algorithm: "q = RMSNorm(h·wᵀ) per head (the norm's input carries the GEMM's error)"
+    impl: "test"
+    inputs: [h, w, g]
+    outputs: [q]
+    graph:
+      - {{ op: vsdk.linear, inputs: [h, w], outputs: [p] }}
+      - {{ op: vsdk.reshape, inputs: [p], outputs: [p3], attrs: {{ shape: [16, 3, 32] }} }}
+      - {{ op: vsdk.rms_norm, inputs: [p3, g], outputs: [q], attrs: {{ eps: 1.0e-6 }} }}
 "#,
         s0 = seed,
         s1 = seed + 1,
+        s2 = seed + 2,
+        s3 = seed + 3,
     );
     let doc = vips_sdk::document::Document::parse(Path::new("rmsnorm.yaml"), &text).unwrap();
     let bytes = vips_sdk::generate::generate(&doc, cpu, &[]).unwrap();
