@@ -24,6 +24,7 @@ pub enum Op {
     Permute,
     Linear,
     LayerNorm,
+    RmsNorm,
     Softmax,
     Sdpa,
     Gelu,
@@ -33,7 +34,7 @@ pub enum Op {
     Cos,
 }
 
-pub const ALL_OPS: [Op; 22] = [
+pub const ALL_OPS: [Op; 23] = [
     Op::ResizePilBicubic,
     Op::ResizePilLanczos,
     Op::ResizeBicubic,
@@ -49,6 +50,7 @@ pub const ALL_OPS: [Op; 22] = [
     Op::Permute,
     Op::Linear,
     Op::LayerNorm,
+    Op::RmsNorm,
     Op::Softmax,
     Op::Sdpa,
     Op::Gelu,
@@ -76,6 +78,7 @@ impl Op {
             Op::Permute => "vsdk.permute",
             Op::Linear => "vsdk.linear",
             Op::LayerNorm => "vsdk.layer_norm",
+            Op::RmsNorm => "vsdk.rms_norm",
             Op::Softmax => "vsdk.softmax",
             Op::Sdpa => "vsdk.sdpa",
             Op::Gelu => "vsdk.gelu",
@@ -140,6 +143,7 @@ impl Op {
             Op::Reshape => &["shape"],
             Op::Permute => &["perm"],
             Op::LayerNorm => &["axis", "eps"],
+            Op::RmsNorm => &["eps"],
             Op::Sdpa => &["scale"],
             Op::Add | Op::Sub | Op::Mul | Op::Div | Op::Linear => &[],
             Op::Gelu | Op::GeluTanh | Op::Silu | Op::Sin | Op::Cos => &[],
@@ -212,12 +216,25 @@ pub enum Node {
     Mul,
     Div,
     Conv2d(Conv2d),
-    Concat { axis: usize },
+    Concat {
+        axis: usize,
+    },
     Reshape,
-    Permute { perm: Vec<usize> },
+    Permute {
+        perm: Vec<usize>,
+    },
     Linear,
-    LayerNorm { axis: usize, eps: f64 },
-    Softmax { axis: usize },
+    LayerNorm {
+        axis: usize,
+        eps: f64,
+    },
+    /// Over the last axis; the gamma input has a suffix shape of x's.
+    RmsNorm {
+        eps: f64,
+    },
+    Softmax {
+        axis: usize,
+    },
     Sdpa(Sdpa),
     Gelu,
     GeluTanh,
@@ -348,6 +365,7 @@ impl Node {
         let (min, max) = match op {
             Op::Add | Op::Sub | Op::Mul | Op::Div => (2, 2),
             Op::Conv2d | Op::Linear => (2, 3),
+            Op::RmsNorm => (2, 2),
             Op::LayerNorm | Op::Sdpa => (3, 3),
             Op::Concat => (1, usize::MAX),
             _ => (1, 1),
@@ -685,6 +703,25 @@ impl Node {
                 }
                 (Node::LayerNorm { axis, eps }, out(x.shape.clone()))
             }
+            Op::RmsNorm => {
+                let rank = x.shape.len();
+                if rank == 0 {
+                    return c.fail("input must have rank >= 1");
+                }
+                let eps = attrs.float(c.kernel, "eps")?.unwrap_or(1e-12);
+                // eps > 0 keeps an all-zero row defined (0 / eps = 0).
+                if !(eps > 0.0 && eps.is_finite()) {
+                    return c.attr("eps", format!("expected a finite value > 0, got {eps}"));
+                }
+                let g = &inputs[1].shape;
+                if g.is_empty() || g.len() > rank || g[..] != x.shape[rank - g.len()..] {
+                    return c.fail(format!(
+                        "gamma must have a trailing shape of the input {:?} (at least its last axis), got {g:?}",
+                        x.shape
+                    ));
+                }
+                (Node::RmsNorm { eps }, out(x.shape.clone()))
+            }
             Op::Softmax => {
                 let rank = x.shape.len();
                 if rank == 0 {
@@ -897,6 +934,29 @@ mod tests {
                 .starts_with("unknown kernel `vsdk.gelu_tanh@2`"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn rms_norm_takes_gamma_of_a_trailing_shape() {
+        let x = f32s(&[2, 5, 4, 8]);
+        for g in [&[8][..], &[4, 8], &[5, 4, 8], &[2, 5, 4, 8]] {
+            let (node, out) = Node::infer(Op::RmsNorm, &Attrs::new(), &[x.clone(), f32s(g)])
+                .unwrap_or_else(|e| panic!("{g:?}: {e}"));
+            assert_eq!(node, Node::RmsNorm { eps: 1e-12 });
+            assert_eq!(out[0], x);
+        }
+        for g in [&[][..], &[4], &[5, 8], &[1, 8], &[3, 2, 5, 4, 8]] {
+            let err = Node::infer(Op::RmsNorm, &Attrs::new(), &[x.clone(), f32s(g)]).unwrap_err();
+            assert!(err.to_string().contains("gamma"), "{g:?}: {err}");
+        }
+        for eps in [0.0, -1e-6, f64::INFINITY] {
+            let attrs = Attrs::new().with("eps", AttrValue::Float(eps));
+            assert!(Node::infer(Op::RmsNorm, &attrs, &[x.clone(), f32s(&[8])]).is_err());
+        }
+        let attrs = Attrs::new().with("eps", AttrValue::Float(1e-6));
+        let (node, _) = Node::infer(Op::RmsNorm, &attrs, &[x.clone(), f32s(&[8])]).unwrap();
+        assert_eq!(node, Node::RmsNorm { eps: 1e-6 });
+        assert!(Node::infer(Op::RmsNorm, &Attrs::new(), &[f32s(&[]), f32s(&[])]).is_err());
     }
 
     #[test]

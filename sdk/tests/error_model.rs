@@ -390,3 +390,166 @@ fn scaling_inputs_or_weights_by_ten_changes_no_verdict() {
         assert!(r.passed, "x{xs} w{ws} seed {seed}: {:#?}", r.tiers);
     }
 }
+
+/// TRELLIS's q/k normalisation: `x [2, 16, 3, 32]` with γ `[3, 32]`, and
+/// the same after a projection (the norm propagates the GEMM's error),
+/// fresh seeds.
+fn rms_norm_suite(seed: u64, cpu: &Device) -> Suite {
+    let text = format!(
+        r#"vips: 1
+component: {{ id: rmsnorm, version: 0.1.0, title: "rms_norm test" }}
+tensors:
+  x: {{ dtype: float32, shape: [2, 16, 3, 32], source: {{ seeded: {{ seed: {s0}, normal: [0.0, 2.0] }} }} }}
+  g: {{ dtype: float32, shape: [3, 32], source: {{ seeded: {{ seed: {s1}, uniform: [0.5, 1.5] }} }} }}
+  y: {{ dtype: float32, shape: [2, 16, 3, 32], source: golden }}
+  h: {{ dtype: float32, shape: [16, 24], source: {{ seeded: {{ seed: {s2}, normal: [0.0, 1.0] }} }} }}
+  w: {{ dtype: float32, shape: [96, 24], source: {{ seeded: {{ seed: {s3}, normal: [0.0, 0.2] }} }} }}
+  q: {{ dtype: float32, shape: [16, 3, 32], source: golden }}
+stages:
+  - stage: qk_norm
+    algorithm: "F.normalize(x, dim=-1)·γ·√d"
+    impl: "test"
+    inputs: [x, g]
+    outputs: [y]
+    graph:
+      - {{ op: vsdk.rms_norm, inputs: [x, g], outputs: [y] }}
+  - stage: proj_norm
+    algorithm: "q = RMSNorm(h·wᵀ) per head (the norm's input carries the GEMM's error)"
+    impl: "test"
+    inputs: [h, w, g]
+    outputs: [q]
+    graph:
+      - {{ op: vsdk.linear, inputs: [h, w], outputs: [p] }}
+      - {{ op: vsdk.reshape, inputs: [p], outputs: [p3], attrs: {{ shape: [16, 3, 32] }} }}
+      - {{ op: vsdk.rms_norm, inputs: [p3, g], outputs: [q], attrs: {{ eps: 1.0e-6 }} }}
+"#,
+        s0 = seed,
+        s1 = seed + 1,
+        s2 = seed + 2,
+        s3 = seed + 3,
+    );
+    let doc = vips_sdk::document::Document::parse(Path::new("rmsnorm.yaml"), &text).unwrap();
+    let bytes = vips_sdk::generate::generate(&doc, cpu, &[]).unwrap();
+    Suite::new(
+        doc,
+        GoldenFile::from_bytes(Path::new("rmsnorm.golden"), bytes).unwrap(),
+    )
+    .unwrap()
+}
+
+/// The rms_norm suite on `dev` at `tiers`, with the kernel contract (random
+/// rows, views, rows of every scale, an all-zero row): (passed, the failing
+/// records' names and reasons, the contract cases run).
+fn rms_norm_run(dev: &Device, cpu: &Device, tiers: Vec<Tier>) -> (bool, Vec<String>, usize) {
+    let seed = rand::random::<u32>() as u64;
+    let suite = rms_norm_suite(seed, cpu);
+    let opts = RunOptions {
+        tiers,
+        ..RunOptions::default()
+    };
+    let r = runner::run(&suite, dev, cpu, &opts).unwrap();
+    let mut failing = Vec::new();
+    let mut cases = 0;
+    for t in &r.tiers {
+        cases += t
+            .contract
+            .iter()
+            .filter(|c| c.stage.starts_with("vsdk.rms_norm@1"))
+            .count();
+        for s in t.stages.iter().chain(&t.differential).chain(&t.contract) {
+            if s.status != Status::Pass {
+                failing.push(format!(
+                    "{:?} {}: {:?} (seed {seed})",
+                    t.tier, s.stage, s.reason
+                ));
+            }
+        }
+    }
+    (r.passed, failing, cases)
+}
+
+#[test]
+fn rms_norm_passes_on_every_correct_provider_with_its_contract() {
+    let cpu = device("cpu");
+    let template = device(vsdk_template_c::LIBRARY_PATH);
+    let simt = device("simt");
+    let all = vec![Tier::Fp32, Tier::Fp16, Tier::Bf16];
+    for (name, dev, tiers) in [
+        ("cpu", &cpu, all.clone()),
+        // The C template computes float32 only.
+        ("template-c", &template, vec![Tier::Fp32]),
+        ("simt", &simt, all.clone()),
+    ] {
+        let (passed, failing, cases) = rms_norm_run(dev, &cpu, tiers.clone());
+        assert!(passed && failing.is_empty(), "{name}: {failing:#?}");
+        // Three views, rows of every scale with a zero row, long rows: per tier.
+        assert!(cases >= 5 * tiers.len(), "{name}: {cases} contract cases");
+    }
+}
+
+/// Set in the child process that loads one mutant (a mutant reads its
+/// variables once per process).
+const RMS_MUTANT: &str = "VSDK_TEST_RMS_MUTANT";
+
+/// The mutant provider over the CPU provider, built beside this test.
+fn mutant_library() -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("test program path");
+    exe.parent().expect("in a directory").join(format!(
+        "{}vsdk_mutant_provider{}",
+        std::env::consts::DLL_PREFIX,
+        std::env::consts::DLL_SUFFIX
+    ))
+}
+
+#[test]
+fn rms_norm_mutants_fail() {
+    let exe = std::env::current_exe().expect("test program path");
+    let deps = exe.parent().expect("in a directory");
+    for mutation in ["rms_norm_eps_added", "rms_norm_no_gamma"] {
+        let out = std::process::Command::new(&exe)
+            .args([
+                "--exact",
+                "rms_norm_mutant_in_child",
+                "--ignored",
+                "--nocapture",
+            ])
+            .env(RMS_MUTANT, mutation)
+            .env("VSDK_MUTATION", mutation)
+            .env(
+                "VSDK_MUTANT_TARGET",
+                deps.join(vips_sdk::library_file_name("cpu")),
+            )
+            .output()
+            .expect("run the child");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.status.success() && text.contains("1 passed"),
+            "{mutation}: {text}"
+        );
+    }
+}
+
+/// Run by [`rms_norm_mutants_fail`] in a child process, one mutation each:
+/// the mutant must fail a stage or a contract case at every tier it runs.
+#[test]
+#[ignore = "run by rms_norm_mutants_fail with a mutation set"]
+fn rms_norm_mutant_in_child() {
+    let mutation = std::env::var(RMS_MUTANT).expect("run by rms_norm_mutants_fail");
+    let cpu = device("cpu");
+    let mutant = device(mutant_library().to_str().expect("a UTF-8 path"));
+    for tier in [Tier::Fp32, Tier::Fp16, Tier::Bf16] {
+        let (passed, failing, _) = rms_norm_run(&mutant, &cpu, vec![tier]);
+        assert!(!passed, "{mutation} passed at {tier:?}");
+        assert!(
+            failing
+                .iter()
+                .any(|f| f.contains("rms_norm") || f.contains("qk_norm")),
+            "{mutation} at {tier:?}: {failing:#?}"
+        );
+        eprintln!("{mutation} at {tier:?} fails: {}", failing.join("; "));
+    }
+}

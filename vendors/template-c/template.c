@@ -87,7 +87,7 @@ struct vsdk_provider {
 static const char* const KERNELS[] = {
     "vsdk.resize_pil_bicubic", "vsdk.resize_pil_lanczos", "vsdk.resize_bicubic", "vsdk.crop", "vsdk.cast",
     "vsdk.add", "vsdk.sub", "vsdk.mul", "vsdk.div", "vsdk.conv2d", "vsdk.concat",
-    "vsdk.reshape", "vsdk.permute", "vsdk.linear", "vsdk.layer_norm", "vsdk.softmax",
+    "vsdk.reshape", "vsdk.permute", "vsdk.linear", "vsdk.layer_norm", "vsdk.rms_norm", "vsdk.softmax",
     "vsdk.sdpa", "vsdk.gelu", "vsdk.gelu_tanh", "vsdk.silu", "vsdk.sin", "vsdk.cos",
 };
 #define NUM_KERNELS (sizeof KERNELS / sizeof KERNELS[0])
@@ -661,6 +661,46 @@ static vsdk_status_t* k_layer_norm(const vsdk_kernel_call_t* c) {
   return NULL;
 }
 
+/* vsdk.rms_norm: x / max(||x||, eps) * sqrt(d) * gamma over the last axis (F.normalize's
+ * clamp, not eps under the root); gamma has a trailing shape of x's and repeats over rows. */
+static vsdk_status_t* k_rms_norm(const vsdk_kernel_call_t* c) {
+  const vsdk_tensor_t *xt = &c->inputs[0], *gt = &c->inputs[1];
+  int32_t d;
+  double eps;
+  size_t dsz, gsz, rows, r, i;
+  float *x, *g, *y = (float*)out_data(c);
+  vsdk_status_t* st;
+  TRY(need_inputs(c, 2, 2));
+  TRY(need_f32(c));
+  TRY(attr_float(c, "eps", 1e-12, &eps));
+  if (!(eps > 0.0) || isinf(eps)) return INVALID("%s: eps must be finite and > 0", c->kernel);
+  if (xt->ndim < 1 || gt->ndim < 1 || gt->ndim > xt->ndim)
+    return INVALID("%s: gamma must have a trailing shape of the input", c->kernel);
+  for (d = 1; d <= gt->ndim; d++)
+    if (gt->shape[gt->ndim - d] != xt->shape[xt->ndim - d])
+      return INVALID("%s: gamma must have a trailing shape of the input", c->kernel);
+  TRY(check_output(c, F32, xt->ndim, xt->shape));
+  dsz = (size_t)xt->shape[xt->ndim - 1];
+  gsz = numel(gt);
+  rows = dsz ? numel(xt) / dsz : 0;
+  TRY(load_f32(c, 0, &x));
+  if ((st = load_f32(c, 1, &g)) != NULL) {
+    free(x);
+    return st;
+  }
+  for (r = 0; r < rows; r++) {
+    const float* row = x + r * dsz;
+    const float* gr = g + (r * dsz) % gsz; /* gamma holds whole rows of d */
+    double q = 0.0, scale;
+    for (i = 0; i < dsz; i++) q += (double)row[i] * row[i];
+    scale = sqrt((double)dsz) / fmax(sqrt(q), eps);
+    for (i = 0; i < dsz; i++) y[r * dsz + i] = (float)(row[i] * scale * gr[i]);
+  }
+  free(x);
+  free(g);
+  return NULL;
+}
+
 /* vsdk.sdpa: softmax(scale * q k^T) v over the last two axes. */
 static vsdk_status_t* k_sdpa(const vsdk_kernel_call_t* c) {
   const vsdk_tensor_t *qt = &c->inputs[0], *kt = &c->inputs[1], *vt = &c->inputs[2];
@@ -1190,6 +1230,7 @@ static vsdk_status_t* execute(vsdk_provider_t* p, const vsdk_kernel_call_t* c) {
   if (!strcmp(k, "vsdk.conv2d")) return k_conv2d(c);
   if (!strcmp(k, "vsdk.softmax")) return k_softmax(c);
   if (!strcmp(k, "vsdk.layer_norm")) return k_layer_norm(c);
+  if (!strcmp(k, "vsdk.rms_norm")) return k_rms_norm(c);
   if (!strcmp(k, "vsdk.sdpa")) return k_sdpa(c);
   if (!strcmp(k, "vsdk.resize_pil_bicubic")) return k_resize_pil(c, cubic_half, 2.0);
   if (!strcmp(k, "vsdk.resize_pil_lanczos")) return k_resize_pil(c, lanczos3, 3.0);

@@ -144,6 +144,7 @@ pub(super) fn of(op: Op, dtype: DType, needed: &Needed, seed: u64) -> Vec<Case> 
         Op::Sin | Op::Cos => trig(&mut c),
         Op::Softmax => softmax(&mut c),
         Op::LayerNorm => layer_norm(&mut c),
+        Op::RmsNorm => rms_norm(&mut c),
         Op::Linear => linear(&mut c),
         Op::Sdpa => sdpa(&mut c),
         Op::Conv2d => conv2d(&mut c),
@@ -423,6 +424,73 @@ fn layer_norm(c: &mut Cases) {
             ],
         );
     }
+}
+
+/// γ near 1 (as trained from ones), of `shape`.
+fn gains(c: &mut Cases, shape: &[usize]) -> Vec<f64> {
+    let n = shape.iter().product();
+    (0..n).map(|_| 1.0 + 0.3 * c.rng.normal()).collect()
+}
+
+fn rms_norm(c: &mut Cases) {
+    let d = c.dtype;
+    let attrs = c.kept(&["eps"]);
+    let eps = match attrs.get("eps") {
+        Some(AttrValue::Float(e)) => *e,
+        _ => 1e-12,
+    };
+    // TRELLIS's q and k: [B, L, heads, D] with γ [heads, D].
+    let (shape, g_shape) = ([3usize, 4, 40], [4usize, 40]);
+    for (variant, about, layout) in c.layouts(&shape) {
+        let x = c.normals(&shape, 2.0);
+        let g = gains(c, &g_shape);
+        c.add(
+            variant,
+            about,
+            attrs.clone(),
+            vec![
+                input(&shape, x, d, Some(layout)),
+                input(&g_shape, g, d, None),
+            ],
+        );
+    }
+    // Rows of every scale: the squares of a huge row stay inside float32
+    // (the accumulation), a tiny row's norm stays above eps, another's
+    // falls below it (divided by eps), and an all-zero row gives 0.
+    let (huge, small): (f64, f64) = match d {
+        DType::F16 => (3e4, 2e-3),
+        DType::F64 => (1e100, 1e-100),
+        _ => (1e17, 1e-9),
+    };
+    let (rows, len) = (10usize, 48usize);
+    let below = 0.1 * eps / (len as f64).sqrt();
+    let mut x = Vec::with_capacity(rows * len);
+    for r in 0..rows {
+        let scale = match r % 5 {
+            0 => 1.0,
+            1 => huge,
+            2 => small.max(1e3 * eps),
+            3 => below,
+            _ => 0.0,
+        };
+        x.extend((0..len).map(|_| scale * c.rng.normal()));
+    }
+    let g = gains(c, &[len]);
+    c.add(
+        "row-scales",
+        "rows of every scale against a γ of the last axis only: huge (squares near float32's range), tiny, below eps (divided by eps) and all zero (0)",
+        attrs.clone(),
+        vec![input(&[rows, len], x, d, None), input(&[len], g, d, None)],
+    );
+    let shape = [2usize, 4099];
+    let x = c.normals(&shape, 2.0);
+    let g = gains(c, &shape);
+    c.add(
+        "long-rows",
+        "rows of 4099 elements, γ the input's whole shape",
+        attrs,
+        vec![input(&shape, x, d, None), input(&shape, g, d, None)],
+    );
 }
 
 fn linear(c: &mut Cases) {

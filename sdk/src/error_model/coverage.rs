@@ -8,7 +8,7 @@
 //! the reference, judged against the operator's bound and σ as a provider's
 //! output would be, node by node (the most a run can see).
 
-use super::ops::{layer_norm_rows, Evaluated, Row};
+use super::ops::{layer_norm_rows, rms_norm_rows, Evaluated, RmsRow, Row};
 use super::TierParams;
 use crate::{HostTensor, Node};
 
@@ -27,6 +27,7 @@ pub(super) fn invisible_pitfalls(
 ) -> Vec<String> {
     let pitfalls = match node {
         Node::LayerNorm { axis, eps } => vec![layer_norm_eps(inputs, *axis, *eps)],
+        Node::RmsNorm { eps } => vec![rms_norm_eps_added(inputs, *eps)],
         Node::Gelu => vec![gelu_tanh(inputs[0], &ev.value)],
         _ => Vec::new(),
     };
@@ -69,6 +70,29 @@ fn layer_norm_eps(inputs: &[&HostTensor], axis: usize, eps: f64) -> Pitfall {
     }
     Pitfall {
         what: "LayerNorm with eps ten times larger",
+        delta,
+    }
+}
+
+/// eps added under the root, `√(‖x‖² + eps)` instead of `max(‖x‖, eps)`
+/// (the RMSNorm of LLaMA and T5): `y·(m/√(Q + eps) − 1)`, invisible on rows
+/// whose `‖x‖²` dwarfs eps.
+fn rms_norm_eps_added(inputs: &[&HostTensor], eps: f64) -> Pitfall {
+    let x = inputs[0].f64_values();
+    let gamma = inputs[1].f64_values();
+    let d = inputs[0].spec.shape.last().copied().unwrap_or(1);
+    let (sd, gn) = ((d as f64).sqrt(), gamma.len().max(1));
+    let mut delta = Vec::with_capacity(x.len());
+    for (r, RmsRow { x: row, q, m }) in rms_norm_rows(&x, d, eps).enumerate() {
+        let k = 1.0 / (q + eps).sqrt() - 1.0 / m;
+        delta.extend(
+            row.iter()
+                .enumerate()
+                .map(|(j, v)| v * sd * gamma[(r * d + j) % gn] * k),
+        );
+    }
+    Pitfall {
+        what: "RMSNorm with eps added under the root",
         delta,
     }
 }

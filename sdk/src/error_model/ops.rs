@@ -379,6 +379,7 @@ pub(super) fn evaluate(r: &Reference, c: &Call) -> Result<Evaluated, Error> {
         Node::LayerNorm { axis, eps } => {
             affine(|lambda| layer_norm_local(c.inputs, *axis, *eps, p, lambda))
         }
+        Node::RmsNorm { eps } => affine(|lambda| rms_norm_local(c.inputs, *eps, p, lambda)),
         Node::Sdpa(s) => {
             let (fixed, scaled, _) = sdpa(c.inputs, s.scale, None, p);
             (fixed, scaled)
@@ -499,6 +500,7 @@ fn sigma(
             softmax_sigma(&x, v, &value.spec.shape, *axis, p)
         }
         Node::LayerNorm { axis, eps } => layer_norm_sigma(c.inputs, *axis, *eps, p),
+        Node::RmsNorm { eps } => rms_norm_sigma(c.inputs, *eps, p),
         Node::Sdpa(s) => sdpa_sigma(c.inputs, s.scale, p),
         // Coordinates and taps computed in float32 make the resize's error
         // depend on the implementation's arithmetic more than on rounding:
@@ -656,6 +658,10 @@ pub(super) fn propagate(
                 out_shape,
                 layer_norm_propagate(c.inputs, *axis, *eps, &vars),
             )
+        }
+        Node::RmsNorm { eps } => {
+            let vars: Vec<HostTensor> = (0..2).map(var).collect();
+            dense(out_shape, rms_norm_propagate(c.inputs, *eps, &vars))
         }
         Node::Sdpa(s) => {
             let vars: Vec<HostTensor> = (0..3).map(var).collect();
@@ -958,6 +964,119 @@ fn layer_norm_propagate(
             (gamma[j] / s).powi(2) * (vx[j] + 2.0 * (mean_v + xh2(v) * mean_xv) / dn)
                 + vg[j] * xh2(v)
                 + vb[j]
+        }));
+    }
+    prop
+}
+
+/// One RMSNorm row: the row, `Q = ‖x‖²` and `m = max(‖x‖, eps)`.
+pub(super) struct RmsRow<'a> {
+    pub x: &'a [f64],
+    pub q: f64,
+    pub m: f64,
+}
+
+/// The rows of an RMSNorm (over the last axis, `d` long).
+pub(super) fn rms_norm_rows(x: &[f64], d: usize, eps: f64) -> impl Iterator<Item = RmsRow<'_>> {
+    x.chunks(d.max(1)).map(move |row| {
+        let q = row.iter().map(|v| v * v).sum::<f64>();
+        RmsRow {
+            x: row,
+            q,
+            m: q.sqrt().max(eps),
+        }
+    })
+}
+
+/// RMSNorm's row length, `√d` and γ's length (γ repeats over the rows).
+fn rms_dims(inputs: &[&HostTensor]) -> (usize, f64, usize) {
+    let d = inputs[0].spec.shape.last().copied().unwrap_or(1);
+    (d, (d as f64).sqrt(), inputs[1].spec.numel().max(1))
+}
+
+/// The smallest normal number of the accumulation: squares below it may be
+/// flushed to 0 (a tiny row's `Q`, where eps is smaller still).
+fn tiny_acc(p: Precision) -> f64 {
+    if p.u_acc >= f64::from(f32::EPSILON) / 2.0 {
+        f64::from(f32::MIN_POSITIVE)
+    } else {
+        f64::MIN_POSITIVE
+    }
+}
+
+/// RMSNorm: the local bound. `Q = Σx²` is off by `δQ = (λ√d + 1)·u_acc·Q +
+/// d·tiny_acc` (the additions, the squares, flushed squares); `m = √max(Q,
+/// eps²)` by `δQ/(2m) + u_acc·m` (first order: `max` with eps is
+/// 1-Lipschitz; the root, or eps narrowed); then `√d`, the division and two
+/// products, relative `u_acc` each (5, for a reciprocal square root).
+fn rms_norm_local(inputs: &[&HostTensor], eps: f64, p: Precision, lambda: f64) -> Vec<f64> {
+    let x = inputs[0].f64_values();
+    let gamma = inputs[1].f64_values();
+    let (d, sd, gn) = rms_dims(inputs);
+    let (g, u) = (growth(lambda, d), p.u_acc);
+    let mut local = Vec::with_capacity(x.len());
+    for (r, RmsRow { x: row, q, m }) in rms_norm_rows(&x, d, eps).enumerate() {
+        let dq = (g + 1.0) * u * q + d as f64 * tiny_acc(p);
+        let rel = dq / (2.0 * m * m) + 6.0 * u;
+        local.extend(row.iter().enumerate().map(|(j, &v)| {
+            let y = v * sd * gamma[(r * d + j) % gn] / m;
+            (rel + p.u) * y.abs() + p.tiny
+        }));
+    }
+    local
+}
+
+/// RMSNorm's rounding model (variances): the sum of squares `V_Q =
+/// u_acc²/3·S(d, Q, Σx⁴)`, the root (half `Q`'s relative error, and its own
+/// rounding; eps narrowed where it is the larger), then `√d`, the division and
+/// two products.
+fn rms_norm_sigma(inputs: &[&HostTensor], eps: f64, p: Precision) -> Vec<f64> {
+    let x = inputs[0].f64_values();
+    let gamma = inputs[1].f64_values();
+    let (d, sd, gn) = rms_dims(inputs);
+    let k = p.u_acc * p.u_acc / 3.0;
+    let mut out = Vec::with_capacity(x.len());
+    for (r, RmsRow { x: row, q, m }) in rms_norm_rows(&x, d, eps).enumerate() {
+        let x4: f64 = row.iter().map(|v| v.powi(4)).sum();
+        let rel_m = if q > 0.0 && q.sqrt() >= eps {
+            0.25 * k * sum_var(d, q, x4) / (q * q) + k
+        } else {
+            k
+        };
+        out.extend(row.iter().enumerate().map(|(j, &v)| {
+            let y = v * sd * gamma[(r * d + j) % gn] / m;
+            y * y * (rel_m + 4.0 * k) + rounding_var(p.u, y) + p.tiny * p.tiny / 3.0
+        }));
+    }
+    out
+}
+
+/// RMSNorm's propagation of the input variances `vars` (x, γ). With `x̂ =
+/// x/‖x‖` and `c_i = √d·γ_i/m`, `J_ij = c_i(δ_ij − x̂_i·x̂_j)` where `‖x‖ ≥
+/// eps` (`c_i·δ_ij` where eps is the larger), so `Σ_j J_ij²·V_j = c_i²((1 −
+/// 2x̂_i²)·V_i + x̂_i²·Σ_j x̂_j²·V_j)` exactly; γ adds `(√d·x_i/m)²·V_γ`.
+fn rms_norm_propagate(inputs: &[&HostTensor], eps: f64, vars: &[HostTensor]) -> Vec<f64> {
+    let x = inputs[0].f64_values();
+    let gamma = inputs[1].f64_values();
+    let (vx, vg) = (vars[0].f64_values(), vars[1].f64_values());
+    let (d, sd, gn) = rms_dims(inputs);
+    let mut prop = Vec::with_capacity(x.len());
+    for (r, RmsRow { x: row, q, m }) in rms_norm_rows(&x, d, eps).enumerate() {
+        let vx = &vx[r * d..(r + 1) * d];
+        // x̂² where the norm, not eps, divides.
+        let xh2 = |v: f64| {
+            if q > 0.0 && q.sqrt() >= eps {
+                v * v / q
+            } else {
+                0.0
+            }
+        };
+        let spread: f64 = row.iter().zip(vx).map(|(&v, &e)| xh2(v) * e).sum();
+        prop.extend(row.iter().enumerate().map(|(j, &v)| {
+            let at = (r * d + j) % gn;
+            let c = sd * gamma[at] / m;
+            let h = xh2(v);
+            c * c * ((1.0 - 2.0 * h) * vx[j] + h * spread).max(0.0) + (sd * v / m).powi(2) * vg[at]
         }));
     }
     prop

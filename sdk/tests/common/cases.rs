@@ -196,6 +196,27 @@ pub fn float_cases(r: &mut ChaCha8Rng) -> Vec<Case> {
             |x| layer_norm(&x[0], &x[1], &x[2], 1, 1e-5),
         ),
         case(
+            "rms_norm per-head gamma",
+            "vsdk.rms_norm",
+            a(),
+            vec![
+                T::random(r, &[2, 5, 3, 16], -2.0, 2.0),
+                T::random(r, &[3, 16], 0.5, 1.5),
+            ],
+            |x| rms_norm(&x[0], &x[1], 1e-12),
+        ),
+        case(
+            // Row 2 is all zero: the eps branch, y = 0.
+            "rms_norm with a zero row",
+            "vsdk.rms_norm",
+            a().with("eps", Float(1e-6)),
+            vec![
+                zero_row(T::random(r, &[6, 24], -3.0, 3.0), 2),
+                T::random(r, &[24], -1.5, 1.5),
+            ],
+            |x| rms_norm(&x[0], &x[1], 1e-6),
+        ),
+        case(
             "softmax middle axis",
             "vsdk.softmax",
             a().with("axis", Int(1)),
@@ -251,6 +272,16 @@ pub fn float_cases(r: &mut ChaCha8Rng) -> Vec<Case> {
                 T::random(r, &[8], -0.5, 0.5),
             ],
             |x| layer_norm(&x[0], &x[1], &x[2], 1, 1e-5),
+        ),
+        case(
+            "rms_norm over many rows",
+            "vsdk.rms_norm",
+            a(),
+            vec![
+                T::random(r, &[4099, 8], -2.0, 2.0),
+                T::random(r, &[8], 0.5, 1.5),
+            ],
+            |x| rms_norm(&x[0], &x[1], 1e-12),
         ),
         case(
             "sdpa over many query rows",

@@ -327,6 +327,32 @@ pub fn layer_norm(x: &T, w: &T, b: &T, axis: usize, eps: f64) -> T {
     T::new(&x.shape, data)
 }
 
+/// `F.normalize(x, dim=-1) · γ · √d`, γ of a trailing shape of x's.
+pub fn rms_norm(x: &T, g: &T, eps: f64) -> T {
+    let d = *x.shape.last().expect("rank >= 1");
+    let data = x
+        .data
+        .chunks(d)
+        .enumerate()
+        .flat_map(|(r, row)| {
+            let norm = row.iter().map(|v| v * v).sum::<f64>().sqrt();
+            let at = (r * d) % g.data.len();
+            row.iter()
+                .enumerate()
+                .map(|(i, v)| v / norm.max(eps) * g.data[at + i] * (d as f64).sqrt())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    T::new(&x.shape, data)
+}
+
+/// `t` with its row `row` (over the last axis) set to 0.
+pub fn zero_row(mut t: T, row: usize) -> T {
+    let d = *t.shape.last().expect("rank >= 1");
+    t.data[row * d..(row + 1) * d].fill(0.0);
+    t
+}
+
 pub fn sdpa(q: &T, k: &T, v: &T, scale: f64) -> T {
     let r = q.shape.len();
     let (lq, d, lk, dv) = (

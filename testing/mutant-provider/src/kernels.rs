@@ -9,7 +9,8 @@
 //!   rounded up by one ulp, a GEMM on TF32 inputs (10-bit mantissas, what
 //!   tensor cores do to float32 unless told not to), a GEMM 1 % off on one
 //!   element, GELU by its tanh approximation, attention whose softmax sums
-//!   in bfloat16.
+//!   in bfloat16, RMSNorm with eps 1e-2 added under the root, RMSNorm that
+//!   ignores γ.
 
 use half::{bf16, f16};
 use vsdk_catalog::{DType, Node, Op};
@@ -350,6 +351,43 @@ pub fn layer_norm_one_pass(call: &KernelCall) -> Result<(), ProviderError> {
         let s = (var + eps).sqrt();
         for (j, (o, v)) in o.iter_mut().zip(row).enumerate() {
             *o = (v - mu) / s * g[j] + b[j];
+        }
+    }
+    write(&call.outputs[0], &out, false);
+    Ok(())
+}
+
+/// How a mutant `vsdk.rms_norm` goes wrong.
+#[derive(Clone, Copy, PartialEq)]
+pub enum RmsBug {
+    /// `x·γ/√(mean(x²) + 1e-2)`: the LLaMA/T5 form, eps added under the
+    /// root, with an eps large enough to show on rows of unit scale.
+    EpsAdded,
+    /// `x/max(‖x‖, eps)·√d`, γ never read.
+    NoGamma,
+}
+
+/// `vsdk.rms_norm` in float32 with one of [`RmsBug`].
+pub fn rms_norm(call: &KernelCall, bug: RmsBug) -> Result<(), ProviderError> {
+    let (x, g) = (read(&call.inputs[0])?, read(&call.inputs[1])?);
+    let eps = match resolved(call, Op::RmsNorm)? {
+        Node::RmsNorm { eps } => eps as f32,
+        _ => unreachable!("rms_norm"),
+    };
+    let d = call.inputs[0].shape.last().copied().unwrap_or(1).max(1);
+    let mut out = vec![0.0f32; x.len()];
+    for (r, (row, o)) in x.chunks(d).zip(out.chunks_mut(d)).enumerate() {
+        let q = row.iter().map(|v| v * v).sum::<f32>();
+        let scale = match bug {
+            RmsBug::EpsAdded => 1.0 / (q / d as f32 + 1e-2).sqrt(),
+            RmsBug::NoGamma => (d as f32).sqrt() / q.sqrt().max(eps),
+        };
+        let at = (r * d) % g.len().max(1);
+        for (j, (o, v)) in o.iter_mut().zip(row).enumerate() {
+            *o = match bug {
+                RmsBug::EpsAdded => v * scale * g[at + j],
+                RmsBug::NoGamma => v * scale,
+            };
         }
     }
     write(&call.outputs[0], &out, false);

@@ -32,6 +32,8 @@
 //! | `softmax_bf16_sum` | `vsdk.sdpa` adds the softmax's exponentials in bfloat16 | no |
 //! | `softmax_no_max` | `vsdk.sdpa` and `vsdk.softmax` exponentiate without subtracting the maximum | no |
 //! | `layer_norm_one_pass` | `vsdk.layer_norm` with the variance `E[x²] − μ²` | no |
+//! | `rms_norm_eps_added` | `vsdk.rms_norm` as `x·γ/√(mean(x²) + 1e-2)` (eps under the root) | no |
+//! | `rms_norm_no_gamma` | `vsdk.rms_norm` ignores γ | no |
 //! | `cast_truncate` | a float-to-integer `vsdk.cast` truncates toward zero | no |
 //!
 //! Breaking the calling contract rather than the arithmetic (the kernel
@@ -436,6 +438,12 @@ unsafe extern "C" fn execute(
             ("softmax_no_max", b"vsdk.sdpa") => Some(kernels::sdpa_no_max),
             ("softmax_no_max", b"vsdk.softmax") => Some(kernels::softmax_no_max),
             ("layer_norm_one_pass", b"vsdk.layer_norm") => Some(kernels::layer_norm_one_pass),
+            ("rms_norm_eps_added", b"vsdk.rms_norm") => {
+                Some(|c| kernels::rms_norm(c, kernels::RmsBug::EpsAdded))
+            }
+            ("rms_norm_no_gamma", b"vsdk.rms_norm") => {
+                Some(|c| kernels::rms_norm(c, kernels::RmsBug::NoGamma))
+            }
             ("cast_truncate", b"vsdk.cast") => Some(kernels::cast_truncate),
             _ => None,
         };

@@ -276,6 +276,27 @@ __device__ void vips_layer_norm(const T* x, const T* w, const T* b, T* out, vips
   }
 }
 
+/* RMS norm (F.normalize · γ · √len) over `len` contiguous elements: the sum of
+ * squares in float32, the norm clamped below by eps (not eps under the root).
+ * γ has `glen` elements, whole rows of `len`, repeating over the rows. */
+template <class T>
+__device__ void vips_rms_norm(const T* x, const T* g, T* out, vips_i64 rows, vips_i64 len,
+                              vips_i64 glen, float eps) {
+  __shared__ float scratch[VIPS_BLOCK / 32];
+  for (vips_i64 row = blockIdx.x; row < rows; row += gridDim.x) {
+    const vips_i64 base = row * len;
+    const T* gr = g + base % glen;
+    float q = 0.0f;
+    for (vips_i64 j = threadIdx.x; j < len; j += blockDim.x) {
+      const float v = vips_load(x + base + j);
+      q = fmaf(v, v, q);
+    }
+    const float scale = sqrtf(static_cast<float>(len)) / fmaxf(sqrtf(vips_block_sum(q, scratch)), eps);
+    for (vips_i64 j = threadIdx.x; j < len; j += blockDim.x)
+      vips_store(out + base + j, vips_load(x + base + j) * scale * vips_load(gr + j));
+  }
+}
+
 template <class T>
 __device__ void vips_softmax(const T* x, T* out, vips_i64 rows, vips_i64 len, vips_i64 inner) {
   __shared__ float scratch[VIPS_BLOCK / 32];
@@ -411,6 +432,11 @@ __device__ void vips_taps_pil(const unsigned char* x, unsigned char* out, const 
     vips_layer_norm<T>(x, w, b, out, rows, len, eps);                                                \
   }                                                                                            \
   VIPS_REGISTER(vips_layer_norm_##sfx)                                                         \
+  VIPS_KERNEL vips_rms_norm_##sfx(                \
+      const T* x, const T* g, T* out, vips_i64 rows, vips_i64 len, vips_i64 glen, float eps) {  \
+    vips_rms_norm<T>(x, g, out, rows, len, glen, eps);                                         \
+  }                                                                                            \
+  VIPS_REGISTER(vips_rms_norm_##sfx)                                                           \
   VIPS_KERNEL                                     \
       vips_softmax_##sfx(const T* x, T* out, vips_i64 rows, vips_i64 len, vips_i64 inner) {    \
     vips_softmax<T>(x, out, rows, len, inner);                                                       \

@@ -86,6 +86,7 @@ pub fn kernel_names() -> Vec<String> {
             "linear",
             "conv2d",
             "layer_norm",
+            "rms_norm",
             "softmax",
             "sdpa",
             "taps_from",
@@ -424,6 +425,24 @@ fn dispatch<B: Backend>(
                 Arg::F32(*eps as f32),
             ];
             let kernel = format!("vips_layer_norm_{}", suffix(out.dtype)?);
+            c.launch(&kernel, row_grid(rows), 0, args)
+        }
+        Node::RmsNorm { eps } => {
+            let (x, g) = (c.compact(&ins[0])?, c.compact(&ins[1])?);
+            let len = ins[0].shape.last().copied().unwrap_or(1);
+            let rows = n / len.max(1);
+            let args = vec![
+                Arg::Ptr(x),
+                Arg::Ptr(g),
+                Arg::Ptr(ptr(out)),
+                Arg::I64(int(rows, "the number of rows")?),
+                Arg::I64(int(len, "a row's length")?),
+                Arg::I64(int(ins[1].numel(), "gamma's length")?),
+                // An eps below float32's normal range would flush to 0 and
+                // make an all-zero row 0/0.
+                Arg::F32((*eps as f32).max(f32::MIN_POSITIVE)),
+            ];
+            let kernel = format!("vips_rms_norm_{}", suffix(out.dtype)?);
             c.launch(&kernel, row_grid(rows), 0, args)
         }
         Node::Softmax { axis } => {
