@@ -8,7 +8,7 @@ use super::{judge, Judgement, Precision, Rules, Statistics, TierParams};
 use crate::compare::{NanPolicy, Tier};
 use crate::document::Stage;
 use crate::error_map::ErrorMap;
-use crate::{DType, Device, Error, HostTensor, TensorSpec};
+use crate::{DType, Device, Error, HostTensor, Op, TensorSpec};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 
@@ -24,7 +24,8 @@ pub struct StageReference {
     /// What the stage's data cannot show (`coverage`).
     pub coverage: Vec<String>,
     /// The tensors whose error includes a dot product's (downstream of a
-    /// `linear`, `conv2d` or `sdpa`): their mean is tested too.
+    /// `linear`, `conv2d` or `sdpa`) and no error shared along a broadcast:
+    /// their mean is tested too.
     pub summed: HashSet<String>,
 }
 
@@ -52,6 +53,14 @@ pub fn stage_reference(
     let mut svars: HashMap<String, HostTensor> = HashMap::new();
     let mut coverage = Vec::new();
     let mut summed = HashSet::new();
+    // Tensors whose error includes one shared along a broadcast: an inexact
+    // operand broadcast by an element-wise operator (TRELLIS's modulation, a
+    // per-channel shift, scale and gate computed in the stage, one rounding
+    // for every token) gives every element along the broadcast axes the
+    // same error. The test of the mean counts errors as independent, so it
+    // is not applied downstream of one; each dot product's mean is still
+    // tested at its own node.
+    let mut shared: HashSet<String> = HashSet::new();
     // The last node that reads each tensor: its float64 value and variance
     // are dropped after it (a block's weights and intermediates in float64
     // are several times the float32 tensors), except the stage's outputs.
@@ -84,6 +93,14 @@ pub fn stage_reference(
         let ev = ops::evaluate(&r, &call)?;
         if ev.accumulates || node.inputs.iter().any(|n| summed.contains(n)) {
             summed.insert(node.output.clone());
+        }
+        let broadcast_error = matches!(node.op, Op::Add | Op::Sub | Op::Mul | Op::Div)
+            && node
+                .inputs
+                .iter()
+                .any(|n| vars.contains_key(n) && specs[n].numel() < out_spec.numel());
+        if broadcast_error || node.inputs.iter().any(|n| shared.contains(n)) {
+            shared.insert(node.output.clone());
         }
         coverage.extend(
             coverage::invisible_pitfalls(&resolved, &ins, &ev, params)
@@ -123,6 +140,7 @@ pub fn stage_reference(
             }
         }
     }
+    summed.retain(|n| !shared.contains(n));
     let mut out = StageReference {
         values: HashMap::new(),
         bounds: HashMap::new(),
