@@ -152,10 +152,10 @@ fn a_yaml_syntax_error_points_at_the_line() {
 
 #[test]
 fn an_unknown_operator_is_located() {
-    let text = demo_text().replace("{ op: vsdk.gelu,", "{ op: vsdk.gelu_tanh,");
+    let text = demo_text().replace("{ op: vsdk.gelu,", "{ op: vsdk.gelu_fast,");
     let e = parse_err(&text);
     assert!(
-        e.starts_with("doc.yaml:38:15: stages[0].graph[1].op: unknown kernel `vsdk.gelu_tanh@1`"),
+        e.starts_with("doc.yaml:38:15: stages[0].graph[1].op: unknown kernel `vsdk.gelu_fast@1`"),
         "{e}"
     );
 }

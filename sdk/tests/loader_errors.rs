@@ -141,11 +141,11 @@ fn unsupported_and_unknown_kernels_are_refused_before_dispatch() {
         "{e}"
     );
     let e = dev
-        .execute("vsdk.gelu_tanh", 1, &Attrs::new(), &[&x])
+        .execute("vsdk.gelu_fast", 1, &Attrs::new(), &[&x])
         .err()
         .unwrap();
     assert!(
-        e.to_string().contains("unknown kernel `vsdk.gelu_tanh@1`"),
+        e.to_string().contains("unknown kernel `vsdk.gelu_fast@1`"),
         "{e}"
     );
     let e = p.device(3).err().unwrap();
