@@ -331,20 +331,10 @@ pub(super) fn evaluate(r: &Reference, c: &Call) -> Result<Evaluated, Error> {
             &v.iter().map(|x| x.abs()).collect::<Vec<_>>(),
         )),
         Node::Cast(_) => exact(rounding(p, &v, 0.0, &v)),
-        Node::Gelu => {
-            // erf is an approximation everywhere: a few ulps of 1 + erf,
-            // times |x| / 2, plus the final products.
-            let x = c.inputs[0].f64_values();
-            let m: Vec<f64> = v
-                .iter()
-                .zip(x.iter())
-                .map(|(v, x)| v.abs() + x.abs())
-                .collect();
-            exact(rounding(p, &v, 4.0, &m))
-        }
-        Node::GeluTanh => {
-            // As GELU: tanh to a few ulps, and x/2·(1 + tanh) cancels for
-            // negative x in the literal form.
+        Node::Gelu | Node::GeluTanh => {
+            // erf (or tanh) is an approximation everywhere: a few ulps of
+            // 1 + erf, times |x| / 2, plus the final products; the tanh
+            // form's x/2·(1 + tanh) cancels for negative x.
             let x = c.inputs[0].f64_values();
             let m: Vec<f64> = v
                 .iter()
