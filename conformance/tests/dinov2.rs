@@ -914,7 +914,7 @@ fn check_in_chained_mode_takes_a_captured_input_over_the_previous_output() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("`norm_w@block_03` names no input of a stage"),
+        err.contains("`norm_w@block_03` names no input or intermediate of a stage"),
         "{err}"
     );
 }

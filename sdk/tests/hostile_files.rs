@@ -124,20 +124,20 @@ fn a_seeded_tensor_beyond_its_limit_is_refused_before_generation() {
 
 #[test]
 fn seeded_tensors_beyond_the_total_limit_are_refused_before_generation() {
-    // Nine float32 tensors of 256 MiB each: 2.25 GiB, over the 2 GiB total.
-    let decls: String = (0..9)
+    // 33 float32 tensors of 256 MiB each: 8.25 GiB, over the 8 GiB total.
+    let decls: String = (0..33)
         .map(|i| format!("  big{i}: {{ dtype: float32, shape: [67108864], source: {{ seeded: {{ seed: {i}, normal: [0.0, 1.0] }} }} }}\n"))
         .collect();
     let text = demo_with_tensors(&decls);
-    let line = line_of(&text, "big8:");
+    let line = line_of(&text, "big32:");
     let e = parse_err(text);
     assert!(
         e.starts_with(&format!(
-            "hostile.yaml:{line}:3: tensors.big8.shape: the seeded tensors up to this one total 2415919104 bytes once generated, above the 2147483648-byte limit"
+            "hostile.yaml:{line}:3: tensors.big32.shape: the seeded tensors up to this one total 8858370048 bytes once generated, above the 8589934592-byte limit"
         )),
         "{e}"
     );
-    let entries: Vec<Entry> = (0..9)
+    let entries: Vec<Entry> = (0..33)
         .map(|i| {
             Entry::new(
                 &format!("big{i}"),
@@ -155,7 +155,7 @@ fn seeded_tensors_beyond_the_total_limit_are_refused_before_generation() {
         .unwrap_err()
         .to_string();
     assert!(
-        e.starts_with("hostile.golden: tensor `big8`: the seeded tensors up to this one total 2415919104 bytes"),
+        e.starts_with("hostile.golden: tensor `big32`: the seeded tensors up to this one total 8858370048 bytes"),
         "{e}"
     );
 }

@@ -32,8 +32,8 @@ pub fn run(args: Args) -> super::Outcome {
     let mut skipped = Vec::new();
     for path in &args.tensors {
         // Only the suite's tensors and stage inputs are read (an unused
-        // `.npz` member is not inflated); an `INPUT@STAGE` that names no
-        // stage input is a mistake worth stopping for, not a capture to skip.
+        // `.npz` member is not inflated); an `INPUT@STAGE` (or `NODE@STAGE`) that names
+        // no stage input (or intermediate) is a mistake worth stopping for, not a capture to skip.
         let misnamed = std::cell::RefCell::new(None);
         let wanted = |name: &str| {
             let known = runner::is_captured_name(&suite, name);
@@ -47,7 +47,7 @@ pub fn run(args: Args) -> super::Outcome {
         let capture = vips_sdk::capture::read_selected(path, &wanted).map_err(|e| e.to_string())?;
         if let Some(name) = misnamed.into_inner() {
             return Err(format!(
-                "{}: `{name}` names no input of a stage (INPUT@STAGE, with INPUT one of the stage's inputs: see `vips-conformance list {}`)",
+                "{}: `{name}` names no input or intermediate of a stage (INPUT@STAGE or NODE@STAGE, with INPUT one of the stage's inputs, NODE the output of a node of its graph: see `vips-conformance list {}` and the document)",
                 path.display(),
                 args.suite
             ));

@@ -1179,6 +1179,7 @@ fn map2(a: &[f64], b: &[f64], f: impl Fn(f64, f64) -> f64) -> Vec<f64> {
 
 /// Attention's sizes: batch (the leading axes), queries, key width, keys,
 /// value width.
+#[derive(Clone, Copy)]
 struct Dims {
     batch: usize,
     lq: usize,
@@ -1201,6 +1202,28 @@ impl Dims {
     }
 }
 
+/// The largest `[queries, keys]` matrix attention's rules hold at once
+/// (32 MiB of float64): every quantity is per query row, so longer
+/// sequences go a block of rows at a time (TRELLIS's 4096 tokens would
+/// otherwise hold several 128 MiB matrices per head).
+const ATTENTION_BLOCK: usize = 1 << 22;
+
+/// Each batch index with its query rows, a block at a time (one block where
+/// `lq·lk` fits [`ATTENTION_BLOCK`]).
+fn query_blocks(
+    batch: usize,
+    lq: usize,
+    lk: usize,
+    block: usize,
+) -> impl Iterator<Item = (usize, std::ops::Range<usize>)> {
+    let rows = (block / lk.max(1)).clamp(1, lq.max(1));
+    (0..batch).flat_map(move |b| {
+        (0..lq)
+            .step_by(rows)
+            .map(move |start| (b, start..(start + rows).min(lq)))
+    })
+}
+
 /// Attention `softmax(s·q kᵀ) v` per batch index, as matrix products:
 /// without `vars`, the local bound as `(fixed, scaled)` (it is affine in λ);
 /// with them, only the propagated variance.
@@ -1210,18 +1233,30 @@ fn sdpa(
     vars: Option<&[HostTensor]>,
     p: Precision,
 ) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    sdpa_in_blocks(inputs, scale, vars, p, ATTENTION_BLOCK)
+}
+
+/// [`sdpa`] holding at most `block` elements of a `[queries, keys]` matrix.
+fn sdpa_in_blocks(
+    inputs: &[&HostTensor],
+    scale: f64,
+    vars: Option<&[HostTensor]>,
+    p: Precision,
+    block: usize,
+) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
     let (q, k, v) = (
         inputs[0].f64_values(),
         inputs[1].f64_values(),
         inputs[2].f64_values(),
     );
+    let dims = Dims::of(inputs);
     let Dims {
         batch,
         lq,
         dk,
         lk,
         dv,
-    } = Dims::of(inputs);
+    } = dims;
     let e: Option<[Vec<f64>; 3]> =
         vars.map(|e| [e[0].to_f64_vec(), e[1].to_f64_vec(), e[2].to_f64_vec()]);
     let (gd, gk) = (growth(1.0, dk), growth(1.0, lk));
@@ -1229,8 +1264,9 @@ fn sdpa(
     let abs = |x: &[f64]| x.iter().map(|v| v.abs()).collect::<Vec<_>>();
     let sq = |x: &[f64]| x.iter().map(|v| v * v).collect::<Vec<_>>();
     let (mut fixed, mut scaled, mut prop) = (Vec::new(), Vec::new(), Vec::new());
-    for b in 0..batch {
-        let qb = &q[b * lq * dk..][..lq * dk];
+    for (b, rows) in query_blocks(batch, lq, lk, block) {
+        let lq = rows.len();
+        let qb = &q[(b * dims.lq + rows.start) * dk..][..lq * dk];
         let kb = &k[b * lk * dk..][..lk * dk];
         let vb = &v[b * lk * dv..][..lk * dv];
         let mut s = matmul(qb, kb, (lq, dk, lk), true);
@@ -1281,7 +1317,7 @@ fn sdpa(
         }
         if let Some([vq, vk, vv]) = &e {
             // Variances: logits, probabilities (as softmax), then P·v.
-            let vqb = &vq[b * lq * dk..][..lq * dk];
+            let vqb = &vq[(b * dims.lq + rows.start) * dk..][..lq * dk];
             let vkb = &vk[b * lk * dk..][..lk * dk];
             let vvb = &vv[b * lk * dv..][..lk * dv];
             let vs = map2(
@@ -1317,23 +1353,30 @@ fn sdpa(
 /// roundings plus the logits' errors through its derivative), stored at the
 /// tier's precision, and `P·v` as dot products over `Lk`.
 fn sdpa_sigma(inputs: &[&HostTensor], scale: f64, p: Precision) -> Vec<f64> {
+    sdpa_sigma_in_blocks(inputs, scale, p, ATTENTION_BLOCK)
+}
+
+/// [`sdpa_sigma`] holding at most `block` elements of a `[queries, keys]` matrix.
+fn sdpa_sigma_in_blocks(inputs: &[&HostTensor], scale: f64, p: Precision, block: usize) -> Vec<f64> {
     let (q, k, v) = (
         inputs[0].f64_values(),
         inputs[1].f64_values(),
         inputs[2].f64_values(),
     );
+    let dims = Dims::of(inputs);
     let Dims {
         batch,
         lq,
         dk,
         lk,
         dv,
-    } = Dims::of(inputs);
+    } = dims;
     let ku = p.u_acc * p.u_acc / 3.0;
     let sq = |x: &[f64]| x.iter().map(|v| v * v).collect::<Vec<_>>();
     let mut out = Vec::with_capacity(batch * lq * dv);
-    for b in 0..batch {
-        let qb = &q[b * lq * dk..][..lq * dk];
+    for (b, rows) in query_blocks(batch, lq, lk, block) {
+        let lq = rows.len();
+        let qb = &q[(b * dims.lq + rows.start) * dk..][..lq * dk];
         let kb = &k[b * lk * dk..][..lk * dk];
         let vb = &v[b * lk * dv..][..lk * dv];
         let raw = matmul(qb, kb, (lq, dk, lk), true);
@@ -1436,6 +1479,52 @@ mod tests {
             assert_eq!(unary_slope(&node, -1e300), 0.0);
         }
         assert!(sigmoid(-800.0) == 0.0 && sigmoid(800.0) == 1.0);
+    }
+
+    /// Attention's rules a block of query rows at a time give what they give
+    /// over the whole matrix (up to the upper rounding of float32 products,
+    /// which depends on each block's largest operand).
+    #[test]
+    fn attention_in_query_blocks_is_attention_whole() {
+        let seed = rand::random();
+        eprintln!("seed {seed}");
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let (heads, lq, lk, d) = (2, 37, 23, 8);
+        let mut draw = |shape: &[usize], s: f64| {
+            let n = shape.iter().product();
+            let v: Vec<f64> = (0..n).map(|_| rng.gen_range(-s..s)).collect();
+            HostTensor::from_vec(shape, v).unwrap()
+        };
+        let (q, k, v) = (
+            draw(&[1, heads, lq, d], 3.0),
+            draw(&[1, heads, lk, d], 3.0),
+            draw(&[1, heads, lk, d], 2.0),
+        );
+        let vars = [
+            draw(&[1, heads, lq, d], 1e-12),
+            draw(&[1, heads, lk, d], 1e-12),
+            draw(&[1, heads, lk, d], 1e-12),
+        ]
+        .map(|t| HostTensor::from_vec(&t.spec.shape, t.f64_values().iter().map(|x| x.abs()).collect::<Vec<_>>()).unwrap());
+        let p = Precision::of(DType::F32).unwrap();
+        let inputs = [&q, &k, &v];
+        let close = |a: &[f64], b: &[f64], what: &str| {
+            assert_eq!(a.len(), heads * lq * d, "{what}");
+            for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                assert!((x - y).abs() <= 1e-6 * x.abs().max(y.abs()), "{what} {i}: {x} vs {y}");
+            }
+        };
+        let whole = sdpa_in_blocks(&inputs, 0.3, None, p, usize::MAX);
+        let whole_prop = sdpa_in_blocks(&inputs, 0.3, Some(&vars), p, usize::MAX).2;
+        let whole_sigma = sdpa_sigma_in_blocks(&inputs, 0.3, p, usize::MAX);
+        // One row, a few rows, and blocks that do not divide the rows.
+        for block in [1, 5 * lk, 8 * lk + 3] {
+            let blocked = sdpa_in_blocks(&inputs, 0.3, None, p, block);
+            close(&blocked.0, &whole.0, "fixed");
+            close(&blocked.1, &whole.1, "scaled");
+            close(&sdpa_in_blocks(&inputs, 0.3, Some(&vars), p, block).2, &whole_prop, "propagated");
+            close(&sdpa_sigma_in_blocks(&inputs, 0.3, p, block), &whole_sigma, "sigma");
+        }
     }
 
     /// The float32 product of non-negative matrices never falls below the

@@ -1,5 +1,6 @@
 //! `check`'s side of a run: captures named after the suite's tensors (and
-//! `INPUT@STAGE` for an input as the engine fed it), and the stages judged
+//! `INPUT@STAGE` for an input as the engine fed it, `NODE@STAGE` for an
+//! intermediate, which locates a failure's operator), and the stages judged
 //! through the stage that produced their input when the engine captured
 //! only their outputs.
 
@@ -58,17 +59,41 @@ pub fn captured_input_name(input: &str, stage: &str) -> String {
     format!("{input}@{stage}")
 }
 
-/// Whether `check` reads a captured tensor of this name: a suite tensor, or
-/// `x@stage` for an input `x` of a stage.
+/// Whether `check` reads a captured tensor of this name: a suite tensor,
+/// `x@stage` for an input `x` of a stage, or `n@stage` for an intermediate
+/// `n` of its graph.
 pub fn is_captured_name(suite: &Suite, name: &str) -> bool {
     suite.spec(name).is_some()
-        || name.split_once('@').is_some_and(|(input, stage)| {
-            suite
-                .document
-                .stages
-                .iter()
-                .any(|s| s.name == stage && s.inputs.iter().any(|i| i == input))
+        || name.split_once('@').is_some_and(|(tensor, stage)| {
+            suite.document.stages.iter().any(|s| {
+                s.name == stage
+                    && (s.inputs.iter().any(|i| i == tensor) || is_intermediate(s, tensor))
+            })
         })
+}
+
+/// A tensor the stage's graph computes on the way to its outputs.
+fn is_intermediate(stage: &Stage, name: &str) -> bool {
+    !stage.outputs.iter().any(|o| o == name) && stage.graph.iter().any(|n| n.output == name)
+}
+
+/// The stage's intermediates the engine captured as `n@stage`, by node
+/// output name, rounded to the tier as its outputs are: what the drill-down
+/// of a failing captured stage judges operator by operator.
+pub(super) fn intermediates(
+    stage: &Stage,
+    captured: &HashMap<String, HostTensor>,
+    tier: Tier,
+) -> HashMap<String, HostTensor> {
+    stage
+        .graph
+        .iter()
+        .filter(|n| is_intermediate(stage, &n.output))
+        .filter_map(|n| {
+            let t = captured.get(&captured_input_name(&n.output, &stage.name))?;
+            Some((n.output.clone(), super::to_tier(t, tier)))
+        })
+        .collect()
 }
 
 /// Whether every node of `stage` only moves data (a slice, a reshape): its

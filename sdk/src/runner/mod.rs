@@ -690,7 +690,7 @@ pub fn check(
         .find(|n| n.contains('@') && !is_captured_name(suite, n))
     {
         return Err(SuiteError::Layout(format!(
-            "the capture `{name}` names no input of a stage (INPUT@STAGE, with INPUT one of the stage's inputs)"
+            "the capture `{name}` names no input or intermediate of a stage (INPUT@STAGE or NODE@STAGE, with INPUT one of the stage's inputs, NODE the output of one of its graph's nodes)"
         )));
     }
     let started = now_rfc3339();

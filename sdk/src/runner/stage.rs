@@ -404,6 +404,25 @@ impl StageContext<'_> {
                 }
                 Source::Captured(_) => None,
             },
+            // The engine's intermediates, where it captured them.
+            Execution::Captured if !passed => match self.source {
+                Source::Captured(captured) => {
+                    let found = super::captured::intermediates(stage, captured, tier);
+                    if found.is_empty() {
+                        result.drill_down_note = Some(format!(
+                            "no intermediate of this stage was captured: capture them as NODE@STAGE (`{}@{}`) to name the operator that diverges",
+                            stage.graph.first().map_or("n", |n| n.output.as_str()),
+                            stage.name
+                        ));
+                        None
+                    } else {
+                        let mut all = values.clone();
+                        all.extend(found);
+                        Some(self.check_captured_nodes(&all))
+                    }
+                }
+                Source::Provider(_) => None,
+            },
             Execution::Fused | Execution::Captured => None,
         };
         match nodes {
@@ -430,7 +449,8 @@ impl StageContext<'_> {
                     if failed.is_none() && !repeat_only {
                         result.drill_down_note = Some(match execution {
                             Execution::Fused => "every operator passes its own check when fed the provider's own inputs: the error of the fused kernel accumulates across operators",
-                            _ => "every operator passes its own check: the stage fails on its outputs (above)",
+                            Execution::Captured => "every captured intermediate passes its own check from the engine's own inputs: the error is in an operator whose output was not captured, or accumulates across operators",
+                            Execution::Decomposed => "every operator passes its own check: the stage fails on its outputs (above)",
                         }.into());
                     }
                     result.drill_down = failed;
@@ -537,6 +557,24 @@ impl StageContext<'_> {
             c.cache.put(key, &r, cost.as_secs_f64());
         }
         Ok((r, cost))
+    }
+
+    /// The captured intermediates in `values`, each from the engine's own
+    /// inputs (the reference's where they were not captured).
+    fn check_captured_nodes(
+        &self,
+        values: &HashMap<String, HostTensor>,
+    ) -> Result<Vec<NodeCheck>, String> {
+        error_model::check_captured_nodes(
+            self.stage,
+            self.arithmetic(),
+            values,
+            self.reference,
+            self.params(),
+            self.stage.nan,
+            self.stage.mismatch_fraction,
+        )
+        .map_err(|e| format!("the reference could not check the operators: {e}"))
     }
 
     fn check_nodes(&self, values: &HashMap<String, HostTensor>) -> Result<Vec<NodeCheck>, String> {
