@@ -6,8 +6,8 @@
     conformance/suites/trellis-ss-flow-quick/suite.yaml  8^3 tokens x 128, 2 heads, 2 blocks,
         conditioning 69 x 1024 (the quick DINOv2 conditioning's shape): the real model's structure
     --full: conformance/suites/trellis-ss-flow/suite.yaml, the real shapes: noise [1, 8, 16, 16, 16],
-        4096 tokens x 1024, 24 blocks of 16 heads x 64, conditioning 1374 x 1024 (not committed yet:
-        its float64 reference holds each head's 4096 x 4096 attention several times over)
+        4096 tokens x 1024, 24 blocks of 16 heads x 64, conditioning 1374 x 1024 (outside CI: a
+        block's float64 reference takes minutes on 2 cores; docs/benchmarks.md)
 
 Stages: the timestep embedding, the position embedding, the input layer, each
 ModulatedTransformerCrossBlock (adaLN modulation, self-attention with q/k
