@@ -220,8 +220,8 @@ fn engine_check(s: &Suite, mistake: GraphMistake) -> runner::RunReport {
         mistake(&stage.name, &mut graph);
         for node in &graph {
             let ins: Vec<&HostTensor> = node.inputs.iter().map(|n| &values[n]).collect();
-            let r = error_model::node_reference(node, float, &ins, DType::F32, &cpu, params)
-                .unwrap();
+            let r =
+                error_model::node_reference(node, float, &ins, DType::F32, &cpu, params).unwrap();
             values.insert(node.output.clone(), r.value.cast(DType::F32));
         }
         for node in &stage.graph {
@@ -249,7 +249,14 @@ fn node_named<'a>(graph: &'a mut [GraphNode], output: &str) -> &'a mut GraphNode
 
 /// A node of `graph` reading `inputs` into `output`, placed before the node
 /// that produces `before`.
-fn insert_before(graph: &mut Vec<GraphNode>, before: &str, op: Op, attrs: Attrs, inputs: &[&str], output: &str) {
+fn insert_before(
+    graph: &mut Vec<GraphNode>,
+    before: &str,
+    op: Op,
+    attrs: Attrs,
+    inputs: &[&str],
+    output: &str,
+) {
     let at = graph.iter().position(|n| n.output == before).unwrap();
     let template = graph[at].clone();
     graph.insert(
@@ -293,7 +300,14 @@ fn an_engine_with_a_trellis_graph_mistake_fails_at_its_stage_and_operator() {
             "the gate applied to the cross-attention",
             |_, g| {
                 if g.iter().any(|n| n.output == "x_cross") {
-                    insert_before(g, "x_cross", Op::Mul, Attrs::new(), &["cross_out", "gate_msa"], "cross_gated");
+                    insert_before(
+                        g,
+                        "x_cross",
+                        Op::Mul,
+                        Attrs::new(),
+                        &["cross_out", "gate_msa"],
+                        "cross_gated",
+                    );
                     node_named(g, "x_cross").inputs[1] = "cross_gated".into();
                 }
             },
@@ -311,13 +325,36 @@ fn an_engine_with_a_trellis_graph_mistake_fails_at_its_stage_and_operator() {
                     let shape = |s: &[i64]| Attrs::new().with("shape", AttrValue::Ints(s.to_vec()));
                     // q_tokens is [1, tokens, heads, 64].
                     let heads_shape = node_named(g, "q_tokens").attrs.clone();
-                    let Some((_, AttrValue::Ints(d))) = heads_shape.0.iter().find(|(k, _)| k == "shape") else {
+                    let Some((_, AttrValue::Ints(d))) =
+                        heads_shape.0.iter().find(|(k, _)| k == "shape")
+                    else {
                         panic!("q_tokens is a reshape")
                     };
                     let (tokens, channels) = (d[1], d[2] * d[3]);
-                    insert_before(g, "q_normed", Op::Reshape, shape(&[1, tokens, channels]), &["q_tokens"], "q_flat_mistake");
-                    insert_before(g, "q_normed", Op::Reshape, shape(&[channels]), &[&q.inputs[1]], "q_gamma_flat_mistake");
-                    insert_before(g, "q_normed", Op::RmsNorm, q.attrs.clone(), &["q_flat_mistake", "q_gamma_flat_mistake"], "q_normed_flat_mistake");
+                    insert_before(
+                        g,
+                        "q_normed",
+                        Op::Reshape,
+                        shape(&[1, tokens, channels]),
+                        &["q_tokens"],
+                        "q_flat_mistake",
+                    );
+                    insert_before(
+                        g,
+                        "q_normed",
+                        Op::Reshape,
+                        shape(&[channels]),
+                        &[&q.inputs[1]],
+                        "q_gamma_flat_mistake",
+                    );
+                    insert_before(
+                        g,
+                        "q_normed",
+                        Op::RmsNorm,
+                        q.attrs.clone(),
+                        &["q_flat_mistake", "q_gamma_flat_mistake"],
+                        "q_normed_flat_mistake",
+                    );
                     let n = node_named(g, "q_normed");
                     *n = GraphNode {
                         op: Op::Reshape,
@@ -378,7 +415,10 @@ fn an_engine_with_a_trellis_graph_mistake_fails_at_its_stage_and_operator() {
         assert_eq!(failed, stages.iter().copied().collect(), "{what}");
         for s in t.stages.iter().filter(|s| s.status != Status::Pass) {
             assert_eq!(s.status, Status::Fail, "{what} {}: {:?}", s.stage, s.reason);
-            let named = s.drill_down.as_ref().map(|d| (d.output.as_str(), d.op.as_str()));
+            let named = s
+                .drill_down
+                .as_ref()
+                .map(|d| (d.output.as_str(), d.op.as_str()));
             assert_eq!(
                 named,
                 Some((output, op)),

@@ -356,9 +356,11 @@ VSDK_API vsdk_error_t* vsdk_run(const vsdk_suite_t* suite, const vsdk_host_provi
 /* Checking an engine's own tensors                                          */
 /* ------------------------------------------------------------------------- */
 
-/* Named host tensors an engine computed (stage outputs, and stage inputs as
- * it fed them, named INPUT@STAGE), to check. A set only grows; names are
- * unique. Use one set from one thread at a time while adding. */
+/* Named host tensors an engine computed (stage outputs, stage inputs as it
+ * fed them, named INPUT@STAGE, and intermediates of a stage's graph, named
+ * NODE@STAGE, which locate a failing stage's operator), to check. A set only
+ * grows; names are unique. Use one set from one thread at a time while
+ * adding. */
 typedef struct vsdk_tensors vsdk_tensors_t;
 
 /* An empty set. `*out` TRANSFERRED: vsdk_tensors_free. */
@@ -407,6 +409,9 @@ typedef struct vsdk_check_args {
  * computed elsewhere"), on `outputs` and/or `tensors`:
  * - isolated (chained = 0): each stage's reference is computed from its golden
  *   inputs, or from an input given as INPUT@STAGE (as the engine fed it);
+ * - a failing stage whose intermediates were given as NODE@STAGE: its
+ *   record's reason names the first of them that fails against the
+ *   reference fed that node's own inputs;
  * - chained (chained = 1): each stage's inputs are the engine's own tensors of
  *   those names where given, else the golden values (the record's notes say
  *   so); a stage that only moves data (slices, reshapes) whose input was not

@@ -20,7 +20,8 @@ mod graph;
 mod ops;
 
 pub use graph::{
-    check_captured_nodes, check_nodes, node_reference, stage_reference, NodeCheck, NodeReference, StageReference,
+    check_captured_nodes, check_nodes, node_reference, stage_reference, NodeCheck, NodeReference,
+    StageReference,
 };
 
 use crate::compare::{NanPolicy, Tier};

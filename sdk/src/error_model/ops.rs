@@ -1357,7 +1357,12 @@ fn sdpa_sigma(inputs: &[&HostTensor], scale: f64, p: Precision) -> Vec<f64> {
 }
 
 /// [`sdpa_sigma`] holding at most `block` elements of a `[queries, keys]` matrix.
-fn sdpa_sigma_in_blocks(inputs: &[&HostTensor], scale: f64, p: Precision, block: usize) -> Vec<f64> {
+fn sdpa_sigma_in_blocks(
+    inputs: &[&HostTensor],
+    scale: f64,
+    p: Precision,
+    block: usize,
+) -> Vec<f64> {
     let (q, k, v) = (
         inputs[0].f64_values(),
         inputs[1].f64_values(),
@@ -1505,13 +1510,22 @@ mod tests {
             draw(&[1, heads, lk, d], 1e-12),
             draw(&[1, heads, lk, d], 1e-12),
         ]
-        .map(|t| HostTensor::from_vec(&t.spec.shape, t.f64_values().iter().map(|x| x.abs()).collect::<Vec<_>>()).unwrap());
+        .map(|t| {
+            HostTensor::from_vec(
+                &t.spec.shape,
+                t.f64_values().iter().map(|x| x.abs()).collect::<Vec<_>>(),
+            )
+            .unwrap()
+        });
         let p = Precision::of(DType::F32).unwrap();
         let inputs = [&q, &k, &v];
         let close = |a: &[f64], b: &[f64], what: &str| {
             assert_eq!(a.len(), heads * lq * d, "{what}");
             for (i, (x, y)) in a.iter().zip(b).enumerate() {
-                assert!((x - y).abs() <= 1e-6 * x.abs().max(y.abs()), "{what} {i}: {x} vs {y}");
+                assert!(
+                    (x - y).abs() <= 1e-6 * x.abs().max(y.abs()),
+                    "{what} {i}: {x} vs {y}"
+                );
             }
         };
         let whole = sdpa_in_blocks(&inputs, 0.3, None, p, usize::MAX);
@@ -1522,8 +1536,16 @@ mod tests {
             let blocked = sdpa_in_blocks(&inputs, 0.3, None, p, block);
             close(&blocked.0, &whole.0, "fixed");
             close(&blocked.1, &whole.1, "scaled");
-            close(&sdpa_in_blocks(&inputs, 0.3, Some(&vars), p, block).2, &whole_prop, "propagated");
-            close(&sdpa_sigma_in_blocks(&inputs, 0.3, p, block), &whole_sigma, "sigma");
+            close(
+                &sdpa_in_blocks(&inputs, 0.3, Some(&vars), p, block).2,
+                &whole_prop,
+                "propagated",
+            );
+            close(
+                &sdpa_sigma_in_blocks(&inputs, 0.3, p, block),
+                &whole_sigma,
+                "sigma",
+            );
         }
     }
 
