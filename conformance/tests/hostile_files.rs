@@ -300,18 +300,18 @@ fn pack_refuses_a_document_seeding_2_to_the_36() {
 #[test]
 fn seeded_tensors_beyond_the_total_are_refused_before_generate_computes() {
     let tmp = tempfile::tempdir().unwrap();
-    let decls: String = (0..9)
+    let decls: String = (0..33)
         .map(|i| format!("  big{i}: {{ dtype: float32, shape: [67108864], source: {{ seeded: {{ seed: {i}, normal: [0.0, 1.0] }} }} }}\n"))
         .collect();
     let doc = demo_with_tensors(&decls);
-    let line = line_of(&doc, "big8:");
+    let line = line_of(&doc, "big32:");
     let dir = tmp.path().join("suite");
     let path = write(&dir, "suite.yaml", &doc);
     let out = tmp.path().join("out.golden");
     refused(
-        "generate: 2.25 GiB of seeded tensors",
+        "generate: 8.25 GiB of seeded tensors",
         &[os("generate"), dir.as_os_str(), os("--out"), out.as_os_str()],
-        &[&format!("{}:{line}:3: tensors.big8.shape: the seeded tensors up to this one total 2415919104 bytes", path.display())],
+        &[&format!("{}:{line}:3: tensors.big32.shape: the seeded tensors up to this one total 8858370048 bytes", path.display())],
     );
 }
 

@@ -9,6 +9,7 @@
 
 use super::{Precision, TierParams};
 use crate::{Attrs, DType, Device, Error, HostTensor, Node, Op, TensorSpec};
+use rayon::prelude::*;
 use vsdk_catalog::PilFilter;
 
 /// Runs catalog kernels on the reference provider, in float64.
@@ -104,7 +105,6 @@ struct Narrowed<'a> {
 
 impl<'a> Narrowed<'a> {
     fn of(source: &'a HostTensor, mag: Mag) -> Self {
-        use rayon::prelude::*;
         const BLOCK: usize = 1 << 14;
         // Borrowed for float64 (what the error model's operands are).
         let wide = source.f64_values();
@@ -1089,7 +1089,7 @@ fn nonneg_matmul(
     if slack.is_none() {
         return matmul(a, b, dims, b_transposed);
     }
-    let narrow = |x: &[f64]| x.iter().map(|&v| v as f32).collect::<Vec<f32>>();
+    let narrow = |x: &[f64]| x.par_iter().map(|&v| v as f32).collect::<Vec<f32>>();
     rounded_up(
         row_major_gemm(&narrow(a), &narrow(b), dims, b_transposed, 0.0, 1.0),
         dims.1,
@@ -1120,7 +1120,9 @@ fn nonneg_gemm(
 /// to an upper bound of the exact one.
 fn rounded_up(out: Vec<f32>, terms: usize, slack: Option<f64>) -> Vec<f64> {
     let (up, slack) = (round_up_factor(terms), slack.unwrap_or(0.0));
-    out.into_iter().map(|x| f64::from(x) * up + slack).collect()
+    out.into_par_iter()
+        .map(|x| f64::from(x) * up + slack)
+        .collect()
 }
 
 /// `a [m, k] · b` in `T` (`zero` and `one` of it).
@@ -1281,27 +1283,30 @@ fn sdpa_in_blocks(
         // Per row: probabilities, then the local error of logits and
         // probabilities, split into the fixed part and the part ∝ λ. An
         // unfused kernel stores P at the tier's precision.
+        // Rows are independent: each on any core, computed as it would be alone.
         let (mut pm, mut dp0, mut dp1) =
             (vec![0.0; lq * lk], vec![0.0; lq * lk], vec![0.0; lq * lk]);
-        for i in 0..lq {
-            let row = i * lk..(i + 1) * lk;
-            let (si, ai) = (&s[row.clone()], &a[row.clone()]);
-            let m = si.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            let pi = &mut pm[row.clone()];
-            pi.iter_mut().zip(si).for_each(|(p, x)| *p = (x - m).exp());
-            let z: f64 = pi.iter().sum();
-            pi.iter_mut().for_each(|p| *p /= z);
-            let (mean0, mean1) = (0..lk).fold((0.0, 0.0), |(m0, m1), j| {
-                (m0 + pi[j] * u * si[j].abs(), m1 + pi[j] * gd * u * ai[j])
+        pm.par_chunks_mut(lk.max(1))
+            .zip(dp0.par_chunks_mut(lk.max(1)))
+            .zip(dp1.par_chunks_mut(lk.max(1)))
+            .enumerate()
+            .for_each(|(i, ((pi, d0), d1))| {
+                let row = i * lk..(i + 1) * lk;
+                let (si, ai) = (&s[row.clone()], &a[row]);
+                let m = si.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                pi.iter_mut().zip(si).for_each(|(p, x)| *p = (x - m).exp());
+                let z: f64 = pi.iter().sum();
+                pi.iter_mut().for_each(|p| *p /= z);
+                let (mean0, mean1) = (0..lk).fold((0.0, 0.0), |(m0, m1), j| {
+                    (m0 + pi[j] * u * si[j].abs(), m1 + pi[j] * gd * u * ai[j])
+                });
+                for j in 0..lk {
+                    d0[j] = pi[j] * (u * si[j].abs() + mean0)
+                        + u * pi[j] * (4.0 + (si[j] - m).abs())
+                        + p.u * pi[j];
+                    d1[j] = pi[j] * (gd * u * ai[j] + mean1) + u * pi[j] * gk;
+                }
             });
-            for j in 0..lk {
-                let at = i * lk + j;
-                dp0[at] = pi[j] * (u * si[j].abs() + mean0)
-                    + u * pi[j] * (4.0 + (si[j] - m).abs())
-                    + p.u * pi[j];
-                dp1[at] = pi[j] * (gd * u * ai[j] + mean1) + u * pi[j] * gk;
-            }
-        }
         if e.is_none() {
             let va = abs(vb);
             let o = matmul(&pm, vb, (lq, lk, dv), false);
@@ -1327,17 +1332,14 @@ fn sdpa_in_blocks(
             );
             let p2 = sq(&pm);
             let mut w = vec![0.0; lq * lk];
-            for i in 0..lq {
+            w.par_chunks_mut(lk.max(1)).enumerate().for_each(|(i, wi)| {
                 let row = i * lk..(i + 1) * lk;
-                let spread: f64 = p2[row.clone()]
-                    .iter()
-                    .zip(&vs[row.clone()])
-                    .map(|(p, v)| p * v)
-                    .sum();
-                for at in row {
-                    w[at] = p2[at] * (vs[at] + spread);
+                let (pi, vsi) = (&p2[row.clone()], &vs[row]);
+                let spread: f64 = pi.iter().zip(vsi).map(|(p, v)| p * v).sum();
+                for j in 0..lk {
+                    wi[j] = pi[j] * (vsi[j] + spread);
                 }
-            }
+            });
             prop.extend(map2(
                 &nonneg_matmul(&w, &sq(vb), (lq, lk, dv), false),
                 &nonneg_matmul(&p2, vvb, (lq, lk, dv), false),
@@ -1387,28 +1389,30 @@ fn sdpa_sigma_in_blocks(
         let raw = matmul(qb, kb, (lq, dk, lk), true);
         let sq_terms_s = nonneg_matmul(&sq(qb), &sq(kb), (lq, dk, lk), true);
         let var_s: Vec<f64> = raw
-            .iter()
-            .zip(sq_terms_s.iter())
+            .par_iter()
+            .zip(sq_terms_s.par_iter())
             .map(|(&s, &q)| scale * scale * ku * sum_var(dk, s, q) + ku * (scale * s).powi(2))
             .collect();
         let (mut pm, mut var_p) = (vec![0.0; lq * lk], vec![0.0; lq * lk]);
-        for i in 0..lq {
-            let row = i * lk..(i + 1) * lk;
-            let si: Vec<f64> = raw[row.clone()].iter().map(|s| s * scale).collect();
-            let m = si.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            let pi = &mut pm[row.clone()];
-            pi.iter_mut()
-                .zip(si.iter())
-                .for_each(|(p, x)| *p = (x - m).exp());
-            let z: f64 = pi.iter().sum();
-            pi.iter_mut().for_each(|p| *p /= z);
-            let spread: f64 = (0..lk).map(|j| pi[j] * pi[j] * var_s[i * lk + j]).sum();
-            for j in 0..lk {
-                let own = ku * ((1.0 + (si[j] - m).abs()).powi(2) + lk as f64 / 2.0 + 2.0);
-                var_p[i * lk + j] =
-                    pi[j] * pi[j] * (var_s[i * lk + j] + spread + own + p.u * p.u / 3.0);
-            }
-        }
+        pm.par_chunks_mut(lk.max(1))
+            .zip(var_p.par_chunks_mut(lk.max(1)))
+            .enumerate()
+            .for_each(|(i, (pi, vpi))| {
+                let row = i * lk..(i + 1) * lk;
+                let si: Vec<f64> = raw[row.clone()].iter().map(|s| s * scale).collect();
+                let vsi = &var_s[row];
+                let m = si.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                pi.iter_mut()
+                    .zip(si.iter())
+                    .for_each(|(p, x)| *p = (x - m).exp());
+                let z: f64 = pi.iter().sum();
+                pi.iter_mut().for_each(|p| *p /= z);
+                let spread: f64 = (0..lk).map(|j| pi[j] * pi[j] * vsi[j]).sum();
+                for j in 0..lk {
+                    let own = ku * ((1.0 + (si[j] - m).abs()).powi(2) + lk as f64 / 2.0 + 2.0);
+                    vpi[j] = pi[j] * pi[j] * (vsi[j] + spread + own + p.u * p.u / 3.0);
+                }
+            });
         let o = matmul(&pm, vb, (lq, lk, dv), false);
         let sq_terms_o = nonneg_matmul(&sq(&pm), &sq(vb), (lq, lk, dv), false);
         let carried = nonneg_matmul(&var_p, &sq(vb), (lq, lk, dv), false);
