@@ -68,6 +68,17 @@ pub(super) struct StageContext<'a> {
     pub require_deterministic: bool,
 }
 
+/// [`error_model::check_nodes`] or [`error_model::check_captured_nodes`].
+type NodeChecker = fn(
+    &Stage,
+    Tier,
+    &HashMap<String, HostTensor>,
+    &crate::Device,
+    &TierParams,
+    crate::compare::NanPolicy,
+    f64,
+) -> Result<Vec<NodeCheck>, crate::Error>;
+
 /// A stage the provider did not run to the end: crashed, timed out, or
 /// returned an error status.
 pub(super) fn failed(result: &mut StageResult, failure: Failure) {
@@ -565,20 +576,19 @@ impl StageContext<'_> {
         &self,
         values: &HashMap<String, HostTensor>,
     ) -> Result<Vec<NodeCheck>, String> {
-        error_model::check_captured_nodes(
-            self.stage,
-            self.arithmetic(),
-            values,
-            self.reference,
-            self.params(),
-            self.stage.nan,
-            self.stage.mismatch_fraction,
-        )
-        .map_err(|e| format!("the reference could not check the operators: {e}"))
+        self.nodes_by(error_model::check_captured_nodes, values)
     }
 
     fn check_nodes(&self, values: &HashMap<String, HostTensor>) -> Result<Vec<NodeCheck>, String> {
-        error_model::check_nodes(
+        self.nodes_by(error_model::check_nodes, values)
+    }
+
+    fn nodes_by(
+        &self,
+        check: NodeChecker,
+        values: &HashMap<String, HostTensor>,
+    ) -> Result<Vec<NodeCheck>, String> {
+        check(
             self.stage,
             self.arithmetic(),
             values,
