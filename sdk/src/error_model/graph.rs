@@ -208,65 +208,32 @@ pub struct NodeCheck {
     pub error_map: Option<ErrorMap>,
 }
 
-/// Checks every node of a decomposed run. `values` holds the stage's inputs
-/// and every node output as the provider produced them.
+/// What [`check_nodes`] does with a node output missing from `values`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unkept {
+    /// A decomposed run keeps every intermediate: a missing one is an error.
+    Error,
+    /// An engine captured only some (`check`'s `NODE@STAGE`): a missing
+    /// output is the reference's value from that node's inputs, rounded to
+    /// the tier as a correct implementation stores it, and is not judged; the
+    /// next captured node is then judged from inputs that are the engine's
+    /// where it captured them and correct ones elsewhere.
+    Reference,
+}
+
+/// Checks every node of a stage computed node by node, in graph order: each
+/// output in `values` (the stage's inputs and the node outputs as the
+/// provider, or an engine, produced them) against the reference fed that
+/// node's own inputs. `rules`: the stage's NaN policy and allowed fraction
+/// over the bound.
 pub fn check_nodes(
     stage: &Stage,
     tier: Tier,
     values: &HashMap<String, HostTensor>,
     reference: &Device,
     params: &TierParams,
-    nan: NanPolicy,
-    allowed_over_fraction: f64,
-) -> Result<Vec<NodeCheck>, Error> {
-    walk_nodes(
-        stage,
-        tier,
-        values,
-        reference,
-        params,
-        (nan, allowed_over_fraction),
-        false,
-    )
-}
-
-/// Checks the nodes of a stage computed elsewhere whose outputs were
-/// captured (`values`: the stage's inputs and whichever node outputs the
-/// engine captured). A node output that was not captured is filled with the
-/// reference's value from that node's inputs, rounded to the tier as a
-/// correct implementation stores it, so the next captured node is judged
-/// from inputs that are the engine's where it captured them and correct
-/// ones elsewhere. Returns the captured nodes' checks, in graph order.
-pub fn check_captured_nodes(
-    stage: &Stage,
-    tier: Tier,
-    values: &HashMap<String, HostTensor>,
-    reference: &Device,
-    params: &TierParams,
-    nan: NanPolicy,
-    allowed_over_fraction: f64,
-) -> Result<Vec<NodeCheck>, Error> {
-    walk_nodes(
-        stage,
-        tier,
-        values,
-        reference,
-        params,
-        (nan, allowed_over_fraction),
-        true,
-    )
-}
-
-/// Each node against the reference fed its own inputs; a missing output is
-/// an error, or (`fill`) the reference's value rounded to the tier.
-fn walk_nodes(
-    stage: &Stage,
-    tier: Tier,
-    values: &HashMap<String, HostTensor>,
-    reference: &Device,
-    params: &TierParams,
     (nan, allowed_over_fraction): (NanPolicy, f64),
-    fill: bool,
+    unkept: Unkept,
 ) -> Result<Vec<NodeCheck>, Error> {
     let mut checks = Vec::with_capacity(stage.graph.len());
     let mut filled: HashMap<String, HostTensor> = HashMap::new();
@@ -279,7 +246,7 @@ fn walk_nodes(
         };
         let own: Vec<&HostTensor> = node.inputs.iter().map(got).collect::<Result<_, _>>()?;
         let Some(actual) = values.get(&node.output) else {
-            if !fill {
+            if unkept == Unkept::Error {
                 return Err(Error::Tensor(format!(
                     "node output `{}` was not kept",
                     node.output

@@ -20,8 +20,7 @@ mod graph;
 mod ops;
 
 pub use graph::{
-    check_captured_nodes, check_nodes, node_reference, stage_reference, NodeCheck, NodeReference,
-    StageReference,
+    check_nodes, node_reference, stage_reference, NodeCheck, NodeReference, StageReference, Unkept,
 };
 
 use crate::compare::{NanPolicy, Tier};

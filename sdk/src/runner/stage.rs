@@ -8,7 +8,7 @@ use crate::compare::Tier;
 use crate::document::Stage;
 use crate::error_map::{self, ErrorMap};
 use crate::error_model::{
-    self, NodeCheck, Precision, Rules, StageReference, Statistics, TierParams,
+    self, NodeCheck, Precision, Rules, StageReference, Statistics, TierParams, Unkept,
 };
 use crate::execution::Finding;
 use crate::isolation::Failure;
@@ -67,17 +67,6 @@ pub(super) struct StageContext<'a> {
     pub timeout: Option<Duration>,
     pub require_deterministic: bool,
 }
-
-/// [`error_model::check_nodes`] or [`error_model::check_captured_nodes`].
-type NodeChecker = fn(
-    &Stage,
-    Tier,
-    &HashMap<String, HostTensor>,
-    &crate::Device,
-    &TierParams,
-    crate::compare::NanPolicy,
-    f64,
-) -> Result<Vec<NodeCheck>, crate::Error>;
 
 /// A stage the provider did not run to the end: crashed, timed out, or
 /// returned an error status.
@@ -398,7 +387,7 @@ impl StageContext<'_> {
         // Every operator by its own error: in a decomposed run always (its
         // intermediates are at hand); in a fused one, to locate a failure.
         let nodes = match execution {
-            Execution::Decomposed => Some(self.check_nodes(values)),
+            Execution::Decomposed => Some(self.check_nodes(values, Unkept::Error)),
             Execution::Fused if !passed => match self.source {
                 Source::Provider(backend) => {
                     let program = graph_program(tier.float_dtype(), stage);
@@ -410,7 +399,7 @@ impl StageContext<'_> {
                     Some(
                         run_program(backend, &program, stage, &inputs, self.seed, timeout)
                             .map_err(|f| f.to_string())
-                            .and_then(|ran| self.check_nodes(&ran.values)),
+                            .and_then(|ran| self.check_nodes(&ran.values, Unkept::Error)),
                     )
                 }
                 Source::Captured(_) => None,
@@ -429,7 +418,7 @@ impl StageContext<'_> {
                     } else {
                         let mut all = values.clone();
                         all.extend(found);
-                        Some(self.check_captured_nodes(&all))
+                        Some(self.check_nodes(&all, Unkept::Reference))
                     }
                 }
                 Source::Provider(_) => None,
@@ -514,7 +503,7 @@ impl StageContext<'_> {
             let mut second = values.clone();
             second.extend(repeat.iter().map(|(n, t)| (n.clone(), t.clone())));
             for c in self
-                .check_nodes(&second)?
+                .check_nodes(&second, Unkept::Error)?
                 .into_iter()
                 .filter(|c| !c.judgement.passed)
             {
@@ -570,32 +559,22 @@ impl StageContext<'_> {
         Ok((r, cost))
     }
 
-    /// The captured intermediates in `values`, each from the engine's own
-    /// inputs (the reference's where they were not captured).
-    fn check_captured_nodes(
+    /// Every node in `values` by its own error; `unkept`: whether every
+    /// intermediate must be there (a provider's run) or only some (an
+    /// engine's captures).
+    fn check_nodes(
         &self,
         values: &HashMap<String, HostTensor>,
+        unkept: Unkept,
     ) -> Result<Vec<NodeCheck>, String> {
-        self.nodes_by(error_model::check_captured_nodes, values)
-    }
-
-    fn check_nodes(&self, values: &HashMap<String, HostTensor>) -> Result<Vec<NodeCheck>, String> {
-        self.nodes_by(error_model::check_nodes, values)
-    }
-
-    fn nodes_by(
-        &self,
-        check: NodeChecker,
-        values: &HashMap<String, HostTensor>,
-    ) -> Result<Vec<NodeCheck>, String> {
-        check(
+        error_model::check_nodes(
             self.stage,
             self.arithmetic(),
             values,
             self.reference,
             self.params(),
-            self.stage.nan,
-            self.stage.mismatch_fraction,
+            (self.stage.nan, self.stage.mismatch_fraction),
+            unkept,
         )
         .map_err(|e| format!("the reference could not check the operators: {e}"))
     }
