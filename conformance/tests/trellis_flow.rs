@@ -198,7 +198,7 @@ fn a_wrong_new_operator_fails_exactly_its_stages() {
 
 /// How a TRELLIS port gets the model's graph wrong (the variant pitfalls
 /// the document's notes name): each rewrites a stage's graph.
-type GraphMistake = fn(stage: &str, graph: &mut Vec<GraphNode>);
+type GraphMistake = fn(graph: &mut Vec<GraphNode>);
 
 /// An engine judged through `check` (isolated, fp32): each stage's graph,
 /// after `mistake`, computed by the float64 reference from the golden inputs
@@ -217,7 +217,7 @@ fn engine_check(s: &Suite, mistake: GraphMistake) -> runner::RunReport {
             .map(|n| (n.clone(), s.tensor(n).unwrap().cast(DType::F32)))
             .collect();
         let mut graph = stage.graph.clone();
-        mistake(&stage.name, &mut graph);
+        mistake(&mut graph);
         for node in &graph {
             let ins: Vec<&HostTensor> = node.inputs.iter().map(|n| &values[n]).collect();
             let r =
@@ -278,13 +278,13 @@ fn insert_before(
 #[test]
 fn an_engine_with_a_trellis_graph_mistake_fails_at_its_stage_and_operator() {
     let s = suite();
-    let correct = engine_check(&s, |_, _| {});
+    let correct = engine_check(&s, |_| {});
     assert_passes_stages(&correct, "the correct engine");
     let blocks = &["block_00", "block_01"][..];
     let mistakes: [(&str, GraphMistake, &[&str], &str, &str); 6] = [
         (
             "modulation `scale` for `1 + scale`",
-            |_, g| {
+            |g| {
                 for (scaled, scale) in [("n1_scaled", "scale_msa"), ("n3_scaled", "scale_mlp")] {
                     if let Some(n) = g.iter_mut().find(|n| n.output == scaled) {
                         n.inputs[1] = scale.into();
@@ -298,7 +298,7 @@ fn an_engine_with_a_trellis_graph_mistake_fails_at_its_stage_and_operator() {
         ),
         (
             "the gate applied to the cross-attention",
-            |_, g| {
+            |g| {
                 if g.iter().any(|n| n.output == "x_cross") {
                     insert_before(
                         g,
@@ -319,7 +319,7 @@ fn an_engine_with_a_trellis_graph_mistake_fails_at_its_stage_and_operator() {
             // TRELLIS.2 normalises q and k before its RoPE; TRELLIS v1 (this
             // model) has no RoPE: the per-head axis is what a port gets wrong.
             "q's RMSNorm over all heads' channels at once, not per head",
-            |_, g| {
+            |g| {
                 if g.iter().any(|n| n.output == "q_normed") {
                     let q = node_named(g, "q_normed").clone();
                     let shape = |s: &[i64]| Attrs::new().with("shape", AttrValue::Ints(s.to_vec()));
@@ -370,7 +370,7 @@ fn an_engine_with_a_trellis_graph_mistake_fails_at_its_stage_and_operator() {
         ),
         (
             "the MLP's GELU in its erf form, not tanh",
-            |_, g| {
+            |g| {
                 if let Some(n) = g.iter_mut().find(|n| n.op == Op::GeluTanh) {
                     n.op = Op::Gelu;
                 }
@@ -381,7 +381,7 @@ fn an_engine_with_a_trellis_graph_mistake_fails_at_its_stage_and_operator() {
         ),
         (
             "the timestep embedding's sin first (it is cos first)",
-            |_, g| {
+            |g| {
                 if g.iter().any(|n| n.output == "t_freq") {
                     node_named(g, "t_freq").inputs.reverse();
                 }
@@ -392,7 +392,7 @@ fn an_engine_with_a_trellis_graph_mistake_fails_at_its_stage_and_operator() {
         ),
         (
             "the position embedding's cos first (it is sin first)",
-            |_, g| {
+            |g| {
                 if g.iter().any(|n| n.output == "pos_axis") {
                     node_named(g, "pos_axis").inputs.reverse();
                 }
