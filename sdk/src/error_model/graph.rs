@@ -252,11 +252,16 @@ pub fn check_nodes(
                     node.output
                 )));
             }
+            // Only the value: its bound and σ would not be used.
             let specs: Vec<TensorSpec> = own.iter().map(|t| t.spec.clone()).collect();
-            let float = tier.float_dtype();
-            let (_, spec) = ops::output_spec(node.op, &node.attrs_at(float), &specs)?;
-            let ev = node_reference(node, float, &own, spec.dtype, reference, params)?;
-            filled.insert(node.output.clone(), ev.value.cast(spec.dtype));
+            let (_, spec) = ops::output_spec(node.op, &node.attrs_at(tier.float_dtype()), &specs)?;
+            let wide: Vec<HostTensor> = own.iter().map(|t| ops::wide(t)).collect();
+            let value = Reference(reference).exec(
+                node.op,
+                &node.attrs_at(Some(DType::F64)),
+                &wide.iter().collect::<Vec<_>>(),
+            )?;
+            filled.insert(node.output.clone(), value.cast(spec.dtype));
             continue;
         };
         let ev = node_reference(
