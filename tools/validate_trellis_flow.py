@@ -7,6 +7,7 @@ the SDPA attention backend).
     cargo build --release
     python3 tools/validate_trellis_flow.py [SUITE ...] [--tier fp32|fp16|bf16 ...]
                                            [--mode isolated|chained ...] [--save DIR]
+                                           [--stages NAME,NAME,...]
     python3 tools/validate_trellis_flow.py [SUITE ...] --golden
 
 Default: trellis-ss-flow-quick, tiers fp32, fp16 and bf16, both modes. The
@@ -30,6 +31,10 @@ The sampler step is TRELLIS v1's FlowEulerGuidanceIntervalSampler step, written
 out here from microsoft/TRELLIS (trellis-3d-python ships TRELLIS.2's guidance
 formula): v = (1 + s) v_cond - s v_uncond; x_prev = x_t - (t - t_prev) v, with
 t - t_prev a Python float.
+
+--stages judges only the stages named (a full-shape pass of every stage costs
+about an hour of `check` per tier and mode on 2 cores); in isolated mode only
+their blocks run.
 
 --golden instead runs the official modules in float64, each stage fed its
 golden inputs, and compares with the golden values.
@@ -112,8 +117,9 @@ def step_constants(t):
     return float(t["cfg_neg"][0]), float(t["dt"][0])
 
 
-def stages(model, t, v, tier, chained):
-    """Every stage output, from golden inputs (isolated) or the model's own (chained)."""
+def stages(model, t, v, tier, chained, only=None):
+    """Every stage output (or those of the blocks in `only`), from golden
+    inputs (isolated) or the model's own (chained)."""
     out, fed = {}, {}
     wide = torch.float64 if tier == "fp64" else torch.float32
     low = DTYPES[tier]
@@ -152,6 +158,8 @@ def stages(model, t, v, tier, chained):
     dtype = model.dtype if tier != "fp64" else torch.float64
     t_emb, cond = given("t_emb").to(dtype), given("cond").to(dtype)
     for i, block in enumerate(model.blocks):
+        if only is not None and not chained and f"block_{i:02d}" not in only:
+            continue
         h = given(f"h_{i}").to(dtype)
         out[f"h_{i + 1}"] = block(h, t_emb, cond, None)
         if tier in ("fp16", "bf16"):
@@ -174,12 +182,13 @@ def stages(model, t, v, tier, chained):
     return {k: x.reshape(t[k.split("@")[0]].shape) for k, x in captured.items()}
 
 
-def check(suite, captured, tier, mode, save=None):
+def check(suite, captured, tier, mode, save=None, only=None):
     with tempfile.TemporaryDirectory() as tmp:
         path = pathlib.Path(tmp) / "captured.safetensors"
         save_file({k: np.require(x, requirements="C") for k, x in captured.items()}, str(path))
+        select = ["--stage", "{" + ",".join(only) + "}"] if only else []
         r = subprocess.run([str(CLI), "check", suite, "--tensors", str(path), "--tier", tier, "--mode", mode,
-                            "--json"], capture_output=True, text=True)
+                            "--json", *select], capture_output=True, text=True)
         if save is not None:
             save.parent.mkdir(parents=True, exist_ok=True)
             path.replace(save.parent / f"{save.name}.safetensors")
@@ -222,11 +231,12 @@ def golden(suite):
 
 def main():
     argv = sys.argv[1:]
-    valued = {"--tier", "--mode", "--save"}
+    valued = {"--tier", "--mode", "--save", "--stages"}
     opt = lambda name: [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == name]
     tiers = opt("--tier") or ["fp32", "fp16", "bf16"]
     modes = opt("--mode") or ["isolated", "chained"]
     save = pathlib.Path(opt("--save")[-1]) if opt("--save") else None
+    only = opt("--stages")[-1].split(",") if opt("--stages") else None
     skip = {i + 1 for i, a in enumerate(argv) if a in valued}
     suites = [a for i, a in enumerate(argv) if not a.startswith("--") and i not in skip] or ["trellis-ss-flow-quick"]
     for tier in tiers:
@@ -249,8 +259,8 @@ def main():
         for tier in tiers:
             model = model_for(t, keys, v, tier)
             for mode in modes:
-                captured = stages(model, t, v, tier, chained=mode == "chained")
-                report = check(suite, captured, tier, mode, save and save / f"{suite}.{tier}.{mode}")
+                captured = stages(model, t, v, tier, chained=mode == "chained", only=only)
+                report = check(suite, captured, tier, mode, save and save / f"{suite}.{tier}.{mode}", only)
                 tr = report["tiers"][0]
                 margins = [(max((number(o["judgement"]["max_e"]) for o in s["outputs"]), default=0.0), s["stage"])
                            for s in tr["stages"]]
