@@ -597,8 +597,11 @@ fn a_gemm_rounding_every_output_one_ulp_up_fails_on_its_bias() {
 }
 
 /// Implementations that differ from the reference in legitimate ways pass
-/// every tier in both modes, on the quick suite and on the stress suite, and
-/// the full suite at fp32 (its larger tensors make the bias test sharpest).
+/// every tier in both modes on the stress suite (the quick suite's shapes with
+/// outlier activations x10: where a variant's rounding differs most), and the
+/// full suite at fp32 (its larger tensors make the bias test sharpest). The
+/// quick suite adds nothing the stress suite does not probe harder, and CI's
+/// 30 minutes are better spent elsewhere.
 fn passes_everywhere(mutation: &str) {
     let (code, report) = mutant_cli(mutation, "dinov2-vits14", &[]);
     assert_eq!(
@@ -607,30 +610,29 @@ fn passes_everywhere(mutation: &str) {
         "{mutation} on the full suite: {}",
         report["tiers"][0]["stages"]
     );
-    for suite in ["dinov2-vits14-quick", "dinov2-vits14-stress"] {
-        for mode in ["isolated", "chained"] {
-            let (code, report) = mutant_cli(
-                mutation,
-                suite,
-                &[
-                    "--mode", mode, "--tier", "fp32", "--tier", "fp16", "--tier", "bf16",
-                ],
-            );
-            let failed: Vec<String> = report["tiers"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .flat_map(|t| {
-                    t["stages"]
-                        .as_array()
-                        .unwrap()
-                        .iter()
-                        .filter(|s| s["status"] != "pass")
-                        .map(move |s| format!("{} {} {}", t["tier"], s["stage"], s["drill_down"]))
-                })
-                .collect();
-            assert_eq!(code, Some(0), "{mutation} {suite} {mode}: {failed:#?}");
-        }
+    let suite = "dinov2-vits14-stress";
+    for mode in ["isolated", "chained"] {
+        let (code, report) = mutant_cli(
+            mutation,
+            suite,
+            &[
+                "--mode", mode, "--tier", "fp32", "--tier", "fp16", "--tier", "bf16",
+            ],
+        );
+        let failed: Vec<String> = report["tiers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|t| {
+                t["stages"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|s| s["status"] != "pass")
+                    .map(move |s| format!("{} {} {}", t["tier"], s["stage"], s["drill_down"]))
+            })
+            .collect();
+        assert_eq!(code, Some(0), "{mutation} {suite} {mode}: {failed:#?}");
     }
 }
 

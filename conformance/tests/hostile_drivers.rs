@@ -335,11 +335,17 @@ fn a_write_just_past_an_output_is_out_of_bounds() {
     let r = run(hostile::OOB_NEAR, &[]);
     assert_eq!(r.code, 1, "{}", r.stdout);
     assert_eq!(r.status("main", BAD), "out_of_bounds", "{}", r.stdout);
+    // The guard's pattern is drawn per run (even bytes): once in 128 runs its
+    // first byte is the driver's 'H' (0x48), and the write to +0 cannot be
+    // seen; 'O' (0x4F) at +1 and '!' at +7 are odd, so always seen.
+    let reason = r.reason("main", BAD);
     assert!(
-        r.reason("main", BAD)
-            .contains("`vsdk.gelu` wrote past the end of `hidden_act` (bytes +0..+7 after it)"),
-        "{}",
-        r.reason("main", BAD)
+        ["+0..+7", "+1..+7"]
+            .iter()
+            .any(|bytes| reason.contains(&format!(
+                "`vsdk.gelu` wrote past the end of `hidden_act` (bytes {bytes} after it)"
+            ))),
+        "{reason}"
     );
     r.others_pass(BAD);
 }
