@@ -13,7 +13,10 @@ pub mod taps;
 
 pub use attrs::{AttrValue, Attrs};
 pub use dtype::DType;
-pub use ops::{Conv2d, Crop, Node, Op, PilResize, Resize, Sdpa, ALL_OPS, CATALOG_VERSION};
+pub use ops::{
+    Conv2d, Crop, Node, Op, PilResize, Resize, Sdpa, ALL_OPS, CATALOG_VERSION, MAX_SPARSE_COORD,
+    SPARSE_OFFSETS,
+};
 pub use shape::{broadcast_shapes, checked_numel, TensorSpec, MAX_TENSOR_BYTES};
 pub use taps::PilFilter;
 

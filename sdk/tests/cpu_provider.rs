@@ -14,6 +14,12 @@ fn float_kernels_match_f64_references_in_every_float_dtype() {
 }
 
 #[test]
+fn sparse_voxel_kernels_match_their_definitions_in_every_float_dtype() {
+    let dtypes = [DType::F64, DType::F32, DType::F16, DType::BF16];
+    common::sparse::check_sparse_kernels(&cpu(), "sparse_kernels", &dtypes, tolerance);
+}
+
+#[test]
 fn movement_kernels_are_exact_on_every_dtype() {
     check_movement_kernels(&cpu(), "movement_kernels");
 }

@@ -152,6 +152,15 @@ pub(super) fn of(op: Op, dtype: DType, needed: &Needed, seed: u64) -> Vec<Case> 
         Op::ResizePilBicubic | Op::ResizePilLanczos => resize_pil(&mut c),
         Op::ResizeBicubic => resize(&mut c),
         Op::Crop | Op::Concat | Op::Reshape | Op::Permute => movement(&mut c),
+        // The sparse kernels' views and extreme values are not in the contract
+        // yet (issue 28): their suites' data and the provider tests cover them.
+        Op::SparseConv3d
+        | Op::SparseDownsampleCoords
+        | Op::SparseDownsampleIndex
+        | Op::SegmentMean
+        | Op::GatherRows
+        | Op::RepeatRows
+        | Op::SparseSubdivideCoords => {}
     }
     c.out
 }

@@ -49,7 +49,17 @@ impl Reference<'_> {
         let (n, k) = match (op, &w.spec.shape[..]) {
             (Op::Linear, &[n, k]) if k > 0 && x.spec.numel() % k == 0 => (n, k),
             _ => {
-                let mapped: Vec<HostTensor> = inputs.iter().map(|&(t, m)| m.apply(t)).collect();
+                // Integer inputs (sparse coordinates, indices) say where, not how much.
+                let mapped: Vec<HostTensor> = inputs
+                    .iter()
+                    .map(|&(t, m)| {
+                        if t.spec.dtype.is_float() {
+                            m.apply(t)
+                        } else {
+                            t.clone()
+                        }
+                    })
+                    .collect();
                 let refs: Vec<&HostTensor> = mapped.iter().collect();
                 return Ok(self.exec(op, attrs, &refs)?.to_f64_vec());
             }
@@ -331,6 +341,36 @@ pub(super) fn evaluate(r: &Reference, c: &Call) -> Result<Evaluated, Error> {
             &v.iter().map(|x| x.abs()).collect::<Vec<_>>(),
         )),
         Node::Cast(_) => exact(rounding(p, &v, 0.0, &v)),
+        Node::SparseConv3d => {
+            let mags: Vec<(&HostTensor, Mag)> = c.inputs.iter().map(|&t| (t, Mag::Abs)).collect();
+            let bnd = r.exec_nonneg(c.op, c.attrs, &mags)?;
+            let (n, cout) = (sparse_terms(c)?, c.inputs[2].spec.shape[2].max(1));
+            affine(|lambda| {
+                v.iter()
+                    .zip(bnd.iter())
+                    .enumerate()
+                    .map(|(e, (&v, &b))| {
+                        p.u * v.abs() + growth(lambda, n[e / cout]) * p.u_acc * b + p.tiny
+                    })
+                    .collect()
+            })
+        }
+        Node::SegmentMean { .. } => {
+            // The sum of n rows (λ√n roundings of at most Σ|x|), divided once.
+            let mean_abs = r
+                .exec(c.op, c.attrs, &[&abs(c.inputs[0]), c.inputs[1]])?
+                .to_f64_vec();
+            let (n, cols) = (segment_sizes(c)?, c.inputs[0].spec.shape[1].max(1));
+            affine(|lambda| {
+                v.iter()
+                    .zip(&mean_abs)
+                    .enumerate()
+                    .map(|(e, (&v, &m))| {
+                        p.u * v.abs() + (growth(lambda, n[e / cols]) + 1.0) * p.u_acc * m + p.tiny
+                    })
+                    .collect()
+            })
+        }
         Node::Gelu | Node::GeluTanh => {
             // erf (or tanh) is an approximation everywhere: a few ulps of
             // 1 + erf, times |x| / 2, plus the final products; the tanh
@@ -377,7 +417,12 @@ pub(super) fn evaluate(r: &Reference, c: &Call) -> Result<Evaluated, Error> {
         // Data movement: exact, except where an input wider than the tier
         // (a float32 capture `check` was given at bf16) must be stored at
         // the tier's precision.
-        Node::Crop(_) | Node::Reshape | Node::Permute { .. } | Node::Concat { .. } => exact(
+        Node::Crop(_)
+        | Node::Reshape
+        | Node::Permute { .. }
+        | Node::Concat { .. }
+        | Node::GatherRows
+        | Node::RepeatRows { .. } => exact(
             v.iter()
                 .map(|&v| {
                     if !c.off_tier_inputs || p.holds(v) {
@@ -389,6 +434,10 @@ pub(super) fn evaluate(r: &Reference, c: &Call) -> Result<Evaluated, Error> {
                 .collect(),
         ),
         Node::ResizePil(_) => exact(vec![c.params.lsb as f64; v.len()]),
+        // Integer outputs returned above.
+        Node::SparseDownsampleCoords { .. }
+        | Node::SparseDownsampleIndex { .. }
+        | Node::SparseSubdivideCoords => exact(vec![0.0; v.len()]),
     };
     let sigma = sigma(r, c, &value, &v, p, &fixed, &scaled)?;
     Ok(Evaluated {
@@ -407,7 +456,52 @@ pub(super) fn evaluate(r: &Reference, c: &Call) -> Result<Evaluated, Error> {
 /// (an 8-bit image divided by 255) a correctly rounded result has a mean error
 /// of 0.85 of its rms: their mean is not tested.
 fn accumulates(op: Op) -> bool {
-    matches!(op, Op::Linear | Op::Conv2d | Op::Sdpa)
+    matches!(op, Op::Linear | Op::Conv2d | Op::Sdpa | Op::SparseConv3d)
+}
+
+/// The terms of each output row of a `sparse_conv3d`: `Cin` per active
+/// voxel of its 3x3x3 neighbourhood (itself included), plus one with a bias.
+fn sparse_terms(c: &Call) -> Result<Vec<usize>, Error> {
+    let coords: Vec<[i64; 4]> = c.inputs[1]
+        .to_f64_vec()
+        .chunks_exact(4)
+        .map(|v| [v[0] as i64, v[1] as i64, v[2] as i64, v[3] as i64])
+        .collect();
+    let active: std::collections::HashSet<[i64; 4]> = coords.iter().copied().collect();
+    let cin = c.inputs[0].spec.shape[1];
+    let bias = usize::from(c.inputs.len() == 4);
+    Ok(coords
+        .iter()
+        .map(|v| {
+            let near = vsdk_catalog::SPARSE_OFFSETS
+                .iter()
+                .filter(|d| {
+                    active.contains(&[
+                        v[0],
+                        v[1] + d[0] as i64,
+                        v[2] + d[1] as i64,
+                        v[3] + d[2] as i64,
+                    ])
+                })
+                .count();
+            near * cin + bias
+        })
+        .collect())
+}
+
+/// The rows of each segment of a `segment_mean` (the index was checked by
+/// the reference that ran it).
+fn segment_sizes(c: &Call) -> Result<Vec<usize>, Error> {
+    let Node::SegmentMean { segments } = c.node else {
+        return Err(Error::Tensor("segment sizes of another operator".into()));
+    };
+    let mut n = vec![0; *segments];
+    for i in c.inputs[1].to_f64_vec() {
+        if let Some(count) = n.get_mut(i as usize) {
+            *count += 1;
+        }
+    }
+    Ok(n)
 }
 
 /// The variance of one rounding to nearest of `x` at unit roundoff `u`: the
@@ -457,6 +551,33 @@ fn sigma(
                 .map(|(&v, &q)| stored(v) + ua * ua / 3.0 * sum_var(n, v, q))
                 .collect()
         }
+        Node::SparseConv3d => {
+            let squares: Vec<(&HostTensor, Mag)> =
+                c.inputs.iter().map(|&t| (t, Mag::Square)).collect();
+            let q = r.exec_nonneg(c.op, c.attrs, &squares)?;
+            let (n, cout) = (sparse_terms(c)?, c.inputs[2].spec.shape[2].max(1));
+            v.iter()
+                .zip(q.iter())
+                .enumerate()
+                .map(|(e, (&v, &q))| stored(v) + ua * ua / 3.0 * sum_var(n[e / cout], v, q))
+                .collect()
+        }
+        Node::SegmentMean { .. } => {
+            // The sum (of n·v, squares n·mean(x²)), then one division.
+            let mean_sq = r
+                .exec(c.op, c.attrs, &[&square(c.inputs[0]), c.inputs[1]])?
+                .to_f64_vec();
+            let (n, cols) = (segment_sizes(c)?, c.inputs[0].spec.shape[1].max(1));
+            v.iter()
+                .zip(&mean_sq)
+                .enumerate()
+                .map(|(e, (&v, &m2))| {
+                    let k = n[e / cols].max(1) as f64;
+                    let sum = sum_var(n[e / cols], k * v, k * m2) / (k * k);
+                    stored(v) + ua * ua / 3.0 * sum + rounding_var(ua, v)
+                })
+                .collect()
+        }
         Node::Add | Node::Sub | Node::Mul | Node::Cast(_) => v.iter().map(|&v| stored(v)).collect(),
         Node::Div => v.iter().map(|&v| stored(v) + rounding_var(ua, v)).collect(),
         Node::Gelu => {
@@ -500,7 +621,12 @@ fn sigma(
             .zip(scaled)
             .map(|(f, s)| (f + s).powi(2) / 3.0)
             .collect(),
-        Node::Crop(_) | Node::Reshape | Node::Permute { .. } | Node::Concat { .. } => v
+        Node::Crop(_)
+        | Node::Reshape
+        | Node::Permute { .. }
+        | Node::Concat { .. }
+        | Node::GatherRows
+        | Node::RepeatRows { .. } => v
             .iter()
             .map(|&v| {
                 if !c.off_tier_inputs || p.holds(v) {
@@ -510,7 +636,10 @@ fn sigma(
                 }
             })
             .collect(),
-        Node::ResizePil(_) => vec![0.0; v.len()],
+        Node::ResizePil(_)
+        | Node::SparseDownsampleCoords { .. }
+        | Node::SparseDownsampleIndex { .. }
+        | Node::SparseSubdivideCoords => vec![0.0; v.len()],
     };
     Ok(var.into_iter().map(f64::sqrt).collect())
 }
@@ -568,6 +697,39 @@ pub(super) fn propagate(
             }
             total
         }
+        Node::SparseConv3d => {
+            // V_x·w² + x²·V_w + V_b, each pass the operator itself.
+            let (x, coords, w) = (c.inputs[0], c.inputs[1], c.inputs[2]);
+            let conv = |a: &HostTensor, b: &HostTensor| r.exec(c.op, c.attrs, &[a, coords, b]);
+            let mut total = zeros(out_shape);
+            if let Some(vx) = vars[0] {
+                total = sum(total, conv(vx, &square(w))?)?;
+            }
+            if let Some(vw) = vars.get(2).copied().flatten() {
+                total = sum(total, conv(&square(x), vw)?)?;
+            }
+            if let Some(vb) = vars.get(3).copied().flatten() {
+                total = sum(total, vb.clone())?;
+            }
+            total
+        }
+        // V_x averaged over n rows: Σ V / n² = mean(V) / n.
+        Node::SegmentMean { .. } => {
+            let mean = r.exec(c.op, c.attrs, &[&var(0), c.inputs[1]])?.to_f64_vec();
+            let (n, cols) = (segment_sizes(c)?, c.inputs[0].spec.shape[1].max(1));
+            let v = mean
+                .iter()
+                .enumerate()
+                .map(|(e, &m)| m / n[e / cols].max(1) as f64)
+                .collect();
+            dense(out_shape, v)
+        }
+        Node::GatherRows => r.exec(c.op, c.attrs, &[&var(0), c.inputs[1]])?,
+        Node::RepeatRows { .. } => r.exec(c.op, c.attrs, &[&var(0)])?,
+        // Integer outputs carry no float error.
+        Node::SparseDownsampleCoords { .. }
+        | Node::SparseDownsampleIndex { .. }
+        | Node::SparseSubdivideCoords => return Ok(None),
         Node::Add | Node::Sub => sum(var(0), var(1))?,
         Node::Mul => sum(
             r.binary(Op::Mul, &var(0), &square(c.inputs[1]))?,

@@ -493,6 +493,15 @@ fn dispatch<B: Backend>(
         }
         Node::ResizeBicubic(r) => resize_bicubic(c, &ins[0], r, out),
         Node::ResizePil(r) => resize_pil(c, &ins[0], r, out),
+        Node::SparseConv3d
+        | Node::SparseDownsampleCoords { .. }
+        | Node::SparseDownsampleIndex { .. }
+        | Node::SegmentMean { .. }
+        | Node::GatherRows
+        | Node::RepeatRows { .. }
+        | Node::SparseSubdivideCoords => Err(ProviderError::unsupported(format!(
+            "{node:?}: not in the GPU kernel source yet"
+        ))),
     }
 }
 

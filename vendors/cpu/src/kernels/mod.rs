@@ -15,6 +15,7 @@ mod narrow;
 mod norm;
 pub mod resize;
 mod scratch;
+mod sparse;
 
 pub use matmul::linear;
 
@@ -116,6 +117,13 @@ pub fn run(node: &Node, inputs: &[TensorArg], outputs: &[TensorArg]) -> Result<(
                 movement::run(node, inputs, out)
             }
             Node::Cast(_) => cast::run(&inputs[0], out),
+            Node::SparseConv3d
+            | Node::SparseDownsampleCoords { .. }
+            | Node::SparseDownsampleIndex { .. }
+            | Node::SegmentMean { .. }
+            | Node::GatherRows
+            | Node::RepeatRows { .. }
+            | Node::SparseSubdivideCoords => sparse::run(node, inputs, out),
             Node::ResizePil(r) => {
                 resize::pil_u8(view::<u8>(&inputs[0]), view_mut::<u8>(out), r);
                 Ok(())
