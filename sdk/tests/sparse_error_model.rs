@@ -1,6 +1,7 @@
 //! The error model on the sparse voxel kernels (docs/operators.md, "Sparse
 //! voxel tensors"): the CPU provider passes a document of them at every float
-//! tier in both modes, an engine computing them correctly passes `check`, and
+//! tier in both modes (the C template at fp32), an engine computing them
+//! correctly passes `check`, and
 //! engines with the ports' classic mistakes fail at the stage that has them.
 
 mod common;
@@ -195,25 +196,31 @@ fn failing(r: &runner::RunReport) -> Vec<String> {
 }
 
 #[test]
-fn the_cpu_provider_passes_the_sparse_kernels_at_every_tier_in_both_modes() {
-    let (mut r, seed) = common::rng("sparse_cpu");
+fn the_reference_providers_pass_the_sparse_kernels_in_both_modes() {
+    let (mut r, seed) = common::rng("sparse_providers");
     let voxels = shell(&mut r);
     let suite = sparse_suite(&voxels, r.gen_range(1..1u64 << 40));
-    let cpu = common::cpu();
-    for mode in [Mode::Isolated, Mode::Chained] {
-        let opts = RunOptions {
-            mode,
-            tiers: vec![Tier::Fp32, Tier::Fp16, Tier::Bf16],
-            ..RunOptions::default()
-        };
-        let report = runner::run(&suite, &cpu, &cpu, &opts).unwrap();
-        assert!(
-            report.passed,
-            "{mode:?} (seed {seed}): {:#?}",
-            failing(&report)
-        );
-        for t in &report.tiers {
-            assert_eq!(t.stages.len(), 4);
+    let (cpu, template) = (common::cpu(), common::template_c());
+    let runs = [
+        ("cpu", &cpu, vec![Tier::Fp32, Tier::Fp16, Tier::Bf16]),
+        ("template-c", &template, vec![Tier::Fp32]),
+    ];
+    for (name, dev, tiers) in &runs {
+        for mode in [Mode::Isolated, Mode::Chained] {
+            let opts = RunOptions {
+                mode,
+                tiers: tiers.clone(),
+                ..RunOptions::default()
+            };
+            let report = runner::run(&suite, dev, &cpu, &opts).unwrap();
+            assert!(
+                report.passed,
+                "{name} {mode:?} (seed {seed}): {:#?}",
+                failing(&report)
+            );
+            for t in &report.tiers {
+                assert_eq!(t.stages.len(), 4);
+            }
         }
     }
 }

@@ -27,6 +27,16 @@ fn every_float_kernel_agrees_with_the_cpu_provider() {
 }
 
 #[test]
+fn sparse_voxel_kernels_match_their_definitions() {
+    common::sparse::check_sparse_kernels(
+        &template_c(),
+        "template_sparse",
+        &[DType::F32],
+        tolerance,
+    );
+}
+
+#[test]
 fn movement_kernels_agree_exactly() {
     let (mut r, seed) = rng("template_movement");
     let (cpu, tmpl) = (cpu(), template_c());

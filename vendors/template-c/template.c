@@ -89,6 +89,8 @@ static const char* const KERNELS[] = {
     "vsdk.add", "vsdk.sub", "vsdk.mul", "vsdk.div", "vsdk.conv2d", "vsdk.concat",
     "vsdk.reshape", "vsdk.permute", "vsdk.linear", "vsdk.layer_norm", "vsdk.rms_norm", "vsdk.softmax",
     "vsdk.sdpa", "vsdk.gelu", "vsdk.gelu_tanh", "vsdk.silu", "vsdk.sin", "vsdk.cos",
+    "vsdk.sparse_conv3d", "vsdk.sparse_downsample_coords", "vsdk.sparse_downsample_index", "vsdk.segment_mean",
+    "vsdk.gather_rows", "vsdk.repeat_rows", "vsdk.sparse_subdivide_coords",
 };
 #define NUM_KERNELS (sizeof KERNELS / sizeof KERNELS[0])
 
@@ -172,6 +174,11 @@ static vsdk_status_t* kernel_supports(vsdk_provider_t* p, uint32_t device, const
   } else if (!strcmp(kernel, "vsdk.crop") || !strcmp(kernel, "vsdk.cast") || !strcmp(kernel, "vsdk.concat") ||
              !strcmp(kernel, "vsdk.reshape") || !strcmp(kernel, "vsdk.permute")) {
     *out = is_u8(dtype) || is_f32(dtype);
+  } else if (!strcmp(kernel, "vsdk.gather_rows") || !strcmp(kernel, "vsdk.repeat_rows")) {
+    *out = is_u8(dtype) || is_f32(dtype) || is_dtype(dtype, VSDK_DTYPE_INT, 32);
+  } else if (!strcmp(kernel, "vsdk.sparse_downsample_coords") || !strcmp(kernel, "vsdk.sparse_downsample_index") ||
+             !strcmp(kernel, "vsdk.sparse_subdivide_coords")) {
+    *out = is_dtype(dtype, VSDK_DTYPE_INT, 32);
   } else {
     *out = is_f32(dtype);
   }
@@ -1205,6 +1212,343 @@ static vsdk_status_t* k_cast(const vsdk_kernel_call_t* c) {
 /* Dispatch                                                                  */
 /* ------------------------------------------------------------------------- */
 
+/* ------------------------------------------------------------------------- */
+/* Sparse voxel tensors (docs/operators.md, "Sparse voxel tensors")          */
+/* ------------------------------------------------------------------------- */
+
+/* Coordinates (b, x, y, z) in [0, 2^30), each voxel once. A device port does
+ * the same with a hash table in device memory: one thread per voxel inserts
+ * (atomic compare-and-swap on the key), then one thread per (voxel, offset)
+ * looks its neighbour up. Here: open addressing, linear probing. */
+typedef struct {
+  int32_t* keys; /* 4 per slot; b = -1 marks an empty slot */
+  int64_t* rows;
+  size_t mask;
+} voxel_hash;
+
+static size_t voxel_slot(const int32_t* v, size_t mask) {
+  uint64_t h = ((uint64_t)(uint32_t)v[0] << 32 | (uint32_t)v[1]) * 0x9E3779B97F4A7C15ull;
+  h ^= ((uint64_t)(uint32_t)v[2] << 32 | (uint32_t)v[3]) * 0xC2B2AE3D27D4EB4Full;
+  h ^= h >> 31;
+  return (size_t)(h * 0x94D049BB133111EBull >> 17) & mask;
+}
+
+static int64_t voxel_find(const voxel_hash* h, const int32_t* v) {
+  size_t s = voxel_slot(v, h->mask);
+  for (;; s = (s + 1) & h->mask) {
+    const int32_t* k = h->keys + 4 * s;
+    if (k[0] < 0) return -1;
+    if (k[0] == v[0] && k[1] == v[1] && k[2] == v[2] && k[3] == v[3]) return h->rows[s];
+  }
+}
+
+static void voxel_hash_free(voxel_hash* h) {
+  free(h->keys);
+  free(h->rows);
+}
+
+/* Loads input `i` as compact int32 coordinates [N, 4], checked, into `*coords`
+ * (caller frees), and hashes them when `h` is not NULL. */
+static vsdk_status_t* load_voxels(const vsdk_kernel_call_t* c, uint64_t i, int32_t** coords, size_t* n, voxel_hash* h) {
+  const vsdk_tensor_t* t = &c->inputs[i];
+  size_t r, slots = 16;
+  if (!is_dtype(t->dtype, VSDK_DTYPE_INT, 32) || t->ndim != 2 || t->shape[1] != 4)
+    return INVALID("%s: input %llu must be coords [N, 4] int32", c->kernel, (unsigned long long)i);
+  *n = (size_t)t->shape[0];
+  TRY(compact_copy(c, t, (void**)coords));
+  for (r = 0; r < 4 * *n; r++) {
+    if ((*coords)[r] < 0 || (*coords)[r] >= (1 << 30)) {
+      int32_t bad = (*coords)[r];
+      free(*coords);
+      return INVALID("%s: coords row %zu has %d: every entry lies in [0, 2^30)", c->kernel, r / 4, bad);
+    }
+  }
+  if (h == NULL) return NULL;
+  while (slots < 2 * *n) slots *= 2;
+  h->mask = slots - 1;
+  h->keys = (int32_t*)malloc(slots * 4 * sizeof(int32_t));
+  h->rows = (int64_t*)malloc(slots * sizeof(int64_t));
+  if (h->keys == NULL || h->rows == NULL) {
+    voxel_hash_free(h);
+    free(*coords);
+    return OOM("%s: cannot allocate a hash of %zu slots", c->kernel, slots);
+  }
+  memset(h->keys, 0xFF, slots * 4 * sizeof(int32_t));
+  for (r = 0; r < *n; r++) {
+    const int32_t* v = *coords + 4 * r;
+    size_t s = voxel_slot(v, h->mask);
+    for (;; s = (s + 1) & h->mask) {
+      int32_t* k = h->keys + 4 * s;
+      if (k[0] < 0) break;
+      if (k[0] == v[0] && k[1] == v[1] && k[2] == v[2] && k[3] == v[3]) {
+        int64_t first = h->rows[s];
+        voxel_hash_free(h);
+        free(*coords);
+        return INVALID("%s: coords rows %lld and %zu are the same voxel", c->kernel, (long long)first, r);
+      }
+    }
+    memcpy(h->keys + 4 * s, v, 4 * sizeof(int32_t));
+    h->rows[s] = (int64_t)r;
+  }
+  return NULL;
+}
+
+/* vsdk.sparse_conv3d: submanifold, 3x3x3, out[i] = b + sum over active
+ * neighbours j at offset k = 9(dx+1) + 3(dy+1) + (dz+1) of feats[j] . w[k]. */
+static vsdk_status_t* k_sparse_conv3d(const vsdk_kernel_call_t* c) {
+  float *x, *w, *b = NULL, *y = (float*)out_data(c);
+  int32_t* coords;
+  voxel_hash h;
+  size_t n, cin, cout, i, o, ch;
+  int k;
+  int64_t shape[2];
+  TRY(need_inputs(c, 3, 4));
+  if (!is_f32(c->inputs[0].dtype) || !is_f32(c->inputs[2].dtype) || (c->num_inputs == 4 && !is_f32(c->inputs[3].dtype)))
+    return UNSUPPORTED("%s: this template runs float32 features and weights", c->kernel);
+  if (c->inputs[0].ndim != 2 || c->inputs[2].ndim != 3 || c->inputs[2].shape[0] != 27 ||
+      c->inputs[2].shape[1] != c->inputs[0].shape[1])
+    return INVALID("%s: expected feats [N, Cin] and w [27, Cin, Cout]", c->kernel);
+  cin = (size_t)c->inputs[0].shape[1];
+  cout = (size_t)c->inputs[2].shape[2];
+  if (c->num_inputs == 4 && (c->inputs[3].ndim != 1 || (size_t)c->inputs[3].shape[0] != cout))
+    return INVALID("%s: bias must have shape [Cout]", c->kernel);
+  shape[0] = c->inputs[0].shape[0];
+  shape[1] = (int64_t)cout;
+  TRY(check_output(c, F32, 2, shape));
+  TRY(load_voxels(c, 1, &coords, &n, &h));
+  if (n != (size_t)c->inputs[0].shape[0]) {
+    voxel_hash_free(&h);
+    free(coords);
+    return INVALID("%s: feats has %lld rows, coords %zu", c->kernel, (long long)c->inputs[0].shape[0], n);
+  }
+  TRY(load_f32(c, 0, &x));
+  TRY(load_f32(c, 2, &w));
+  if (c->num_inputs == 4) TRY(load_f32(c, 3, &b));
+  for (i = 0; i < n; i++) {
+    int64_t nb[27]; /* the row of each neighbour, -1 where inactive */
+    for (k = 0; k < 27; k++) {
+      int32_t at[4];
+      at[0] = coords[4 * i];
+      at[1] = coords[4 * i + 1] + k / 9 - 1;
+      at[2] = coords[4 * i + 2] + k / 3 % 3 - 1;
+      at[3] = coords[4 * i + 3] + k % 3 - 1;
+      nb[k] = voxel_find(&h, at);
+    }
+    for (o = 0; o < cout; o++) {
+      double acc = b ? b[o] : 0.0;
+      for (k = 0; k < 27; k++) {
+        if (nb[k] < 0) continue;
+        for (ch = 0; ch < cin; ch++) acc += (double)x[(size_t)nb[k] * cin + ch] * w[((size_t)k * cin + ch) * cout + o];
+      }
+      y[i * cout + o] = (float)acc;
+    }
+  }
+  voxel_hash_free(&h);
+  free(coords);
+  free(x);
+  free(w);
+  free(b);
+  return NULL;
+}
+
+static int voxel_cmp(const void* a, const void* b) {
+  const int32_t *p = (const int32_t*)a, *q = (const int32_t*)b;
+  int d;
+  for (d = 0; d < 4; d++)
+    if (p[d] != q[d]) return p[d] < q[d] ? -1 : 1;
+  return 0;
+}
+
+/* The sorted distinct parents (b, x/2, y/2, z/2) of the coordinates (caller
+ * frees); `voxels` must be their number. */
+static vsdk_status_t* parents_of(const vsdk_kernel_call_t* c, int32_t** coords, size_t* n, int32_t** parents,
+                                 size_t* count) {
+  voxel_hash h;
+  int64_t voxels;
+  size_t i, m = 0;
+  int32_t* p;
+  TRY(need_inputs(c, 1, 1));
+  TRY(attr_int(c, "voxels", -1, &voxels));
+  if (voxels < 0) return INVALID("%s: `voxels` (the number of distinct parents) is required", c->kernel);
+  TRY(load_voxels(c, 0, coords, n, &h)); /* hashed only to refuse a voxel given twice */
+  voxel_hash_free(&h);
+  p = (int32_t*)malloc(*n ? *n * 4 * sizeof(int32_t) : 1);
+  if (p == NULL) {
+    free(*coords);
+    return OOM("%s: cannot allocate %zu parents", c->kernel, *n);
+  }
+  for (i = 0; i < 4 * *n; i++) p[i] = i % 4 ? (*coords)[i] / 2 : (*coords)[i];
+  qsort(p, *n, 4 * sizeof(int32_t), voxel_cmp);
+  for (i = 0; i < *n; i++)
+    if (m == 0 || voxel_cmp(p + 4 * i, p + 4 * (m - 1)) != 0) memmove(p + 4 * m++, p + 4 * i, 4 * sizeof(int32_t));
+  if ((int64_t)m != voxels) {
+    free(p);
+    free(*coords);
+    return INVALID("%s: the coordinates have %zu distinct parents; the call's `voxels` is %lld", c->kernel, m,
+                   (long long)voxels);
+  }
+  *parents = p;
+  *count = m;
+  return NULL;
+}
+
+static vsdk_status_t* k_sparse_downsample(const vsdk_kernel_call_t* c, int index) {
+  int32_t *coords = NULL, *parents = NULL, *y = (int32_t*)out_data(c);
+  size_t n = 0, m = 0, i;
+  int64_t shape[2];
+  static const vsdk_dtype_t I32 = {VSDK_DTYPE_INT, 32, 1};
+  TRY(parents_of(c, &coords, &n, &parents, &m));
+  shape[0] = index ? (int64_t)n : (int64_t)m;
+  shape[1] = 4;
+  {
+    vsdk_status_t* st = check_output(c, I32, index ? 1 : 2, shape);
+    if (st != NULL) {
+      free(coords);
+      free(parents);
+      return st;
+    }
+  }
+  if (!index) {
+    memcpy(y, parents, m * 4 * sizeof(int32_t));
+  } else {
+    for (i = 0; i < n; i++) {
+      int32_t v[4];
+      const int32_t* found;
+      v[0] = coords[4 * i];
+      v[1] = coords[4 * i + 1] / 2;
+      v[2] = coords[4 * i + 2] / 2;
+      v[3] = coords[4 * i + 3] / 2;
+      found = (const int32_t*)bsearch(v, parents, m, 4 * sizeof(int32_t), voxel_cmp);
+      y[i] = (int32_t)((found - parents) / 4);
+    }
+  }
+  free(coords);
+  free(parents);
+  return NULL;
+}
+
+/* An int32 index [N] whose entries lie in [0, rows) (caller frees). */
+static vsdk_status_t* load_index(const vsdk_kernel_call_t* c, uint64_t at, size_t rows, int32_t** idx, size_t* n) {
+  const vsdk_tensor_t* t = &c->inputs[at];
+  size_t i;
+  if (!is_dtype(t->dtype, VSDK_DTYPE_INT, 32) || t->ndim != 1) return INVALID("%s: index must be [N] int32", c->kernel);
+  *n = (size_t)t->shape[0];
+  TRY(compact_copy(c, t, (void**)idx));
+  for (i = 0; i < *n; i++)
+    if ((*idx)[i] < 0 || (size_t)(*idx)[i] >= rows) {
+      int32_t bad = (*idx)[i];
+      free(*idx);
+      return INVALID("%s: index[%zu] is %d: rows are 0..%zu", c->kernel, i, bad, rows);
+    }
+  return NULL;
+}
+
+/* vsdk.segment_mean: out[m] = mean of the rows i with index[i] = m (0 if none). */
+static vsdk_status_t* k_segment_mean(const vsdk_kernel_call_t* c) {
+  float *x, *y = (float*)out_data(c);
+  int32_t* idx;
+  int64_t segments, shape[2];
+  size_t n, cols, i, ch;
+  double* sums;
+  size_t* counts;
+  TRY(need_inputs(c, 2, 2));
+  if (!is_f32(c->inputs[0].dtype)) return UNSUPPORTED("%s: this template runs float32", c->kernel);
+  if (c->inputs[0].ndim != 2) return INVALID("%s: x must be [N, C]", c->kernel);
+  TRY(attr_int(c, "segments", -1, &segments));
+  if (segments < 0) return INVALID("%s: `segments` is required", c->kernel);
+  cols = (size_t)c->inputs[0].shape[1];
+  shape[0] = segments;
+  shape[1] = (int64_t)cols;
+  TRY(check_output(c, F32, 2, shape));
+  TRY(load_index(c, 1, (size_t)segments, &idx, &n));
+  if (n != (size_t)c->inputs[0].shape[0]) {
+    free(idx);
+    return INVALID("%s: index must give one segment per row of x", c->kernel);
+  }
+  sums = (double*)calloc((size_t)segments * cols + 1, sizeof(double));
+  counts = (size_t*)calloc((size_t)segments + 1, sizeof(size_t));
+  if (sums == NULL || counts == NULL) {
+    free(sums);
+    free(counts);
+    free(idx);
+    return OOM("%s: cannot allocate the sums", c->kernel);
+  }
+  TRY(load_f32(c, 0, &x));
+  for (i = 0; i < n; i++) {
+    counts[idx[i]]++;
+    for (ch = 0; ch < cols; ch++) sums[(size_t)idx[i] * cols + ch] += x[i * cols + ch];
+  }
+  for (i = 0; i < (size_t)segments * cols; i++) y[i] = counts[i / cols] ? (float)(sums[i] / (double)counts[i / cols]) : 0.0f;
+  free(sums);
+  free(counts);
+  free(idx);
+  free(x);
+  return NULL;
+}
+
+/* vsdk.gather_rows (out[i] = x[index[i]]) and vsdk.repeat_rows (out[r] =
+ * x[r / times]): element bytes copied, any dtype. */
+static vsdk_status_t* k_rows(const vsdk_kernel_call_t* c, int gather) {
+  const vsdk_tensor_t* t = &c->inputs[0];
+  char *src, *dst = (char*)out_data(c);
+  int32_t* idx = NULL;
+  int64_t times = 0, shape[2];
+  size_t rows, n, r, row_bytes;
+  TRY(need_inputs(c, gather ? 2 : 1, gather ? 2 : 1));
+  if (t->ndim != 2) return INVALID("%s: x must be [rows, C]", c->kernel);
+  rows = (size_t)t->shape[0];
+  row_bytes = (size_t)t->shape[1] * elem_size(t);
+  if (gather) {
+    TRY(load_index(c, 1, rows, &idx, &n));
+  } else {
+    TRY(attr_int(c, "times", 0, &times));
+    if (times < 1) return INVALID("%s: `times` must be >= 1", c->kernel);
+    n = rows * (size_t)times;
+  }
+  shape[0] = (int64_t)n;
+  shape[1] = t->shape[1];
+  {
+    vsdk_status_t* st = same_dtype_out(c, 2, shape);
+    if (st == NULL) st = compact_copy(c, t, (void**)&src);
+    if (st != NULL) {
+      free(idx);
+      return st;
+    }
+  }
+  for (r = 0; r < n; r++) memcpy(dst + r * row_bytes, src + (gather ? (size_t)idx[r] : r / (size_t)times) * row_bytes, row_bytes);
+  free(src);
+  free(idx);
+  return NULL;
+}
+
+/* vsdk.sparse_subdivide_coords: row 8i + m, m = 4dx + 2dy + dz, is the child
+ * (b, 2x + dx, 2y + dy, 2z + dz) of voxel i. */
+static vsdk_status_t* k_sparse_subdivide_coords(const vsdk_kernel_call_t* c) {
+  int32_t *coords, *y = (int32_t*)out_data(c);
+  voxel_hash h;
+  size_t n, i;
+  int m;
+  int64_t shape[2];
+  static const vsdk_dtype_t I32 = {VSDK_DTYPE_INT, 32, 1};
+  TRY(need_inputs(c, 1, 1));
+  if (c->inputs[0].ndim != 2) return INVALID("%s: coords must be [N, 4]", c->kernel);
+  shape[0] = 8 * c->inputs[0].shape[0];
+  shape[1] = 4;
+  TRY(check_output(c, I32, 2, shape));
+  TRY(load_voxels(c, 0, &coords, &n, &h));
+  voxel_hash_free(&h);
+  for (i = 0; i < n; i++)
+    for (m = 0; m < 8; m++) {
+      int32_t* o = y + 4 * (8 * i + (size_t)m);
+      o[0] = coords[4 * i];
+      o[1] = 2 * coords[4 * i + 1] + (m >> 2);
+      o[2] = 2 * coords[4 * i + 2] + ((m >> 1) & 1);
+      o[3] = 2 * coords[4 * i + 3] + (m & 1);
+    }
+  free(coords);
+  return NULL;
+}
+
 static vsdk_status_t* execute(vsdk_provider_t* p, const vsdk_kernel_call_t* c) {
   const char* k;
   uint64_t i;
@@ -1240,6 +1584,13 @@ static vsdk_status_t* execute(vsdk_provider_t* p, const vsdk_kernel_call_t* c) {
   if (!strcmp(k, "vsdk.reshape")) return k_reshape(c);
   if (!strcmp(k, "vsdk.permute")) return k_permute(c);
   if (!strcmp(k, "vsdk.cast")) return k_cast(c);
+  if (!strcmp(k, "vsdk.sparse_conv3d")) return k_sparse_conv3d(c);
+  if (!strcmp(k, "vsdk.sparse_downsample_coords")) return k_sparse_downsample(c, 0);
+  if (!strcmp(k, "vsdk.sparse_downsample_index")) return k_sparse_downsample(c, 1);
+  if (!strcmp(k, "vsdk.segment_mean")) return k_segment_mean(c);
+  if (!strcmp(k, "vsdk.gather_rows")) return k_rows(c, 1);
+  if (!strcmp(k, "vsdk.repeat_rows")) return k_rows(c, 0);
+  if (!strcmp(k, "vsdk.sparse_subdivide_coords")) return k_sparse_subdivide_coords(c);
   return UNSUPPORTED("%s: unknown kernel", k);
 }
 
