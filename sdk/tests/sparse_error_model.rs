@@ -189,9 +189,15 @@ fn engine(suite: &Suite, voxels: &[[i32; 4]], mistake: &str) -> HashMap<String, 
 fn failing(r: &runner::RunReport) -> Vec<String> {
     r.tiers
         .iter()
-        .flat_map(|t| t.stages.iter().chain(&t.differential))
+        .flat_map(|t| t.stages.iter().chain(&t.differential).chain(&t.contract))
         .filter(|s| s.status != Status::Pass)
         .map(|s| format!("{}: {:?}", s.stage, s.reason))
+        .chain(r.tiers.iter().flat_map(|t| {
+            t.end_to_end
+                .iter()
+                .filter(|e| !e.passed)
+                .map(|e| format!("end to end {:?} {}: {:?}", t.tier, e.tensor, e.drift))
+        }))
         .collect()
 }
 
@@ -220,6 +226,22 @@ fn the_reference_providers_pass_the_sparse_kernels_in_both_modes() {
             );
             for t in &report.tiers {
                 assert_eq!(t.stages.len(), 4);
+                // The kernel contract ran every sparse kernel's cases too.
+                for kernel in [
+                    "vsdk.sparse_conv3d@1",
+                    "vsdk.segment_mean@1",
+                    "vsdk.sparse_downsample_index@1",
+                ] {
+                    let cases = t
+                        .contract
+                        .iter()
+                        .filter(|c| c.stage.starts_with(kernel))
+                        .count();
+                    assert!(
+                        cases >= 2,
+                        "{name} {mode:?} {kernel}: {cases} contract cases"
+                    );
+                }
             }
         }
     }
