@@ -197,11 +197,22 @@ unsafe fn conv3d(inputs: &[TensorArg], out: &TensorArg) -> Result<(), ProviderEr
     let (n, cin, cout) = (voxels.len(), feats.shape[1], w.shape[2]);
     let size = feats.dtype.size_bytes();
     let k_len = 27 * cin;
-    // The gathered rows: all-zero bytes are +0 in every float dtype.
-    let mut gathered = vec![0u8; n * k_len * size];
+    // The gathered rows, 27 times the features: held to the catalog's
+    // tensor limit like any tensor the provider allocates.
+    let bytes = (n as u64)
+        .checked_mul(k_len as u64 * size as u64)
+        .filter(|&b| b <= vsdk_catalog::MAX_TENSOR_BYTES)
+        .ok_or_else(|| {
+            ProviderError::invalid(format!(
+                "{n} voxels x 27 neighbours x {cin} channels: the gathered matrix passes the {} GiB tensor limit",
+                vsdk_catalog::MAX_TENSOR_BYTES >> 30
+            ))
+        })?;
+    // All-zero bytes are +0 in every float dtype.
+    let mut gathered = vec![0u8; bytes as usize];
     let f = rows(feats);
     gathered
-        .par_chunks_mut(k_len * size)
+        .par_chunks_mut((k_len * size).max(1))
         .zip(voxels.par_iter())
         .for_each(|(row, v)| {
             for (k, d) in SPARSE_OFFSETS.iter().enumerate() {
