@@ -124,22 +124,6 @@ fn committed_golden_files_are_what_generate_computes() {
     }
 }
 
-/// `suite` on `provider` at every float tier in `mode`; in isolated mode with
-/// the differential round too (a correct provider passes on fresh inputs).
-fn run_every_tier(
-    suite: &Suite,
-    provider: &Device,
-    reference: &Device,
-    mode: Mode,
-) -> runner::RunReport {
-    let options = RunOptions {
-        mode,
-        differential: mode == Mode::Isolated,
-        ..opts(&ALL_TIERS)
-    };
-    runner::run(suite, provider, reference, &options).unwrap()
-}
-
 /// `suite` on `provider` (the CPU reference) at every float tier in `mode`,
 /// with the differential round at the tiers in `fresh` (each checked to
 /// have judged every stage afresh): one report.
@@ -224,10 +208,15 @@ fn the_cpu_provider_passes_every_suite_at_every_float_tier_in_both_modes() {
 
 #[test]
 fn the_gpu_kernels_under_simt_emulation_pass_the_quick_suite_at_every_tier_in_both_modes() {
-    let (cpu, simt) = (cpu(), built("simt"));
+    let simt = built("simt");
     let s = suite("dinov2-vits14-quick");
     for mode in [Mode::Isolated, Mode::Chained] {
-        let r = run_every_tier(&s, &simt, &cpu, mode);
+        let fresh: &[Tier] = if mode == Mode::Isolated {
+            &ALL_TIERS
+        } else {
+            &[]
+        };
+        let r = run_with_fresh_tiers(&s, &simt, mode, fresh);
         assert_passes(&r, &format!("simt {mode:?}"));
         for t in &r.tiers {
             assert_eq!(t.stages.len(), 17, "{mode:?} {}", t.tier.name());

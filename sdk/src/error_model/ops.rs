@@ -344,7 +344,7 @@ pub(super) fn evaluate(r: &Reference, c: &Call) -> Result<Evaluated, Error> {
         Node::SparseConv3d => {
             let mags: Vec<(&HostTensor, Mag)> = c.inputs.iter().map(|&t| (t, Mag::Abs)).collect();
             let bnd = r.exec_nonneg(c.op, c.attrs, &mags)?;
-            let (n, cout) = (sparse_terms(c)?, c.inputs[2].spec.shape[2].max(1));
+            let (n, cout) = (sparse_terms(c), c.inputs[2].spec.shape[2].max(1));
             affine(|lambda| {
                 v.iter()
                     .zip(bnd.iter())
@@ -461,7 +461,7 @@ fn accumulates(op: Op) -> bool {
 
 /// The terms of each output row of a `sparse_conv3d`: `Cin` per active
 /// voxel of its 3x3x3 neighbourhood (itself included), plus one with a bias.
-fn sparse_terms(c: &Call) -> Result<Vec<usize>, Error> {
+fn sparse_terms(c: &Call) -> Vec<usize> {
     let coords: Vec<[i64; 4]> = c.inputs[1]
         .to_f64_vec()
         .chunks_exact(4)
@@ -470,7 +470,7 @@ fn sparse_terms(c: &Call) -> Result<Vec<usize>, Error> {
     let active: std::collections::HashSet<[i64; 4]> = coords.iter().copied().collect();
     let cin = c.inputs[0].spec.shape[1];
     let bias = usize::from(c.inputs.len() == 4);
-    Ok(coords
+    coords
         .iter()
         .map(|v| {
             let near = vsdk_catalog::SPARSE_OFFSETS
@@ -486,7 +486,7 @@ fn sparse_terms(c: &Call) -> Result<Vec<usize>, Error> {
                 .count();
             near * cin + bias
         })
-        .collect())
+        .collect()
 }
 
 /// The rows of each segment of a `segment_mean` (the index was checked by
@@ -555,7 +555,7 @@ fn sigma(
             let squares: Vec<(&HostTensor, Mag)> =
                 c.inputs.iter().map(|&t| (t, Mag::Square)).collect();
             let q = r.exec_nonneg(c.op, c.attrs, &squares)?;
-            let (n, cout) = (sparse_terms(c)?, c.inputs[2].spec.shape[2].max(1));
+            let (n, cout) = (sparse_terms(c), c.inputs[2].spec.shape[2].max(1));
             v.iter()
                 .zip(q.iter())
                 .enumerate()
