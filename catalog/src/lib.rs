@@ -10,6 +10,7 @@ mod ops;
 pub mod rounding;
 mod shape;
 pub mod taps;
+pub mod voxels;
 
 pub use attrs::{AttrValue, Attrs};
 pub use dtype::DType;

@@ -2,7 +2,8 @@
 //! run on the CPU by the SIMT emulation provider, against the same f64
 //! references as the CPU provider, on fresh random inputs: every float kernel
 //! at float32, float16 and bfloat16, data movement on every dtype, and the
-//! casts the kernels implement, bit for bit.
+//! casts the kernels implement, bit for bit, and the sparse voxel kernels
+//! (a device hash, a bitonic sort) against their definitions.
 
 mod common;
 use common::cases::*;
@@ -13,6 +14,12 @@ use vips_sdk::{AttrValue, Attrs, DType, HostTensor};
 fn float_kernels_match_f64_references_at_every_gpu_dtype() {
     let dtypes = [DType::F32, DType::F16, DType::BF16];
     check_float_kernels(&simt(), "simt_float_kernels", &dtypes, tolerance);
+}
+
+#[test]
+fn sparse_voxel_kernels_match_their_definitions_at_every_gpu_dtype() {
+    let dtypes = [DType::F32, DType::F16, DType::BF16];
+    common::sparse::check_sparse_kernels(&simt(), "simt_sparse", &dtypes, tolerance);
 }
 
 #[test]

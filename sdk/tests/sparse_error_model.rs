@@ -1,6 +1,7 @@
 //! The error model on the sparse voxel kernels (docs/operators.md, "Sparse
 //! voxel tensors"): the CPU provider passes a document of them at every float
-//! tier in both modes (the C template at fp32), an engine computing them
+//! tier in both modes (the C template at fp32, the GPU kernel source under
+//! SIMT emulation at every tier), an engine computing them
 //! correctly passes `check`, and
 //! engines with the ports' classic mistakes fail at the stage that has them.
 
@@ -206,10 +207,12 @@ fn the_reference_providers_pass_the_sparse_kernels_in_both_modes() {
     let (mut r, seed) = common::rng("sparse_providers");
     let voxels = shell(&mut r);
     let suite = sparse_suite(&voxels, r.gen_range(1..1u64 << 40));
-    let (cpu, template) = (common::cpu(), common::template_c());
+    let (cpu, template, simt) = (common::cpu(), common::template_c(), common::simt());
+    let every_tier = vec![Tier::Fp32, Tier::Fp16, Tier::Bf16];
     let runs = [
-        ("cpu", &cpu, vec![Tier::Fp32, Tier::Fp16, Tier::Bf16]),
+        ("cpu", &cpu, every_tier.clone()),
         ("template-c", &template, vec![Tier::Fp32]),
+        ("simt", &simt, every_tier),
     ];
     for (name, dev, tiers) in &runs {
         for mode in [Mode::Isolated, Mode::Chained] {

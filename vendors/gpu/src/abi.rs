@@ -43,20 +43,21 @@ fn cstring(s: impl Into<String>) -> CString {
 
 /// The operators' dtypes on these kernels: float math in f32, f16 and bf16
 /// (no float64 on GPUs), casts among the types the kernels load and store,
-/// data movement on any dtype (a copy of 1, 2, 4 or 8 bytes).
+/// data movement on any dtype (a copy of 1, 2, 4 or 8 bytes), sparse
+/// coordinates in int32.
 pub fn supports(op: Op, dtype: DType) -> bool {
     let kernel_types = [DType::U8, DType::F16, DType::BF16, DType::F32];
     op.dtypes().contains(&dtype)
         && match op {
-            Op::Crop | Op::Concat | Op::Reshape | Op::Permute => true,
-            // Not in the kernel source yet (issue 28).
-            Op::SparseConv3d
-            | Op::SparseDownsampleCoords
-            | Op::SparseDownsampleIndex
-            | Op::SegmentMean
+            Op::Crop
+            | Op::Concat
+            | Op::Reshape
+            | Op::Permute
             | Op::GatherRows
             | Op::RepeatRows
-            | Op::SparseSubdivideCoords => false,
+            | Op::SparseDownsampleCoords
+            | Op::SparseDownsampleIndex
+            | Op::SparseSubdivideCoords => true,
             Op::Cast | Op::ResizePilBicubic | Op::ResizePilLanczos => kernel_types.contains(&dtype),
             _ => dtype != DType::F64,
         }
@@ -233,9 +234,13 @@ impl<B: Backend> Provider for GpuProvider<B> {
         let specs: Vec<_> = call.inputs.iter().map(TensorArg::spec).collect();
         let (node, expected) = Node::infer(op, &call.attrs, &specs)?;
         call.check_outputs(&expected)?;
-        for (what, t) in call.tensors() {
+        for (i, (what, t)) in call.tensors().enumerate() {
             check_tensor::<B>(d, call.device_index, &call.kernel, what, t)?;
-            if !supports(op, t.dtype) {
+            // The first input and the outputs carry the kernel's dtypes; the
+            // catalog fixed the rest (the same, or a sparse op's int32
+            // coordinates and indices).
+            let data = i == 0 || what == "output";
+            if data && !supports(op, t.dtype) {
                 return Err(ProviderError::unsupported(format!(
                     "{}: {what} dtype {} is not supported by the {} provider",
                     call.kernel,

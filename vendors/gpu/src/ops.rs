@@ -3,6 +3,8 @@
 //! source's field for field; the SIMT provider's tests run every path below
 //! on the CPU against the reference provider.
 
+mod sparse;
+
 use crate::backend::{Backend, DevicePtr, Gemm, GemmType};
 use std::ffi::c_void;
 use vsdk_catalog::{taps, Conv2d, DType, Node, PilResize, Resize};
@@ -91,6 +93,7 @@ pub fn kernel_names() -> Vec<String> {
             "sdpa",
             "taps_from",
             "taps_to",
+            "segment_mean",
         ] {
             names.push(format!("vips_{op}_{t}"));
         }
@@ -102,8 +105,24 @@ pub fn kernel_names() -> Vec<String> {
     }
     for bytes in [1, 2, 4, 8] {
         names.push(format!("vips_copy_{bytes}"));
+        names.push(format!("vips_rows_{bytes}"));
     }
-    for k in ["taps_pil_u8", "premultiply_u8", "unpremultiply_u8"] {
+    for k in [
+        "taps_pil_u8",
+        "premultiply_u8",
+        "unpremultiply_u8",
+        "sparse_fill",
+        "sparse_check_coords",
+        "sparse_insert",
+        "sparse_neighbours",
+        "sparse_unique",
+        "sparse_sort_step",
+        "sparse_parents",
+        "sparse_inverse",
+        "sparse_subdivide",
+        "sparse_check_index",
+        "sparse_segments",
+    ] {
         names.push(format!("vips_{k}"));
     }
     names
@@ -499,9 +518,7 @@ fn dispatch<B: Backend>(
         | Node::SegmentMean { .. }
         | Node::GatherRows
         | Node::RepeatRows { .. }
-        | Node::SparseSubdivideCoords => Err(ProviderError::unsupported(format!(
-            "{node:?}: not in the GPU kernel source yet"
-        ))),
+        | Node::SparseSubdivideCoords => sparse::run(c, node, ins, out),
     }
 }
 

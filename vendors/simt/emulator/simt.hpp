@@ -36,6 +36,22 @@ float vips_simt_shfl_xor(float v, int lane_mask);
 // The launch's dynamic shared memory (its `shared_bytes`).
 void* vips_simt_dynamic_shared();
 
+// CUDA's 32-bit integer atomics, returning the old value. Blocks run on
+// several OS threads at once, so these are real atomics; a fiber never
+// switches inside one.
+inline int atomicCAS(int* p, int expected, int desired) {
+  __atomic_compare_exchange_n(p, &expected, desired, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  return expected;
+}
+inline int atomicAdd(int* p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+inline int atomicMin(int* p, int v) {
+  int old = __atomic_load_n(p, __ATOMIC_SEQ_CST);
+  while (v < old &&
+         !__atomic_compare_exchange_n(p, &old, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+  }
+  return old;
+}
+
 namespace vips_simt {
 
 // A kernel, callable with cuLaunchKernel-style parameters: params[i] points

@@ -13,10 +13,9 @@ use ndarray::ArrayViewD;
 use rayon::prelude::*;
 use std::collections::HashMap;
 use vsdk_catalog::rounding::{bf16_from_f64, f16_from_f64};
-use vsdk_catalog::{DType, Node, MAX_SPARSE_COORD, SPARSE_OFFSETS};
+use vsdk_catalog::voxels::Voxel;
+use vsdk_catalog::{DType, Node, SPARSE_OFFSETS};
 use vsdk_provider_kit::{ProviderError, TensorArg};
-
-type Voxel = [i32; 4];
 
 /// # Safety
 /// As `kernels::run`: every tensor is live memory of its dtype and shape, the
@@ -49,7 +48,7 @@ pub unsafe fn run(node: &Node, inputs: &[TensorArg], out: &TensorArg) -> Result<
                 Ok(())
             }
             Node::SparseSubdivideCoords => {
-                let voxels = voxels(&inputs[0])?;
+                let voxels = voxels(&inputs[0]);
                 hash(&voxels)?;
                 let children = voxels.iter().flat_map(|v| {
                     (0..8).map(move |m| {
@@ -71,37 +70,21 @@ pub unsafe fn run(node: &Node, inputs: &[TensorArg], out: &TensorArg) -> Result<
     }
 }
 
-/// The coordinates, checked against the catalog's range.
+/// The coordinates.
 ///
 /// # Safety
 /// As [`view`] (an int32 `[N, 4]` tensor).
-unsafe fn voxels(t: &TensorArg) -> Result<Vec<Voxel>, ProviderError> {
+unsafe fn voxels(t: &TensorArg) -> Vec<Voxel> {
     // SAFETY: forwarded.
     let c: ArrayViewD<i32> = unsafe { view(t) };
-    let mut out = Vec::with_capacity(t.shape[0]);
-    for (i, row) in c.outer_iter().enumerate() {
-        let v = [row[0], row[1], row[2], row[3]];
-        if v.iter().any(|&x| !(0..MAX_SPARSE_COORD).contains(&x)) {
-            return Err(ProviderError::invalid(format!(
-                "coords row {i} is {v:?}: every entry lies in [0, 2^30)"
-            )));
-        }
-        out.push(v);
-    }
-    Ok(out)
+    c.outer_iter()
+        .map(|row| [row[0], row[1], row[2], row[3]])
+        .collect()
 }
 
-/// Row of every voxel; a voxel given twice is an error.
+/// Row of every voxel, the coordinates checked (in range, no voxel twice).
 fn hash(voxels: &[Voxel]) -> Result<HashMap<Voxel, u32>, ProviderError> {
-    let mut index = HashMap::with_capacity(voxels.len());
-    for (i, v) in voxels.iter().enumerate() {
-        if let Some(first) = index.insert(*v, i as u32) {
-            return Err(ProviderError::invalid(format!(
-                "coords rows {first} and {i} are the same voxel {v:?}"
-            )));
-        }
-    }
-    Ok(index)
+    vsdk_catalog::voxels::index(voxels).map_err(ProviderError::invalid)
 }
 
 /// Reads element `(row, col)` of a rank-2 tensor through its strides.
@@ -192,7 +175,7 @@ fn host_arg(like: &TensorArg, dtype: DType, bytes: &mut [u8], shape: Vec<usize>)
 unsafe fn conv3d(inputs: &[TensorArg], out: &TensorArg) -> Result<(), ProviderError> {
     let (feats, w) = (&inputs[0], &inputs[2]);
     // SAFETY: forwarded.
-    let voxels = unsafe { voxels(&inputs[1]) }?;
+    let voxels = unsafe { voxels(&inputs[1]) };
     let index = hash(&voxels)?;
     let (n, cin, cout) = (voxels.len(), feats.shape[1], w.shape[2]);
     let size = feats.dtype.size_bytes();
@@ -257,7 +240,7 @@ unsafe fn downsample(
     voxels_out: usize,
 ) -> Result<(Vec<Voxel>, Vec<u32>), ProviderError> {
     // SAFETY: forwarded.
-    let voxels = unsafe { voxels(coords) }?;
+    let voxels = unsafe { voxels(coords) };
     hash(&voxels)?;
     let parent = |v: &Voxel| [v[0], v[1] >> 1, v[2] >> 1, v[3] >> 1];
     let mut parents: Vec<Voxel> = voxels.iter().map(parent).collect();
