@@ -8,6 +8,7 @@
 mod common;
 use common::cases::*;
 use common::*;
+use rand::Rng;
 use vips_sdk::{AttrValue, Attrs, DType, HostTensor};
 
 #[test]
@@ -66,6 +67,21 @@ fn casts_round_half_to_even_and_saturate_as_the_cpu_reference_does() {
                 "{from} -> {to} differs from the CPU reference (seed {seed})"
             );
         }
+    }
+    // int32 to the float types: exact below 2^24, rounded to nearest above.
+    let ints: Vec<i32> = (0..64)
+        .map(|i| match i {
+            0 => i32::MIN,
+            1 => i32::MAX,
+            2 => (1 << 24) + 1,
+            _ => r.gen_range(-70000..70000),
+        })
+        .collect();
+    let ints = HostTensor::from_vec(&[64], ints).unwrap();
+    for to in ["float16", "bfloat16", "float32"] {
+        let got = run(&dev, "vsdk.cast", &cast(to), std::slice::from_ref(&ints));
+        let want = run(&cpu, "vsdk.cast", &cast(to), std::slice::from_ref(&ints));
+        assert_eq!(got.bytes, want.bytes, "int32 -> {to} (seed {seed})");
     }
 }
 

@@ -157,6 +157,7 @@ static int is_dtype(vsdk_dtype_t d, uint8_t code, uint8_t bits) {
 }
 static int is_f32(vsdk_dtype_t d) { return is_dtype(d, VSDK_DTYPE_FLOAT, 32); }
 static int is_u8(vsdk_dtype_t d) { return is_dtype(d, VSDK_DTYPE_UINT, 8); }
+static int is_i32(vsdk_dtype_t d) { return is_dtype(d, VSDK_DTYPE_INT, 32); }
 
 /* Which (kernel, dtype) pairs this template runs. The host asks before every
  * dispatch and reports a stage NOT SUPPORTED rather than calling us. */
@@ -171,14 +172,16 @@ static vsdk_status_t* kernel_supports(vsdk_provider_t* p, uint32_t device, const
     *out = 0;
   } else if (!strcmp(kernel, "vsdk.resize_pil_bicubic") || !strcmp(kernel, "vsdk.resize_pil_lanczos")) {
     *out = is_u8(dtype);
-  } else if (!strcmp(kernel, "vsdk.crop") || !strcmp(kernel, "vsdk.cast") || !strcmp(kernel, "vsdk.concat") ||
+  } else if (!strcmp(kernel, "vsdk.cast")) {
+    *out = is_u8(dtype) || is_f32(dtype) || is_i32(dtype); /* the source dtype */
+  } else if (!strcmp(kernel, "vsdk.crop") || !strcmp(kernel, "vsdk.concat") ||
              !strcmp(kernel, "vsdk.reshape") || !strcmp(kernel, "vsdk.permute")) {
     *out = is_u8(dtype) || is_f32(dtype);
   } else if (!strcmp(kernel, "vsdk.gather_rows") || !strcmp(kernel, "vsdk.repeat_rows")) {
-    *out = is_u8(dtype) || is_f32(dtype) || is_dtype(dtype, VSDK_DTYPE_INT, 32);
+    *out = is_u8(dtype) || is_f32(dtype) || is_i32(dtype);
   } else if (!strcmp(kernel, "vsdk.sparse_downsample_coords") || !strcmp(kernel, "vsdk.sparse_downsample_index") ||
              !strcmp(kernel, "vsdk.sparse_subdivide_coords")) {
-    *out = is_dtype(dtype, VSDK_DTYPE_INT, 32);
+    *out = is_i32(dtype);
   } else {
     *out = is_f32(dtype);
   }
@@ -1180,7 +1183,8 @@ static vsdk_status_t* k_permute(const vsdk_kernel_call_t* c) {
 }
 
 /* vsdk.cast between float32 and uint8 (float -> uint8 rounds half to even and
- * saturates; NaN becomes 0). */
+ * saturates; NaN becomes 0), and int32 to float32 (sparse coordinates as
+ * numbers: the position embedding's). */
 static vsdk_status_t* k_cast(const vsdk_kernel_call_t* c) {
   const vsdk_attr_t* a = find_attr(c, "dtype");
   const vsdk_tensor_t* t = &c->inputs[0];
@@ -1192,11 +1196,14 @@ static vsdk_status_t* k_cast(const vsdk_kernel_call_t* c) {
   if (strcmp(a->value.s, "float32") == 0) to = F32;
   else if (strcmp(a->value.s, "uint8") == 0) { to.code = VSDK_DTYPE_UINT; to.bits = 8; to.lanes = 1; }
   else return UNSUPPORTED("%s: this template casts only between float32 and uint8, not to %s", c->kernel, a->value.s);
-  if (!is_f32(t->dtype) && !is_u8(t->dtype)) return UNSUPPORTED("%s: input must be float32 or uint8", c->kernel);
+  if (!is_f32(t->dtype) && !is_u8(t->dtype) && !(is_i32(t->dtype) && is_f32(to)))
+    return UNSUPPORTED("%s: input must be float32 or uint8 (or int32, to float32)", c->kernel);
   TRY(check_output(c, to, t->ndim, t->shape));
   TRY(compact_copy(c, t, &src));
   for (i = 0; i < n; i++) {
-    double v = is_f32(t->dtype) ? ((float*)src)[i] : ((unsigned char*)src)[i];
+    double v = is_f32(t->dtype) ? ((float*)src)[i]
+               : is_i32(t->dtype) ? (double)((int32_t*)src)[i]
+                                  : ((unsigned char*)src)[i];
     if (is_f32(to)) {
       ((float*)out_data(c))[i] = (float)v;
     } else {

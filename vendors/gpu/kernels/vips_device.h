@@ -134,6 +134,9 @@ __device__ __forceinline__ void vips_store(vips_f16* p, float v) {
 
 __device__ __forceinline__ float vips_load(const unsigned char* p) { return static_cast<float>(*p); }
 
+/* Exact below 2^24 (every sparse coordinate of a suite); rounded to nearest above. */
+__device__ __forceinline__ float vips_load(const int* p) { return static_cast<float>(*p); }
+
 /* Float to uint8 (vsdk.cast): NaN is 0, round half to even, saturate. */
 __device__ __forceinline__ void vips_store(unsigned char* p, float v) {
   if (!(v == v)) {

@@ -706,6 +706,10 @@ VIPS_FLOAT_KERNELS(bf16, vips_bf16)
   VIPS_CAST_KERNEL(from, S, bf16, vips_bf16) \
   VIPS_CAST_KERNEL(from, S, f32, float)
 
+/* int32 to the float types: sparse coordinates as numbers. */
+VIPS_CAST_KERNEL(i32, int, f16, vips_f16)
+VIPS_CAST_KERNEL(i32, int, bf16, vips_bf16)
+VIPS_CAST_KERNEL(i32, int, f32, float)
 VIPS_CAST_FROM(u8, unsigned char)
 VIPS_CAST_FROM(f16, vips_f16)
 VIPS_CAST_FROM(bf16, vips_bf16)

@@ -58,7 +58,9 @@ pub fn supports(op: Op, dtype: DType) -> bool {
             | Op::SparseDownsampleCoords
             | Op::SparseDownsampleIndex
             | Op::SparseSubdivideCoords => true,
-            Op::Cast | Op::ResizePilBicubic | Op::ResizePilLanczos => kernel_types.contains(&dtype),
+            // From int32 to the float types (sparse coordinates as numbers).
+            Op::Cast => kernel_types.contains(&dtype) || dtype == DType::I32,
+            Op::ResizePilBicubic | Op::ResizePilLanczos => kernel_types.contains(&dtype),
             _ => dtype != DType::F64,
         }
 }

@@ -103,6 +103,9 @@ pub fn kernel_names() -> Vec<String> {
             names.push(format!("vips_cast_{from}_{to}"));
         }
     }
+    for to in ["f16", "bf16", "f32"] {
+        names.push(format!("vips_cast_i32_{to}"));
+    }
     for bytes in [1, 2, 4, 8] {
         names.push(format!("vips_copy_{bytes}"));
         names.push(format!("vips_rows_{bytes}"));
@@ -358,8 +361,13 @@ fn dispatch<B: Backend>(
         }
         _ if n == 0 => Ok(()),
         Node::Cast(to) => {
+            // int32 only to the float types (sparse coordinates as numbers).
+            let from = match ins[0].dtype {
+                DType::I32 if *to != DType::U8 => "i32",
+                d => suffix(d)?,
+            };
             let x = c.compact(&ins[0])?;
-            let kernel = format!("vips_cast_{}_{}", suffix(ins[0].dtype)?, suffix(*to)?);
+            let kernel = format!("vips_cast_{from}_{}", suffix(*to)?);
             let args = vec![Arg::Ptr(x), Arg::Ptr(ptr(out)), Arg::I64(int(n, "size")?)];
             c.launch(&kernel, grid_for(n), 0, args)
         }
