@@ -66,12 +66,12 @@ class Variant:
         self.out_dir = out_dir
 
 
-def time_grid():
-    """The sampler's (t, t_prev) at STEP, as TRELLIS computes them (numpy
+def time_grid(steps=STEPS, rescale=RESCALE_T, step=STEP):
+    """The sampler's (t, t_prev) at `step`, as TRELLIS computes them (numpy
     float64): linspace(1, 0, steps + 1), then t <- r t / (1 + (r - 1) t)."""
-    seq = [1 - i / STEPS for i in range(STEPS + 1)]
-    seq = [RESCALE_T * t / (1 + (RESCALE_T - 1) * t) for t in seq]
-    return seq[STEP], seq[STEP + 1]
+    seq = [1 - i / steps for i in range(steps + 1)]
+    seq = [rescale * t / (1 + (rescale - 1) * t) for t in seq]
+    return seq[step], seq[step + 1]
 
 
 def f32(x):
@@ -242,6 +242,72 @@ def block_stage(v, i):
     )
 
 
+def timestep_stage(C, t):
+    """TimestepEmbedder: 1000 t -> sinusoidal (cos, sin) -> Linear, SiLU, Linear (float32)."""
+    return stage(
+        "timestep_embedding",
+        "Sinusoidal timestep embedding of 1000 t: 128 frequencies exp(-ln(10000) i / 128), cos then sin; then "
+        f"Linear(256, {C}), SiLU, Linear({C}, {C})",
+        "trellis.models.sparse_structure_flow.TimestepEmbedder (timestep_embedding, then mlp)",
+        f"{DIT}; {TRELLIS}",
+        ["t_model", "t_freqs", "t_w1", "t_b1", "t_w2", "t_b2"], ["t_emb"],
+        [
+            node("vsdk.reshape", ["t_model"], "t_col", shape=[1, 1]),
+            node("vsdk.mul", ["t_col", "t_freqs"], "args"),
+            node("vsdk.cos", ["args"], "args_cos"),
+            node("vsdk.sin", ["args"], "args_sin"),
+            node("vsdk.concat", ["args_cos", "args_sin"], "t_freq", axis=1),
+            node("vsdk.linear", ["t_freq", "t_w1", "t_b1"], "t_hidden"),
+            node("vsdk.silu", ["t_hidden"], "t_hidden_act"),
+            node("vsdk.linear", ["t_hidden_act", "t_w2", "t_b2"], "t_emb"),
+        ],
+        ["finite: t_emb"],
+        [
+            "cos first, then sin (GLIDE's order); the position embedding below is sin first. Swapping either fails.",
+            f"The arguments reach 1000 t = {1000 * t:.1f} radians: a sine without an accurate argument reduction "
+            "(CUDA's __sinf) is off by far more than float32's rounding there.",
+            "TRELLIS keeps the timestep embedder in float32 when the blocks run in float16.",
+        ],
+        precision="float32",
+    )
+
+
+def sampler_stage(t, t_prev, sampler):
+    """One teacher-forced Euler step of FlowEulerGuidanceIntervalSampler (TRELLIS v1's guidance)."""
+    steps, strength, interval, rescale, step = sampler
+    return stage(
+        "sampler_step",
+        f"One Euler step of the guided rectified-flow sampler at t = {t:.6f} -> {t_prev:.6f} (step {step} of "
+        f"{steps}, rescale_t {rescale:g}, inside the guidance interval {list(interval)}): v = (1 + s) v_cond - "
+        f"s v_uncond with s = {strength:g}; x_prev = x_t - (t - t_prev) v",
+        "trellis.pipelines.samplers.FlowEulerGuidanceIntervalSampler.sample_once (TRELLIS v1's "
+        "ClassifierFreeGuidanceSamplerMixin, negative condition zeros_like(cond))",
+        f"{FLOW}; {CFG}",
+        ["x_t", "v_cond", "v_uncond", "cfg_pos", "cfg_neg", "dt"], ["x_prev"],
+        [
+            node("vsdk.mul", ["v_cond", "cfg_pos"], "v_pos"),
+            node("vsdk.mul", ["v_uncond", "cfg_neg"], "v_neg"),
+            node("vsdk.sub", ["v_pos", "v_neg"], "v_guided"),
+            node("vsdk.mul", ["v_guided", "dt"], "step"),
+            node("vsdk.sub", ["x_t", "step"], "x_prev"),
+        ],
+        ["finite: x_prev"],
+        [
+            "Judged one step at a time from stored (x_t, t, t_prev), teacher-forced: a whole trajectory "
+            "compounds errors and is not a verdict on any one step.",
+            f"The time grid: t_seq = linspace(1, 0, {steps + 1}); t <- r t / (1 + (r - 1) t), r = {rescale:g}, "
+            "computed in float64 on the host; guidance applies only where cfg_interval[0] <= t <= "
+            "cfg_interval[1] (outside it this step is x_t - (t - t_prev) v_cond).",
+            "TRELLIS v1's guidance is (1 + s) v_cond - s v_uncond; TRELLIS.2's (and trellis-3d-python's) is "
+            "s v_cond + (1 - s) v_uncond, with guidance rescale by the ratio of the x0 predictions' std: another "
+            "formula, not interchangeable.",
+            f"x_t = (1 - t) x0 + (sigma_min + (1 - sigma_min) t) eps with sigma_min = {SIGMA_MIN:g} (the "
+            "sampler's x0 prediction is not an output of this step).",
+        ],
+        precision="float32",
+    )
+
+
 def suite(v):
     C, H, T, R = v.C, v.H, v.T, v.res
     fd = C // 3 // 2
@@ -354,32 +420,7 @@ def suite(v):
         out.append(f"  {tier}: {flow({'lambda': yfloat(lam), 'bias_z': yfloat(bz), 'bias_ratio': yfloat(br), 'end_to_end': {'rel_l2': yfloat(rl2), 'cosine': yfloat(cos)}})}")
     out += ["", "stages:"]
     stages = [
-        stage(
-            "timestep_embedding",
-            "Sinusoidal timestep embedding of 1000 t: 128 frequencies exp(-ln(10000) i / 128), cos then sin; then "
-            f"Linear(256, {C}), SiLU, Linear({C}, {C})",
-            "trellis.models.sparse_structure_flow.TimestepEmbedder (timestep_embedding, then mlp)",
-            f"{DIT}; {TRELLIS}",
-            ["t_model", "t_freqs", "t_w1", "t_b1", "t_w2", "t_b2"], ["t_emb"],
-            [
-                node("vsdk.reshape", ["t_model"], "t_col", shape=[1, 1]),
-                node("vsdk.mul", ["t_col", "t_freqs"], "args"),
-                node("vsdk.cos", ["args"], "args_cos"),
-                node("vsdk.sin", ["args"], "args_sin"),
-                node("vsdk.concat", ["args_cos", "args_sin"], "t_freq", axis=1),
-                node("vsdk.linear", ["t_freq", "t_w1", "t_b1"], "t_hidden"),
-                node("vsdk.silu", ["t_hidden"], "t_hidden_act"),
-                node("vsdk.linear", ["t_hidden_act", "t_w2", "t_b2"], "t_emb"),
-            ],
-            ["finite: t_emb"],
-            [
-                "cos first, then sin (GLIDE's order); the position embedding below is sin first. Swapping either fails.",
-                f"The arguments reach 1000 t = {1000 * t:.1f} radians: a sine without an accurate argument reduction "
-                "(CUDA's __sinf) is off by far more than float32's rounding there.",
-                "TRELLIS keeps the timestep embedder in float32 when the blocks run in float16.",
-            ],
-            precision="float32",
-        ),
+        timestep_stage(C, t),
         stage(
             "position_embedding",
             f"Absolute 3-D position embedding: per token (z, y, x), per axis [sin(c f), cos(c f)] with {fd} "
@@ -446,37 +487,7 @@ def suite(v):
              "The model casts back to float32 before it (manual_cast(h, x.dtype))."],
             precision="float32",
         ),
-        stage(
-            "sampler_step",
-            f"One Euler step of the guided rectified-flow sampler at t = {t:.6f} -> {t_prev:.6f} (step {STEP} of "
-            f"{STEPS}, rescale_t {RESCALE_T:g}, inside the guidance interval {list(CFG_INTERVAL)}): v = (1 + s) v_cond - "
-            f"s v_uncond with s = {CFG_STRENGTH:g}; x_prev = x_t - (t - t_prev) v",
-            "trellis.pipelines.samplers.FlowEulerGuidanceIntervalSampler.sample_once (TRELLIS v1's "
-            "ClassifierFreeGuidanceSamplerMixin, negative condition zeros_like(cond))",
-            f"{FLOW}; {CFG}",
-            ["x_t", "v_cond", "v_uncond", "cfg_pos", "cfg_neg", "dt"], ["x_prev"],
-            [
-                node("vsdk.mul", ["v_cond", "cfg_pos"], "v_pos"),
-                node("vsdk.mul", ["v_uncond", "cfg_neg"], "v_neg"),
-                node("vsdk.sub", ["v_pos", "v_neg"], "v_guided"),
-                node("vsdk.mul", ["v_guided", "dt"], "step"),
-                node("vsdk.sub", ["x_t", "step"], "x_prev"),
-            ],
-            ["finite: x_prev"],
-            [
-                "Judged one step at a time from stored (x_t, t, t_prev), teacher-forced: a whole trajectory "
-                "compounds errors and is not a verdict on any one step.",
-                f"The time grid: t_seq = linspace(1, 0, {STEPS + 1}); t <- r t / (1 + (r - 1) t), r = {RESCALE_T:g}, "
-                "computed in float64 on the host; guidance applies only where cfg_interval[0] <= t <= "
-                "cfg_interval[1] (outside it this step is x_t - (t - t_prev) v_cond).",
-                "TRELLIS v1's guidance is (1 + s) v_cond - s v_uncond; TRELLIS.2's (and trellis-3d-python's) is "
-                "s v_cond + (1 - s) v_uncond, with guidance rescale by the ratio of the x0 predictions' std: another "
-                "formula, not interchangeable.",
-                f"x_t = (1 - t) x0 + (sigma_min + (1 - sigma_min) t) eps with sigma_min = {SIGMA_MIN:g} (the "
-                "sampler's x0 prediction is not an output of this step).",
-            ],
-            precision="float32",
-        ),
+        sampler_stage(t, t_prev, (STEPS, CFG_STRENGTH, CFG_INTERVAL, RESCALE_T, STEP)),
     ]
     out += stages
     out_dir.mkdir(parents=True, exist_ok=True)
