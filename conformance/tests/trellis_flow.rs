@@ -10,104 +10,42 @@
 //! as `scale`, a gated cross-attention, ...) fails at exactly the stages it
 //! touches, and its captured intermediates name the operator.
 
-use std::collections::{BTreeSet, HashMap};
-use std::path::Path;
+mod common;
+use common::suites::{
+    assert_fails_exactly, assert_golden_is_generated, built, device, engine_check, GraphMistake,
+    ALL_TIERS,
+};
+use std::collections::BTreeSet;
 use vips_sdk::compare::Tier;
 use vips_sdk::document::GraphNode;
-use vips_sdk::error_model;
-use vips_sdk::runner::{self, Mode, RunOptions, Status};
+use vips_sdk::runner::{self, Mode, Status};
 use vips_sdk::suite::Suite;
-use vips_sdk::{AttrValue, Attrs, DType, Device, HostTensor, Op, Provider};
+use vips_sdk::{AttrValue, Attrs, Op};
 
 const SUITE: &str = "trellis-ss-flow-quick";
-const ALL_TIERS: [Tier; 3] = [Tier::Fp32, Tier::Fp16, Tier::Bf16];
+/// 3 embedding stages + 2 blocks + the output layer + the sampler step.
+const STAGES: usize = 7;
 
 fn suite() -> Suite {
-    Suite::open(
-        &Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("suites")
-            .join(SUITE),
-    )
-    .unwrap()
+    common::suites::suite(SUITE)
 }
 
-fn device(path: &str) -> Device {
-    Provider::open(Path::new(path)).unwrap().device(0).unwrap()
+fn run(
+    provider: &vips_sdk::Device,
+    mode: Mode,
+    tiers: &[Tier],
+    differential: bool,
+) -> runner::RunReport {
+    common::suites::run(&suite(), provider, mode, tiers, differential)
 }
 
-/// A provider built beside this test program (a dev-dependency).
-fn built(name: &str) -> Device {
-    let dir = std::env::current_exe()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .to_path_buf();
-    Provider::open(dir.join(vips_sdk::library_file_name(name)))
-        .unwrap()
-        .device(0)
-        .unwrap()
-}
-
-fn run(provider: &Device, mode: Mode, tiers: &[Tier], differential: bool) -> runner::RunReport {
-    let cpu = built("cpu");
-    let options = RunOptions {
-        mode,
-        tiers: tiers.to_vec(),
-        differential,
-        ..RunOptions::default()
-    };
-    runner::run(&suite(), provider, &cpu, &options).unwrap()
-}
-
-/// Every stage (and differential record, and end-to-end output) passed.
 fn assert_passes(r: &runner::RunReport, what: &str) {
-    let bad: Vec<String> = r
-        .tiers
-        .iter()
-        .flat_map(|t| {
-            t.stages
-                .iter()
-                .chain(&t.differential)
-                .filter(|s| s.status != Status::Pass)
-                .map(move |s| {
-                    format!(
-                        "{} {} {:?}: {:?}",
-                        t.tier.name(),
-                        s.stage,
-                        s.round,
-                        s.reason
-                    )
-                })
-        })
-        .chain(r.tiers.iter().flat_map(|t| {
-            t.end_to_end
-                .iter()
-                .filter(|e| !e.passed)
-                .map(move |e| format!("{} end to end {}", t.tier.name(), e.tensor))
-        }))
-        .collect();
-    assert!(r.passed && bad.is_empty(), "{what}: {bad:#?}");
-    for t in &r.tiers {
-        // 3 embedding stages + 2 blocks + the output layer + the sampler step.
-        assert_eq!(t.stages.len(), 7, "{what} {}", t.tier.name());
-    }
+    common::suites::assert_passes(r, what, STAGES);
 }
 
 #[test]
 fn the_committed_golden_file_is_what_generate_computes() {
-    let s = suite();
-    let fresh = vips_sdk::generate::generate(&s.document, &built("cpu"), &[]).unwrap();
-    let committed = std::fs::read(
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("suites")
-            .join(SUITE)
-            .join("suite.golden"),
-    )
-    .unwrap();
-    assert!(
-        fresh == committed,
-        "suite.golden differs from `vips-conformance generate {SUITE}`"
-    );
+    assert_golden_is_generated(SUITE);
 }
 
 #[test]
@@ -154,93 +92,27 @@ fn the_c_template_passes_at_fp32_in_both_modes() {
 /// drill-down names it.
 #[test]
 fn a_wrong_new_operator_fails_exactly_its_stages() {
-    for (mutant, op, stages) in [
+    for (mutant, ops, stages) in [
         (
             vsdk_broken_providers::MUTANT_GELU_TANH_ERF,
-            "vsdk.gelu_tanh@1",
+            &["vsdk.gelu_tanh@1"][..],
             &["block_00", "block_01"][..],
         ),
         (
             vsdk_broken_providers::MUTANT_SIN_COS_SWAPPED,
-            "vsdk.cos@1",
+            // A stage's first of the two is named.
+            &["vsdk.cos@1", "vsdk.sin@1"][..],
             &["position_embedding", "timestep_embedding"][..],
         ),
         (
             vsdk_broken_providers::MUTANT_SILU_SIGMOID,
-            "vsdk.silu@1",
+            &["vsdk.silu@1"][..],
             &["block_00", "block_01", "timestep_embedding"][..],
         ),
     ] {
         let r = run(&device(mutant), Mode::Isolated, &[Tier::Fp32], false);
-        assert!(!r.passed, "{mutant} passed");
-        let t = &r.tiers[0];
-        let failed: BTreeSet<&str> = t
-            .stages
-            .iter()
-            .filter(|s| s.status == Status::Fail)
-            .map(|s| s.stage.as_str())
-            .collect();
-        assert_eq!(
-            failed,
-            stages.iter().copied().collect::<BTreeSet<_>>(),
-            "{mutant}"
-        );
-        for s in t.stages.iter().filter(|s| s.status == Status::Fail) {
-            let named = s.drill_down.as_ref().map(|d| d.op.as_str());
-            assert!(
-                named == Some(op) || (op == "vsdk.cos@1" && named == Some("vsdk.sin@1")),
-                "{mutant} {}: drill-down names {named:?}, not {op}",
-                s.stage
-            );
-        }
+        assert_fails_exactly(&r, mutant, stages, ops);
     }
-}
-
-/// How a TRELLIS port gets the model's graph wrong (the variant pitfalls
-/// the document's notes name): each rewrites a stage's graph.
-type GraphMistake = fn(graph: &mut Vec<GraphNode>);
-
-/// An engine judged through `check` (isolated, fp32): each stage's graph,
-/// after `mistake`, computed by the float64 reference from the golden inputs
-/// and stored as float32, its outputs captured by name and every
-/// intermediate the document also names as `NODE@STAGE` (an engine's own
-/// tensors under the document's names, as PyTorch forward hooks give them).
-fn engine_check(s: &Suite, mistake: GraphMistake) -> runner::RunReport {
-    let cpu = built("cpu");
-    let mut captured: HashMap<String, HostTensor> = HashMap::new();
-    for stage in &s.document.stages {
-        let float = Some(DType::F32);
-        let params = &stage.tolerances[&Tier::Fp32];
-        let mut values: HashMap<String, HostTensor> = stage
-            .inputs
-            .iter()
-            .map(|n| (n.clone(), s.tensor(n).unwrap().cast(DType::F32)))
-            .collect();
-        let mut graph = stage.graph.clone();
-        mistake(&mut graph);
-        for node in &graph {
-            let ins: Vec<&HostTensor> = node.inputs.iter().map(|n| &values[n]).collect();
-            let r =
-                error_model::node_reference(node, float, &ins, DType::F32, &cpu, params).unwrap();
-            values.insert(node.output.clone(), r.value.cast(DType::F32));
-        }
-        for node in &stage.graph {
-            if let Some(v) = values.get(&node.output) {
-                let name = if stage.outputs.contains(&node.output) {
-                    node.output.clone()
-                } else {
-                    format!("{}@{}", node.output, stage.name)
-                };
-                captured.insert(name, v.clone());
-            }
-        }
-    }
-    let options = RunOptions {
-        mode: Mode::Isolated,
-        tiers: vec![Tier::Fp32],
-        ..RunOptions::default()
-    };
-    runner::check(s, &captured, "engine", &cpu, &options).unwrap()
 }
 
 fn node_named<'a>(graph: &'a mut [GraphNode], output: &str) -> &'a mut GraphNode {

@@ -22,6 +22,20 @@ const MUTANTS: &[(&str, &str)] = &[
     ("gelu_tanh_erf", "c/mutant_gelu_tanh_erf.c"),
     ("sin_cos_swapped", "c/mutant_sin_cos_swapped.c"),
     ("trig_f32_2pi", "c/mutant_trig_f32_2pi.c"),
+    (
+        "sparse_offsets_x_fastest",
+        "c/mutant_sparse_offsets_x_fastest.c",
+    ),
+    (
+        "sparse_weight_transposed",
+        "c/mutant_sparse_weight_transposed.c",
+    ),
+    (
+        "sparse_boundary_dropped",
+        "c/mutant_sparse_boundary_dropped.c",
+    ),
+    ("segment_sum", "c/mutant_segment_sum.c"),
+    ("gather_next_row", "c/mutant_gather_next_row.c"),
 ];
 
 /// Compiles `source` (plus `extra` flags) into `OUT_DIR/lib<stem>.so` and

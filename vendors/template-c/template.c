@@ -1300,6 +1300,32 @@ static vsdk_status_t* load_voxels(const vsdk_kernel_call_t* c, uint64_t i, int32
   return NULL;
 }
 
+/* The small rules a port gets wrong, one function each. (A name defined in
+ * parentheses is not expanded by a function-like macro of the same name: the
+ * deliberately broken test builds, testing/broken-providers/c/mutant_*.c,
+ * replace the calls and leave these definitions unused.) */
+
+/* Offset k of the 3x3x3 neighbourhood: k = 9(dx+1) + 3(dy+1) + (dz+1), z fastest. */
+static void(neighbour_offset)(int k, int32_t d[3]) {
+  d[0] = k / 9 - 1;
+  d[1] = k / 3 % 3 - 1;
+  d[2] = k % 3 - 1;
+}
+
+/* Element (k, c, o) of a [27, Cin, Cout] weight. */
+static float(conv_weight)(const float* w, int k, size_t c, size_t o, size_t cin, size_t cout) {
+  return w[((size_t)k * cin + c) * cout + o];
+}
+
+/* The voxel at `v`'s row, or -1 if inactive (a coordinate may be 0: nothing clamps). */
+static int64_t(neighbour_row)(const voxel_hash* h, const int32_t* v) { return voxel_find(h, v); }
+
+/* A segment's mean from its sum and row count; 0 for a segment with no rows. */
+static float(segment_mean_of)(double sum, size_t count) { return count ? (float)(sum / (double)count) : 0.0f; }
+
+/* The source row of a gather's output row r. */
+static size_t(gather_row)(const int32_t* index, size_t r) { return (size_t)index[r]; }
+
 /* vsdk.sparse_conv3d: submanifold, 3x3x3, out[i] = b + sum over active
  * neighbours j at offset k = 9(dx+1) + 3(dy+1) + (dz+1) of feats[j] . w[k]. */
 static vsdk_status_t* k_sparse_conv3d(const vsdk_kernel_call_t* c) {
@@ -1334,18 +1360,19 @@ static vsdk_status_t* k_sparse_conv3d(const vsdk_kernel_call_t* c) {
   for (i = 0; i < n; i++) {
     int64_t nb[27]; /* the row of each neighbour, -1 where inactive */
     for (k = 0; k < 27; k++) {
-      int32_t at[4];
+      int32_t at[4], d[3];
+      neighbour_offset(k, d);
       at[0] = coords[4 * i];
-      at[1] = coords[4 * i + 1] + k / 9 - 1;
-      at[2] = coords[4 * i + 2] + k / 3 % 3 - 1;
-      at[3] = coords[4 * i + 3] + k % 3 - 1;
-      nb[k] = voxel_find(&h, at);
+      at[1] = coords[4 * i + 1] + d[0];
+      at[2] = coords[4 * i + 2] + d[1];
+      at[3] = coords[4 * i + 3] + d[2];
+      nb[k] = neighbour_row(&h, at);
     }
     for (o = 0; o < cout; o++) {
       double acc = b ? b[o] : 0.0;
       for (k = 0; k < 27; k++) {
         if (nb[k] < 0) continue;
-        for (ch = 0; ch < cin; ch++) acc += (double)x[(size_t)nb[k] * cin + ch] * w[((size_t)k * cin + ch) * cout + o];
+        for (ch = 0; ch < cin; ch++) acc += (double)x[(size_t)nb[k] * cin + ch] * conv_weight(w, k, ch, o, cin, cout);
       }
       y[i * cout + o] = (float)acc;
     }
@@ -1485,7 +1512,7 @@ static vsdk_status_t* k_segment_mean(const vsdk_kernel_call_t* c) {
     counts[idx[i]]++;
     for (ch = 0; ch < cols; ch++) sums[(size_t)idx[i] * cols + ch] += x[i * cols + ch];
   }
-  for (i = 0; i < (size_t)segments * cols; i++) y[i] = counts[i / cols] ? (float)(sums[i] / (double)counts[i / cols]) : 0.0f;
+  for (i = 0; i < (size_t)segments * cols; i++) y[i] = segment_mean_of(sums[i], counts[i / cols]);
   free(sums);
   free(counts);
   free(idx);
@@ -1522,7 +1549,7 @@ static vsdk_status_t* k_rows(const vsdk_kernel_call_t* c, int gather) {
       return st;
     }
   }
-  for (r = 0; r < n; r++) memcpy(dst + r * row_bytes, src + (gather ? (size_t)idx[r] : r / (size_t)times) * row_bytes, row_bytes);
+  for (r = 0; r < n; r++) memcpy(dst + r * row_bytes, src + (gather ? gather_row(idx, r) : r / (size_t)times) * row_bytes, row_bytes);
   free(src);
   free(idx);
   return NULL;

@@ -28,3 +28,13 @@ pub const MUTANT_GELU_TANH_ERF: &str = env!("VSDK_MUTANT_GELU_TANH_ERF");
 pub const MUTANT_SIN_COS_SWAPPED: &str = env!("VSDK_MUTANT_SIN_COS_SWAPPED");
 /// The C template whose `vsdk.sin` and `vsdk.cos` reduce with a float32 2π.
 pub const MUTANT_TRIG_F32_2PI: &str = env!("VSDK_MUTANT_TRIG_F32_2PI");
+/// The C template whose `vsdk.sparse_conv3d` numbers its offsets x fastest.
+pub const MUTANT_SPARSE_OFFSETS_X_FASTEST: &str = env!("VSDK_MUTANT_SPARSE_OFFSETS_X_FASTEST");
+/// The C template whose `vsdk.sparse_conv3d` reads its weight with Cin and Cout swapped.
+pub const MUTANT_SPARSE_WEIGHT_TRANSPOSED: &str = env!("VSDK_MUTANT_SPARSE_WEIGHT_TRANSPOSED");
+/// The C template whose `vsdk.sparse_conv3d` misses neighbours with a coordinate 0.
+pub const MUTANT_SPARSE_BOUNDARY_DROPPED: &str = env!("VSDK_MUTANT_SPARSE_BOUNDARY_DROPPED");
+/// The C template whose `vsdk.segment_mean` returns the sum.
+pub const MUTANT_SEGMENT_SUM: &str = env!("VSDK_MUTANT_SEGMENT_SUM");
+/// The C template whose `vsdk.gather_rows` copies the row after the indexed one.
+pub const MUTANT_GATHER_NEXT_ROW: &str = env!("VSDK_MUTANT_GATHER_NEXT_ROW");
