@@ -558,6 +558,33 @@ fn inspect_takes_a_suite_name_and_shows_activation_scales() {
     );
 }
 
+#[test]
+fn inspect_shows_where_sparse_voxels_are() {
+    let (code, out, err) = cli(&["inspect", "trellis-slat-flow-quick", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let sparse = v["sparse_voxels"].as_array().unwrap();
+    let names: Vec<&str> = sparse
+        .iter()
+        .map(|s| s["tensor"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["coords", "coarse_coords"]);
+    for s in sparse {
+        let per_slice: u64 = s["per_x_slice"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n.as_u64().unwrap())
+            .sum();
+        assert_eq!(Some(per_slice), s["voxels"].as_u64(), "{s}");
+    }
+    // The downsample halves the box.
+    assert_eq!(sparse[0]["extent"][0], 16);
+    assert_eq!(sparse[1]["extent"][0], 8);
+    let (_, text, _) = cli(&["inspect", "trellis-slat-flow-quick"]);
+    assert!(text.contains("active voxels per x slice"), "{text}");
+}
+
 /// The demo suite's tensors exported, with `h` scaled by `1 + rel` (and `p`
 /// all NaN when `rel` is NaN).
 fn captures(name: &str, rel: f32) -> std::path::PathBuf {

@@ -17,6 +17,7 @@ use common::suites::{
 };
 use std::collections::BTreeSet;
 use vips_sdk::compare::Tier;
+use vips_sdk::error_map::Layout;
 use vips_sdk::runner::{self, Mode, Status};
 use vips_sdk::suite::Suite;
 use vips_sdk::{AttrValue, Device};
@@ -129,7 +130,40 @@ fn a_sparse_port_mistake_fails_exactly_its_stages() {
     ] {
         let r = run(&device(mutant), Mode::Isolated, &[Tier::Fp32], false);
         assert_fails_exactly(&r, mutant, stages, ops);
+        if mutant == b::MUTANT_SPARSE_BOUNDARY_DROPPED {
+            boundary_error_is_drawn_on_the_face(&r);
+        }
     }
+}
+
+/// The error map draws a sparse output at its voxels: the neighbours missed
+/// on the x = 0 face (the suite's shape touches only that low face) put
+/// the error within two voxels of it (two convolutions), seen along z.
+fn boundary_error_is_drawn_on_the_face(r: &runner::RunReport) {
+    let stage = r.tiers[0]
+        .stages
+        .iter()
+        .find(|s| s.stage == "input_block_0")
+        .unwrap();
+    let map = stage.outputs[0]
+        .error_map
+        .as_ref()
+        .expect("a failing output's map");
+    assert!(
+        matches!(map.layout, Layout::Voxels { voxels: 300, .. }),
+        "{:?}",
+        map.layout
+    );
+    let along_z = map
+        .panels
+        .iter()
+        .find(|p| p.title.starts_with("seen along z"))
+        .unwrap();
+    for (cell, &e) in along_z.values.iter().enumerate() {
+        let x = cell / along_z.cols;
+        assert!(x < 3 || e < 1.0, "|e| {e} at x = {x}, away from the face");
+    }
+    assert!(along_z.values[..along_z.cols].iter().any(|&e| e > 1.0));
 }
 
 /// Graph mistakes of a port of the residual blocks and the skips, caught by

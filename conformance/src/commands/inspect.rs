@@ -180,10 +180,23 @@ fn suite(dir: &Path, json: bool) -> super::Outcome {
             "relative_change": change, "output_rms": rms, "output_max_abs": max_abs,
         }));
     }
+    // Sparse coordinates: where the voxels are, not how large the numbers.
+    let mut voxels = Vec::new();
+    for t in &suite.document.tensors {
+        if t.dtype == vips_sdk::DType::I32
+            && t.shape
+                .as_deref()
+                .is_some_and(|s| s.len() == 2 && s[1] == 4)
+        {
+            let coords = suite.tensor(&t.name).map_err(|e| e.to_string())?;
+            voxels.push(voxel_summary(&t.name, &coords.to_f64_vec()));
+        }
+    }
     if json {
         super::print_json(&serde_json::json!({
             "component": suite.document.component.id, "version": suite.document.component.version,
             "golden_sha256": hex::encode(suite.golden.file_sha256), "stages": rows,
+            "sparse_voxels": voxels,
         }))?;
     } else {
         println!(
@@ -208,6 +221,55 @@ fn suite(dir: &Path, json: bool) -> super::Outcome {
                 r["output_max_abs"].as_f64().unwrap_or(0.0)
             );
         }
+        if !voxels.is_empty() {
+            println!("sparse voxels (coords [N, 4]: b, x, y, z), active voxels per x slice:");
+        }
+        for v in &voxels {
+            let e = &v["extent"];
+            println!(
+                "  {:<16} {} voxels, {} batch entr{}, in a {}×{}×{} box: {}",
+                v["tensor"].as_str().unwrap_or(""),
+                v["voxels"],
+                v["batches"],
+                if v["batches"] == 1 { "y" } else { "ies" },
+                e[0],
+                e[1],
+                e[2],
+                v["per_x_slice"]
+                    .as_array()
+                    .map(|c| c
+                        .iter()
+                        .map(|n| n.to_string())
+                        .collect::<Vec<_>>()
+                        .join(" "))
+                    .unwrap_or_default()
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// How many voxels, batch entries, the box they fill, and the active voxels
+/// in each x slice (at most 64 slices; wider boxes are binned).
+fn voxel_summary(name: &str, coords: &[f64]) -> serde_json::Value {
+    let rows: Vec<[i64; 4]> = coords
+        .chunks_exact(4)
+        .map(|c| [c[0] as i64, c[1] as i64, c[2] as i64, c[3] as i64])
+        .collect();
+    let extent = |a: usize| rows.iter().map(|r| r[a].max(0) + 1).max().unwrap_or(0);
+    let batches = rows
+        .iter()
+        .map(|r| r[0])
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
+    let x = extent(1).max(1) as usize;
+    let bin = x.div_ceil(64);
+    let mut per_slice = vec![0u64; x.div_ceil(bin)];
+    for r in &rows {
+        per_slice[r[1].max(0) as usize / bin] += 1;
+    }
+    serde_json::json!({
+        "tensor": name, "voxels": rows.len(), "batches": batches,
+        "extent": [extent(1), extent(2), extent(3)], "x_slices_per_bin": bin, "per_x_slice": per_slice,
+    })
 }

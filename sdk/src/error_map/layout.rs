@@ -47,8 +47,25 @@ pub enum Layout {
         width: usize,
         channels_last: bool,
     },
+    /// `[N, C]` features of sparse voxels, row `i` at the coordinates
+    /// (b, x, y, z) in row `i` of the stage's `coords [N, 4]`; `extent` is
+    /// one past the largest x, y and z.
+    Voxels {
+        voxels: usize,
+        channels: usize,
+        extent: [usize; 3],
+    },
     /// Anything else: the last axis as columns, the others flattened into rows.
     Matrix { rows: usize, cols: usize },
+}
+
+/// Where a tensor's elements lie beyond what its shape says: the
+/// component's token grid, or the voxels its rows belong to.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Placement<'a> {
+    pub grid: Option<&'a TokenGrid>,
+    /// The coordinates (b, x, y, z) of a sparse tensor's rows.
+    pub voxels: Option<&'a [[i32; 4]]>,
 }
 
 fn one() -> usize {
@@ -131,10 +148,23 @@ fn is_colour(c: usize) -> bool {
 }
 
 impl Layout {
-    /// The layout of `shape`, on the component's token grid where its token
+    /// The layout of `shape`: sparse voxels where its rows are the
+    /// placement's voxels, on the component's token grid where its token
     /// axis holds one, else inferred from the shape alone.
-    pub fn with_grid(shape: &[usize], grid: Option<&TokenGrid>) -> Layout {
-        grid.and_then(|g| g.place(shape))
+    pub fn placed(shape: &[usize], place: Placement) -> Layout {
+        if let (Some(v), &[voxels, channels]) = (place.voxels, shape) {
+            if v.len() == voxels && voxels > 0 {
+                let axis = |a: usize| v.iter().map(|c| c[a].max(0) as usize).max().unwrap_or(0) + 1;
+                return Layout::Voxels {
+                    voxels,
+                    channels,
+                    extent: [axis(1), axis(2), axis(3)],
+                };
+            }
+        }
+        place
+            .grid
+            .and_then(|g| g.place(shape))
             .unwrap_or_else(|| Layout::of(shape))
     }
 
@@ -294,6 +324,11 @@ impl Layout {
                 if channels == 1 { "" } else { "s" },
                 if channels_last { "HWC" } else { "CHW" }
             ),
+            Layout::Voxels {
+                voxels,
+                channels,
+                extent: [x, y, z],
+            } => format!("{voxels} sparse voxels in a {x}×{y}×{z} box × {channels} channels"),
             Layout::Matrix { rows, cols } => format!("{rows} rows × {cols} columns"),
         }
     }
@@ -430,6 +465,10 @@ mod tests {
             prefix: 0,
             grid: [16, 16, 16],
         };
+        let on_grid = Placement {
+            grid: Some(&grid),
+            voxels: None,
+        };
         assert!(matches!(
             Layout::of(&[1, 4096, 1024]),
             Layout::Tokens {
@@ -438,7 +477,7 @@ mod tests {
                 ..
             }
         ));
-        let tokens = Layout::with_grid(&[1, 4096, 1024], Some(&grid));
+        let tokens = Layout::placed(&[1, 4096, 1024], on_grid);
         assert_eq!(
             tokens,
             Layout::Tokens {
@@ -454,7 +493,7 @@ mod tests {
             "4096 tokens (a 16×16×16 token grid) × 1024 channels"
         );
         assert_eq!(
-            Layout::with_grid(&[1, 16, 4096, 64], Some(&grid)),
+            Layout::placed(&[1, 16, 4096, 64], on_grid),
             Layout::Heads {
                 heads: 16,
                 prefix: 0,
@@ -466,12 +505,12 @@ mod tests {
         );
         // Another token count (the conditioning's 1374) keeps its own layout.
         assert_eq!(
-            Layout::with_grid(&[1, 1374, 1024], Some(&grid)),
+            Layout::placed(&[1, 1374, 1024], on_grid),
             Layout::of(&[1, 1374, 1024])
         );
         // A batch of two is rows, grid or not.
         assert!(matches!(
-            Layout::with_grid(&[2, 4096, 8], Some(&grid)),
+            Layout::placed(&[2, 4096, 8], on_grid),
             Layout::Matrix { .. }
         ));
         let volume = Layout::of(&[1, 8, 16, 16, 16]);

@@ -8,7 +8,7 @@
 
 mod layout;
 
-pub use layout::{Layout, TokenGrid};
+pub use layout::{Layout, Placement, TokenGrid};
 
 use crate::compare::NanPolicy;
 use crate::error_model::{element_error, WorstElement};
@@ -265,13 +265,14 @@ impl ErrorMap {
 
     /// The map of `actual` against `reference` within `bound` (all three
     /// row-major over `shape`), NaN judged by `nan` as the verdict was;
-    /// tokens drawn on the component's `grid` where it declares one.
+    /// tokens drawn on the component's grid where it declares one, sparse
+    /// voxels' rows at their coordinates.
     pub fn of(
         actual: &[f64],
         reference: &[f64],
         bound: &[f64],
         shape: &[usize],
-        grid: Option<&TokenGrid>,
+        place: Placement,
         nan: NanPolicy,
     ) -> ErrorMap {
         let full: Vec<f64> = actual
@@ -290,8 +291,11 @@ impl ErrorMap {
             .zip(&full)
             .filter(|((a, r), &e)| !(a.is_finite() && r.is_finite()) && e != 0.0)
             .count() as u64;
-        let layout = Layout::with_grid(shape, grid);
-        let panels = panels(layout, &e, actual, reference);
+        let layout = Layout::placed(shape, place);
+        let panels = match (layout, place.voxels) {
+            (Layout::Voxels { channels, .. }, Some(voxels)) => voxel_panels(voxels, channels, &e),
+            _ => panels(layout, &e, actual, reference),
+        };
         // By the uncapped |e|, so the first is the verdict's worst.
         let mut order: Vec<usize> = (0..full.len()).collect();
         let k = WORST.min(full.len());
@@ -445,7 +449,13 @@ fn panels(layout: Layout, e: &[f32], actual: &[f64], reference: &[f64]) -> Vec<P
             }
             out
         }
-        Layout::Matrix { rows, cols } => vec![pooled(
+        // Drawn from the coordinates (`voxel_panels`); without them, a matrix.
+        Layout::Voxels {
+            voxels: rows,
+            channels: cols,
+            ..
+        }
+        | Layout::Matrix { rows, cols } => vec![pooled(
             "|e| of every element (last axis across)".into(),
             err,
             ("row", "column"),
@@ -454,6 +464,80 @@ fn panels(layout: Layout, e: &[f32], actual: &[f64], reference: &[f64]) -> Vec<P
             |r, c, _| e[r * cols + c],
         )],
     }
+}
+
+/// The coordinates of a sparse tensor of `shape` (`[N, C]`): the first
+/// int32 `[N, 4]` tensor among `tensors` (a stage's inputs, then outputs).
+pub fn voxels_among<'a>(
+    shape: &[usize],
+    tensors: impl IntoIterator<Item = &'a crate::tensor::HostTensor>,
+) -> Option<Vec<[i32; 4]>> {
+    let &[n, _] = shape else { return None };
+    tensors
+        .into_iter()
+        .find(|t| t.spec.dtype == crate::DType::I32 && t.spec.shape == [n, 4])
+        .map(|t| {
+            t.to_f64_vec()
+                .chunks_exact(4)
+                .map(|c| [c[0] as i32, c[1] as i32, c[2] as i32, c[3] as i32])
+                .collect()
+        })
+}
+
+/// Cells a side of a voxel projection before pooling: coordinates beyond
+/// are scaled down to fit.
+const MAX_VOXEL_SIDE: usize = 256;
+
+/// Sparse voxels seen along each axis: the largest `|e|` of the voxels
+/// (over their channels, every batch entry) behind each cell of the (x, y),
+/// (x, z) and (y, z) planes, 0 where no voxel is. Where on the shape the
+/// error lies: a face, a corner, one coarse voxel's children.
+fn voxel_panels(voxels: &[[i32; 4]], channels: usize, e: &[f32]) -> Vec<Panel> {
+    if e.is_empty() {
+        return Vec::new();
+    }
+    let per_voxel = row_max(e, channels.max(1));
+    let extent: Vec<usize> = (1..4)
+        .map(|a| {
+            voxels
+                .iter()
+                .map(|v| v[a].max(0) as usize)
+                .max()
+                .unwrap_or(0)
+                + 1
+        })
+        .collect();
+    let step: Vec<usize> = extent
+        .iter()
+        .map(|&n| n.div_ceil(MAX_VOXEL_SIDE).max(1))
+        .collect();
+    let names = ["x", "y", "z"];
+    [(0, 1, 2), (0, 2, 1), (1, 2, 0)]
+        .into_iter()
+        .map(|(row, col, along)| {
+            let (rows, cols) = (
+                extent[row].div_ceil(step[row]),
+                extent[col].div_ceil(step[col]),
+            );
+            let mut plane = vec![0.0f32; rows * cols];
+            for (v, &err) in voxels.iter().zip(&per_voxel) {
+                let at = |a: usize| v[a + 1].max(0) as usize / step[a];
+                let cell = &mut plane[at(row) * cols + at(col)];
+                *cell = cell.max(err);
+            }
+            pooled(
+                format!(
+                    "seen along {}: the largest |e| (over {channels} channels) of the voxels behind each ({}, {}) cell",
+                    names[along], names[row], names[col]
+                ),
+                PanelKind::Error,
+                (names[row], names[col]),
+                (rows, cols, 1),
+                Pool::Max,
+                |r, c, _| plane[r * cols + c],
+            )
+        })
+        .collect()
 }
 
 /// Positions on a grid (patch tokens after `prefix` others, or a feature

@@ -40,7 +40,7 @@ fn a_flipped_patch_grid_shows_as_a_mirrored_map() {
         &reference,
         &bound,
         &[1, 1 + g * g, c],
-        None,
+        Placement::default(),
         NanPolicy::Fail,
     );
     assert_eq!(
@@ -106,7 +106,7 @@ fn a_flipped_feature_map_shows_as_a_mirrored_map() {
         &reference,
         &vec![1e-3; c * h * w],
         &[1, c, h, w],
-        None,
+        Placement::default(),
         NanPolicy::Fail,
     );
     assert_eq!(
@@ -158,7 +158,7 @@ fn one_bad_head_lights_one_row() {
         &reference,
         &bound,
         &[1, heads, tokens, dim],
-        None,
+        Placement::default(),
         NanPolicy::Fail,
     );
     let rows = panel(&map, "largest |e| per head and token");
@@ -200,7 +200,7 @@ fn large_tensors_are_pooled_without_losing_a_spike() {
         &reference,
         &bound,
         &[1, 3, h, w],
-        None,
+        Placement::default(),
         NanPolicy::Fail,
     );
     let pixels = panel(&map, "largest |e| per pixel");
@@ -245,7 +245,14 @@ fn non_finite_values_follow_the_nan_policy_and_read_back() {
     let bound = vec![1e-3; tokens * c];
     let shape = [1, tokens, c];
     for (nan, non_finite) in [(NanPolicy::Fail, 2), (NanPolicy::Allow, 1)] {
-        let map = ErrorMap::of(&actual, &reference, &bound, &shape, None, nan);
+        let map = ErrorMap::of(
+            &actual,
+            &reference,
+            &bound,
+            &shape,
+            Placement::default(),
+            nan,
+        );
         assert_eq!(map.histogram.non_finite, non_finite, "seed {seed}: {nan:?}");
         let text = serde_json::to_string(&map).unwrap();
         let back: ErrorMap = serde_json::from_str(&text).unwrap();
@@ -281,7 +288,10 @@ fn a_wrong_token_shows_in_its_depth_slice() {
         &reference,
         &bound,
         &shape,
-        Some(&grid),
+        Placement {
+            grid: Some(&grid),
+            voxels: None,
+        },
         NanPolicy::Fail,
     );
     assert_eq!(
@@ -311,10 +321,86 @@ fn a_wrong_token_shows_in_its_depth_slice() {
     // The expected values' picture has the same slices.
     let rms = panel(&map, "root mean square");
     assert_eq!((rms.rows, rms.cols), (h, d * w));
-    let flat = ErrorMap::of(&actual, &reference, &bound, &shape, None, NanPolicy::Fail);
+    let flat = ErrorMap::of(
+        &actual,
+        &reference,
+        &bound,
+        &shape,
+        Placement::default(),
+        NanPolicy::Fail,
+    );
     assert!(
         matches!(flat.layout, Layout::Matrix { .. }),
         "{:?}",
         flat.layout
     );
+}
+
+/// Sparse voxels' rows are drawn at their coordinates: a port that drops
+/// the neighbours on the grid's x = 0 face leaves its error on that face,
+/// seen along y and z, and nowhere else; without the coordinates (or with
+/// another row count) the same tensor is a matrix.
+#[test]
+fn sparse_voxels_are_drawn_at_their_coordinates() {
+    let mut r = ChaCha8Rng::seed_from_u64(rand::random());
+    let (mut voxels, c) = (Vec::new(), 5);
+    for x in 0..9 {
+        for y in 0..7 {
+            for z in 0..6 {
+                if r.gen_bool(0.4) || x == 0 {
+                    voxels.push([0, x, y, z]);
+                }
+            }
+        }
+    }
+    let n = voxels.len();
+    let reference: Vec<f64> = (0..n * c).map(|_| r.gen_range(-1.0..1.0)).collect();
+    let mut actual = reference.clone();
+    for (i, v) in voxels.iter().enumerate() {
+        if v[1] == 0 {
+            actual[i * c + r.gen_range(0..c)] += 1.0;
+        }
+    }
+    let bound = vec![1e-3; n * c];
+    let place = Placement {
+        grid: None,
+        voxels: Some(&voxels),
+    };
+    let map = ErrorMap::of(&actual, &reference, &bound, &[n, c], place, NanPolicy::Fail);
+    assert_eq!(
+        map.layout,
+        Layout::Voxels {
+            voxels: n,
+            channels: c,
+            extent: [9, 7, 6]
+        }
+    );
+    assert!(map.layout.describe().contains("9×7×6 box"));
+    let along_z = panel(&map, "seen along z");
+    assert_eq!(
+        (along_z.row_axis.as_str(), along_z.col_axis.as_str()),
+        ("x", "y")
+    );
+    assert_eq!((along_z.rows, along_z.cols), (9, 7));
+    for (cell, &v) in along_z.values.iter().enumerate() {
+        assert_eq!(v > 1.0, cell / 7 == 0, "cell {cell}: |e| {v}");
+    }
+    let along_x = panel(&map, "seen along x");
+    assert!(
+        along_x.values.iter().all(|&v| v > 1.0),
+        "the face covers every (y, z)"
+    );
+    let elsewhere = Placement {
+        grid: None,
+        voxels: Some(&voxels[1..]),
+    };
+    let flat = ErrorMap::of(
+        &actual,
+        &reference,
+        &bound,
+        &[n, c],
+        elsewhere,
+        NanPolicy::Fail,
+    );
+    assert_eq!(flat.layout, Layout::Matrix { rows: n, cols: c });
 }

@@ -11,7 +11,7 @@ use super::{Drift, Execution, OutputResult, Round, StageResult, Status};
 use crate::compare::{NanPolicy, Tier};
 use crate::contract::{self, Case};
 use crate::document::Stage;
-use crate::error_map::ErrorMap;
+use crate::error_map::{ErrorMap, Placement};
 use crate::error_model::{self, Judgement, Rules, Statistics, TierParams};
 use crate::execution::{Backend, Executed, Finding, Program, Step};
 use crate::isolation::Failure;
@@ -349,7 +349,7 @@ impl Contract<'_> {
                 &expected.to_f64_vec(),
                 bound,
                 &actual.spec.shape,
-                None,
+                Placement::default(),
                 NanPolicy::Allow,
             )
         });
