@@ -242,6 +242,26 @@ def block_stage(v, i):
     )
 
 
+def timestep_weights(C, seed):
+    """TimestepEmbedder's MLP, seeded from `seed` on."""
+    return [
+        tensor("t_w1", "float32", [C, FREQ_DIM], seeded(seed, "normal", 0.0, 0.05), "t_embedder.mlp.0.weight"),
+        tensor("t_b1", "float32", [C], seeded(seed + 1, "normal", 0.0, 0.02), "t_embedder.mlp.0.bias"),
+        tensor("t_w2", "float32", [C, C], seeded(seed + 2, "normal", 0.0, 1.0 / math.sqrt(C)), "t_embedder.mlp.2.weight"),
+        tensor("t_b2", "float32", [C], seeded(seed + 3, "normal", 0.0, 0.02), "t_embedder.mlp.2.bias"),
+    ]
+
+
+def sampler_constants(t, t_prev, strength):
+    """The guided Euler step's scalars."""
+    return [
+        tensor("cfg_pos", "float32", [1], {"values": [yfloat(1 + strength)]}, "1 + cfg_strength"),
+        tensor("cfg_neg", "float32", [1], {"values": [yfloat(strength)]}, "cfg_strength"),
+        tensor("dt", "float32", [1], {"values": [yfloat(f32(t - t_prev))]},
+               f"t - t_prev = {t:.9f} - {t_prev:.9f}, computed in float64 and used as a float32 scalar"),
+    ]
+
+
 def timestep_stage(C, t):
     """TimestepEmbedder: 1000 t -> sinusoidal (cos, sin) -> Linear, SiLU, Linear (float32)."""
     return stage(
@@ -379,10 +399,7 @@ def suite(v):
         tensor("one", "float32", [1], {"values": [yfloat(1.0)]}, "1, for (1 + scale)"),
         tensor("ln_ones", "float32", [C], seeded(0, "uniform", 1.0, 1.0), "a LayerNorm without weight: ones"),
         tensor("ln_zeros", "float32", [C], seeded(0, "uniform", 0.0, 0.0), "a LayerNorm without bias: zeros"),
-        tensor("t_w1", "float32", [C, FREQ_DIM], seeded(7010, "normal", 0.0, 0.05), "t_embedder.mlp.0.weight"),
-        tensor("t_b1", "float32", [C], seeded(7011, "normal", 0.0, 0.02), "t_embedder.mlp.0.bias"),
-        tensor("t_w2", "float32", [C, C], seeded(7012, "normal", 0.0, 1.0 / math.sqrt(C)), "t_embedder.mlp.2.weight"),
-        tensor("t_b2", "float32", [C], seeded(7013, "normal", 0.0, 0.02), "t_embedder.mlp.2.bias"),
+    ] + timestep_weights(C, 7010) + [
         tensor("in_w", "float32", [C, IN_CHANNELS], seeded(7014, "normal", 0.0, 0.3), "input_layer.weight"),
         tensor("in_b", "float32", [C], seeded(7015, "normal", 0.0, 0.02), "input_layer.bias"),
     ]
@@ -394,11 +411,7 @@ def suite(v):
         tensor("v_uncond", "float32", [1, IN_CHANNELS, R, R, R], seeded(7003, "normal", 0.0, 1.0),
                "the model's prediction with the zero (negative) conditioning at the same step: stands for a second "
                "forward of the model, which the suite does not repeat"),
-        tensor("cfg_pos", "float32", [1], {"values": [yfloat(1 + CFG_STRENGTH)]}, "1 + cfg_strength"),
-        tensor("cfg_neg", "float32", [1], {"values": [yfloat(CFG_STRENGTH)]}, "cfg_strength"),
-        tensor("dt", "float32", [1], {"values": [yfloat(f32(t - t_prev))]},
-               f"t - t_prev = {t:.9f} - {t_prev:.9f}, computed in float64 and used as a float32 scalar"),
-    ]
+    ] + sampler_constants(t, t_prev, CFG_STRENGTH)
     golden = [
         ("t_emb", [1, C], "the timestep embedding"),
         ("pos_emb", [1, T, C], "the absolute 3-D position embedding (the model's pos_emb buffer)"),

@@ -34,8 +34,8 @@ import sys
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from make_dinov2_suite import flow, node, q, seeded, stage, tensor, yfloat  # noqa: E402
 from make_trellis_flow_suite import (  # noqa: E402
-    HEAD_DIM, IN_CHANNELS, OUTLIERS, TOLERANCES, TRELLIS, block_stage, f32, position_freqs,
-    sampler_stage, time_grid, timestep_freqs, timestep_stage, weight_line, weights_of_block)
+    HEAD_DIM, IN_CHANNELS, OUTLIERS, TOLERANCES, TRELLIS, block_stage, f32, position_freqs, sampler_constants,
+    sampler_stage, time_grid, timestep_freqs, timestep_stage, timestep_weights, weight_line, weights_of_block)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent / "conformance" / "suites"
 SPCONV = "Graham, Engelcke and van der Maaten 2018, 3D Semantic Segmentation with Submanifold Sparse Convolutional Networks, arXiv:1711.10275"
@@ -248,10 +248,7 @@ def suite(v):
         tensor("ln_zeros", "float32", [C], seeded(0, "uniform", 0.0, 0.0), "a LayerNorm without bias: zeros"),
         tensor("io_ones", "float32", [io], seeded(0, "uniform", 1.0, 1.0), "a LayerNorm without weight: ones"),
         tensor("io_zeros", "float32", [io], seeded(0, "uniform", 0.0, 0.0), "a LayerNorm without bias: zeros"),
-        tensor("t_w1", "float32", [C, 256], seeded(8010, "normal", 0.0, 0.05), "t_embedder.mlp.0.weight"),
-        tensor("t_b1", "float32", [C], seeded(8011, "normal", 0.0, 0.02), "t_embedder.mlp.0.bias"),
-        tensor("t_w2", "float32", [C, C], seeded(8012, "normal", 0.0, 1.0 / math.sqrt(C)), "t_embedder.mlp.2.weight"),
-        tensor("t_b2", "float32", [C], seeded(8013, "normal", 0.0, 0.02), "t_embedder.mlp.2.bias"),
+    ] + timestep_weights(C, 8010) + [
         tensor("in_w", "float32", [io, IN_CHANNELS], seeded(8014, "normal", 0.0, 0.3), "input_layer.weight"),
         tensor("in_b", "float32", [io], seeded(8015, "normal", 0.0, 0.02), "input_layer.bias"),
     ]
@@ -267,11 +264,7 @@ def suite(v):
         tensor("v_uncond", "float32", [N, IN_CHANNELS], seeded(8003, "normal", 0.0, 1.0),
                "the model's prediction with the zero (negative) conditioning at the same step: stands for a second "
                "forward of the model, which the suite does not repeat"),
-        tensor("cfg_pos", "float32", [1], {"values": [yfloat(1 + strength)]}, "1 + cfg_strength"),
-        tensor("cfg_neg", "float32", [1], {"values": [yfloat(strength)]}, "cfg_strength"),
-        tensor("dt", "float32", [1], {"values": [yfloat(f32(t - t_prev))]},
-               f"t - t_prev = {t:.9f} - {t_prev:.9f}, computed in float64 and used as a float32 scalar"),
-    ]
+    ] + sampler_constants(t, t_prev, strength)
     golden = [
         ("t_emb", "float32", [1, C], "the timestep embedding"),
         ("h_in", "float32", [N, io], "the input layer's features"),

@@ -466,9 +466,38 @@ fn panels(layout: Layout, e: &[f32], actual: &[f64], reference: &[f64]) -> Vec<P
     }
 }
 
+impl ErrorMap {
+    /// The map of `actual`, a tensor of `stage` whose inputs and outputs
+    /// (by name) are among `values`: on the document's token grid, a sparse
+    /// tensor's rows at the stage's coordinates.
+    pub fn of_stage_tensor(
+        actual: &crate::tensor::HostTensor,
+        expected: &[f64],
+        bound: &[f64],
+        stage: &crate::document::Stage,
+        values: &std::collections::HashMap<String, crate::tensor::HostTensor>,
+        nan: NanPolicy,
+    ) -> ErrorMap {
+        let shape = &actual.spec.shape;
+        let voxels = voxels_among(
+            shape,
+            stage
+                .inputs
+                .iter()
+                .chain(&stage.outputs)
+                .filter_map(|n| values.get(n)),
+        );
+        let place = Placement {
+            grid: stage.token_grid.as_ref(),
+            voxels: voxels.as_deref(),
+        };
+        ErrorMap::of(&actual.f64_values(), expected, bound, shape, place, nan)
+    }
+}
+
 /// The coordinates of a sparse tensor of `shape` (`[N, C]`): the first
 /// int32 `[N, 4]` tensor among `tensors` (a stage's inputs, then outputs).
-pub fn voxels_among<'a>(
+fn voxels_among<'a>(
     shape: &[usize],
     tensors: impl IntoIterator<Item = &'a crate::tensor::HostTensor>,
 ) -> Option<Vec<[i32; 4]>> {

@@ -7,7 +7,7 @@ use super::ops::{self, Call, Reference};
 use super::{judge, Judgement, Precision, Rules, Statistics, TierParams};
 use crate::compare::{NanPolicy, Tier};
 use crate::document::Stage;
-use crate::error_map::{ErrorMap, Placement};
+use crate::error_map::ErrorMap;
 use crate::{DType, Device, Error, HostTensor, Op, TensorSpec};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
@@ -287,22 +287,8 @@ pub fn check_nodes(
         };
         let (expected, bound) = (ev.value.f64_values(), &ev.bound);
         let judgement = judge(actual, &expected, bound, Some(&ev.sigma), rules);
-        let error_map = (!judgement.passed).then(|| {
-            let shape = &actual.spec.shape;
-            let voxels = crate::error_map::voxels_among(
-                shape,
-                stage
-                    .inputs
-                    .iter()
-                    .chain(&stage.outputs)
-                    .filter_map(|n| values.get(n)),
-            );
-            let place = Placement {
-                grid: stage.token_grid.as_ref(),
-                voxels: voxels.as_deref(),
-            };
-            ErrorMap::of(&actual.f64_values(), &expected, bound, shape, place, nan)
-        });
+        let error_map = (!judgement.passed)
+            .then(|| ErrorMap::of_stage_tensor(actual, &expected, bound, stage, values, nan));
         checks.push(NodeCheck {
             node: i,
             op: format!("{}@{}", node.op.name(), node.op.version()),

@@ -6,7 +6,7 @@ use super::execute::{fused_program, graph_program, plan, run_program};
 use super::{invariants, Drift, Execution, OutputResult, Round, Source, StageResult, Status};
 use crate::compare::Tier;
 use crate::document::Stage;
-use crate::error_map::{self, ErrorMap, Placement};
+use crate::error_map::{self, ErrorMap};
 use crate::error_model::{
     self, NodeCheck, Precision, Rules, StageReference, Statistics, TierParams, Unkept,
 };
@@ -331,27 +331,7 @@ impl StageContext<'_> {
             let error_map = (self.round == Round::Main
                 && (!judgement.passed || judgement.max_e >= error_map::NEAR_FAILING))
                 .then(|| {
-                    let shape = &actual.spec.shape;
-                    let voxels = error_map::voxels_among(
-                        shape,
-                        stage
-                            .inputs
-                            .iter()
-                            .chain(&stage.outputs)
-                            .filter_map(|n| values.get(n)),
-                    );
-                    let place = Placement {
-                        grid: stage.token_grid.as_ref(),
-                        voxels: voxels.as_deref(),
-                    };
-                    ErrorMap::of(
-                        &actual.f64_values(),
-                        &expected,
-                        bound,
-                        shape,
-                        place,
-                        stage.nan,
-                    )
+                    ErrorMap::of_stage_tensor(actual, &expected, bound, stage, values, stage.nan)
                 });
             let (drift, hash) =
                 Drift::with_hash(actual, &golden).map_err(|e| format!("`{name}`: {e}"))?;
