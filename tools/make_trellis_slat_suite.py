@@ -243,6 +243,9 @@ def suite(v):
         ten.append(tensor("pos_pad", "float32", [M, pad], seeded(0, "uniform", 0.0, 0.0),
                           f"the embedding's zero padding to {C} channels (uniform [0, 0] is exactly 0)"))
     ten += [
+        tensor("zero_rows", "float32", [M, io], seeded(0, "uniform", 0.0, 0.0),
+               "the downsample's zero start rows, one per parent (uniform [0, 0] is exactly 0)"),
+        tensor("parent_rows", "int32", [M], {"values": list(range(M))}, "0, 1, ..., M - 1: each zero row's parent"),
         tensor("one", "float32", [1], {"values": [yfloat(1.0)]}, "1, for (1 + scale)"),
         tensor("ln_ones", "float32", [C], seeded(0, "uniform", 1.0, 1.0), "a LayerNorm without weight: ones"),
         tensor("ln_zeros", "float32", [C], seeded(0, "uniform", 0.0, 0.0), "a LayerNorm without bias: zeros"),
@@ -310,21 +313,29 @@ def suite(v):
     stages.append(stage(
         "downsample",
         f"SparseDownsample(2): parents coords // 2 (distinct, sorted by (b, x, y, z): {M} of {N}), each voxel's "
-        "row among them, and the mean of each parent's voxels' features",
-        "trellis.modules.sparse.spatial.SparseDownsample(2) (mode 'mean'), the start of input block 1",
+        "row among them, and each parent's features: the sum of its n voxels' divided by n + 1 (TRELLIS v1's "
+        "scatter_reduce counts the zero it starts from)",
+        "trellis.modules.sparse.spatial.SparseDownsample(2) (TRELLIS v1), the start of input block 1",
         TRELLIS,
-        ["skip_0", "coords"], ["coarse_coords", "inverse", "pooled"],
+        ["skip_0", "coords", "zero_rows", "parent_rows"], ["coarse_coords", "inverse", "pooled"],
         [
             node("vsdk.sparse_downsample_coords", ["coords"], "coarse_coords", voxels=M),
             node("vsdk.sparse_downsample_index", ["coords"], "inverse", voxels=M),
-            node("vsdk.segment_mean", ["skip_0", "inverse"], "pooled", segments=M),
+            # One zero row per parent joins its segment: Σ / (n + 1).
+            node("vsdk.concat", ["skip_0", "zero_rows"], "pool_rows", axis=0),
+            node("vsdk.concat", ["inverse", "parent_rows"], "pool_index", axis=0),
+            node("vsdk.segment_mean", ["pool_rows", "pool_index"], "pooled", segments=M),
         ],
         ["finite: pooled"],
         [
             "TRELLIS packs (b, x // 2, y // 2, z // 2) into one integer code and takes torch.unique(return_inverse="
             "True): the parents come out sorted lexicographically, which fixes the row of every coarse voxel.",
-            "The mean is scatter_reduce(reduce='mean', include_self=False): the sum of a parent's 1 to 8 voxels "
-            "divided by their number. A sum without the division, or the parents in first-seen order, fails here.",
+            "TRELLIS v1 pools with torch.scatter_reduce(torch.zeros(M, C), 0, idx, feats, reduce='mean') and leaves "
+            "include_self at its default, True: the zero each parent starts from is averaged in, so a parent's "
+            "features are the sum of its n voxels' over n + 1, not their mean. The trained v1 weights expect that; "
+            "the graph writes it out as one zero row per parent joining its segment. TRELLIS.2 passes "
+            "include_self=False (the true mean): a port that takes the mean, or TRELLIS.2's module, fails here, "
+            "as does a sum, or the parents in first-seen order.",
         ],
     ))
     s = resblock_stage(v, "input_block_1", "Input SparseResBlock3d 1 (the downsampling one) on the coarse voxels",

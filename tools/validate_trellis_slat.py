@@ -16,7 +16,10 @@ structured_latent_flow.py) put together here from the package's modules:
 `SparseResBlock3d` (written out below as v1 defines it: LayerNorm32,
 SparseConv3d, SparseLinear, SparseDownsample, SparseUpsample, the emb
 layers), TimestepEmbedder, AbsolutePositionEmbedder and
-ModulatedSparseTransformerCrossBlock as they are. The suite's weights load
+ModulatedSparseTransformerCrossBlock as they are. The downsample's pooling is
+v1's too: its `scatter_reduce(zeros, reduce='mean')` leaves include_self at
+True, a parent's features are Σ / (n + 1); the package's (TRELLIS.2's)
+passes include_self=False, the true mean, and fails the v1 suite. The suite's weights load
 under their checkpoint names (each tensor's description; a convolution's
 [27, Cin, Cout] goes to spconv's [Cout, 3, 3, 3, Cin]). Every stage output is
 captured and `vips-conformance check` judges the captures, as it judges a
@@ -231,7 +234,13 @@ def run_stages(model, t, v, chained, dtype, only=None):
     fine = sparse(given("skip_0"), coords)
     down = ib1.updown(fine)
     _, inverse = down.get_spatial_cache("upsample_2")
-    out["coarse_coords"], out["inverse"], out["pooled"] = down.coords, inverse, down.feats
+    # TRELLIS v1's pooling (microsoft/TRELLIS, trellis/modules/sparse/spatial.py), not the package's
+    # (TRELLIS.2 passes include_self=False): scatter_reduce's mean with include_self left True.
+    feats = fine.feats
+    out["pooled"] = torch.scatter_reduce(
+        torch.zeros(down.coords.shape[0], feats.shape[1], dtype=feats.dtype), 0,
+        inverse[:, None].expand(-1, feats.shape[1]), feats, reduce="mean")
+    out["coarse_coords"], out["inverse"] = down.coords, inverse
     coarse = down.coords.int()
     if want("input_block_1"):
         out["skip_1"] = ib1.body(sparse(given("pooled"), coarse), t_emb).feats

@@ -68,12 +68,15 @@ fn casts_round_half_to_even_and_saturate_as_the_cpu_reference_does() {
             );
         }
     }
-    // int32 to the float types: exact below 2^24, rounded to nearest above.
+    // int32 to the float types: exact below 2^24, rounded once to nearest above.
     let ints: Vec<i32> = (0..64)
         .map(|i| match i {
             0 => i32::MIN,
             1 => i32::MAX,
             2 => (1 << 24) + 1,
+            // A bfloat16 tie only after a float32 rounding: rounded once it goes up.
+            3 => (1 << 24) + (1 << 16) + 1,
+            4 => -((1 << 24) + (1 << 16) + 1),
             _ => r.gen_range(-70000..70000),
         })
         .collect();

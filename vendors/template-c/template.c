@@ -176,7 +176,7 @@ static vsdk_status_t* kernel_supports(vsdk_provider_t* p, uint32_t device, const
     *out = is_u8(dtype) || is_f32(dtype) || is_i32(dtype); /* the source dtype */
   } else if (!strcmp(kernel, "vsdk.crop") || !strcmp(kernel, "vsdk.concat") ||
              !strcmp(kernel, "vsdk.reshape") || !strcmp(kernel, "vsdk.permute")) {
-    *out = is_u8(dtype) || is_f32(dtype);
+    *out = is_u8(dtype) || is_f32(dtype) || is_i32(dtype); /* element copies */
   } else if (!strcmp(kernel, "vsdk.gather_rows") || !strcmp(kernel, "vsdk.repeat_rows")) {
     *out = is_u8(dtype) || is_f32(dtype) || is_i32(dtype);
   } else if (!strcmp(kernel, "vsdk.sparse_downsample_coords") || !strcmp(kernel, "vsdk.sparse_downsample_index") ||

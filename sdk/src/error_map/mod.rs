@@ -467,10 +467,12 @@ fn panels(layout: Layout, e: &[f32], actual: &[f64], reference: &[f64]) -> Vec<P
 }
 
 impl ErrorMap {
-    /// The map of `actual`, a tensor of `stage` whose inputs and outputs
-    /// (by name) are among `values`: on the document's token grid, a sparse
-    /// tensor's rows at the stage's coordinates.
+    /// The map of `actual`, tensor `name` of `stage` whose inputs and
+    /// outputs (by name) are among `values`: on the document's token grid, a
+    /// sparse tensor's rows at the stage's coordinates (never its own).
+    #[allow(clippy::too_many_arguments)]
     pub fn of_stage_tensor(
+        name: &str,
         actual: &crate::tensor::HostTensor,
         expected: &[f64],
         bound: &[f64],
@@ -485,6 +487,7 @@ impl ErrorMap {
                 .inputs
                 .iter()
                 .chain(&stage.outputs)
+                .filter(|n| *n != name)
                 .filter_map(|n| values.get(n)),
         );
         let place = Placement {

@@ -287,8 +287,9 @@ pub fn check_nodes(
         };
         let (expected, bound) = (ev.value.f64_values(), &ev.bound);
         let judgement = judge(actual, &expected, bound, Some(&ev.sigma), rules);
-        let error_map = (!judgement.passed)
-            .then(|| ErrorMap::of_stage_tensor(actual, &expected, bound, stage, values, nan));
+        let error_map = (!judgement.passed).then(|| {
+            ErrorMap::of_stage_tensor(&node.output, actual, &expected, bound, stage, values, nan)
+        });
         checks.push(NodeCheck {
             node: i,
             op: format!("{}@{}", node.op.name(), node.op.version()),

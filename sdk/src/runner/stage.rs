@@ -331,7 +331,9 @@ impl StageContext<'_> {
             let error_map = (self.round == Round::Main
                 && (!judgement.passed || judgement.max_e >= error_map::NEAR_FAILING))
                 .then(|| {
-                    ErrorMap::of_stage_tensor(actual, &expected, bound, stage, values, stage.nan)
+                    ErrorMap::of_stage_tensor(
+                        name, actual, &expected, bound, stage, values, stage.nan,
+                    )
                 });
             let (drift, hash) =
                 Drift::with_hash(actual, &golden).map_err(|e| format!("`{name}`: {e}"))?;

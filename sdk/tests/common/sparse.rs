@@ -243,6 +243,18 @@ pub fn check_sparse_kernels(
             .unwrap_err()
             .to_string();
         assert!(err.contains(want), "{err}");
+        // The coordinate kernels check them too (a provider may hash them its own way).
+        let coords = [coords_tensor(&bad)];
+        let m = Attrs::new().with("voxels", Int(n as i64));
+        for (kernel, attrs) in [
+            ("vsdk.sparse_downsample_coords", &m),
+            ("vsdk.sparse_subdivide_coords", &Attrs::new()),
+        ] {
+            let err = try_run(dev, kernel, attrs, &coords)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(want), "{kernel}: {err}");
+        }
     }
     let idx = HostTensor::from_vec(&[2], vec![0i32, n as i32]).unwrap();
     let err = try_run(

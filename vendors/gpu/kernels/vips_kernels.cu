@@ -150,7 +150,8 @@ __device__ void vips_unary(const T* x, T* out, vips_i64 n, int op) {
 }
 
 /* vsdk.cast between uint8, float16, bfloat16 and float32: every value of
- * these types is exact in float32, so one rounding (the store) is all. */
+ * these types is exact in float32, so one rounding (the store) is all
+ * (int32, below, is not). */
 template <class S, class D>
 __device__ void vips_cast(const S* x, D* out, vips_i64 n) {
   for (vips_i64 i = vips_global_id(); i < n; i += vips_grid_stride())
@@ -706,9 +707,29 @@ VIPS_FLOAT_KERNELS(bf16, vips_bf16)
   VIPS_CAST_KERNEL(from, S, bf16, vips_bf16) \
   VIPS_CAST_KERNEL(from, S, f32, float)
 
-/* int32 to the float types: sparse coordinates as numbers. */
+/* int32 to the float types: sparse coordinates as numbers. float32 and
+ * float16 round once (every int32 within float16's range is exact in
+ * float32); bfloat16 would round twice through float32, so its kernel rounds
+ * the integer to 8 significant bits itself (exact in float32), ties to even. */
+__device__ __forceinline__ float vips_int_to_bf16_exact(int v) {
+  const long long a = v < 0 ? -static_cast<long long>(v) : v;
+  int shift = 0;
+  while ((a >> shift) >= 256) ++shift;
+  long long q = a >> shift;
+  if (shift > 0) {
+    const long long rem = a & ((1LL << shift) - 1), half = 1LL << (shift - 1);
+    if (rem > half || (rem == half && (q & 1))) ++q;
+  }
+  const float f = static_cast<float>(q << shift);
+  return v < 0 ? -f : f;
+}
+
+VIPS_KERNEL vips_cast_i32_bf16(const int* x, vips_bf16* out, vips_i64 n) {
+  for (vips_i64 i = vips_global_id(); i < n; i += vips_grid_stride())
+    vips_store(out + i, vips_int_to_bf16_exact(x[i]));
+}
+VIPS_REGISTER(vips_cast_i32_bf16)
 VIPS_CAST_KERNEL(i32, int, f16, vips_f16)
-VIPS_CAST_KERNEL(i32, int, bf16, vips_bf16)
 VIPS_CAST_KERNEL(i32, int, f32, float)
 VIPS_CAST_FROM(u8, unsigned char)
 VIPS_CAST_FROM(f16, vips_f16)

@@ -359,6 +359,14 @@ fn dispatch<B: Backend>(
             }
             Ok(())
         }
+        // Their coordinates and indices are checked even when nothing is written.
+        Node::SparseConv3d
+        | Node::SparseDownsampleCoords { .. }
+        | Node::SparseDownsampleIndex { .. }
+        | Node::SegmentMean { .. }
+        | Node::GatherRows
+        | Node::RepeatRows { .. }
+        | Node::SparseSubdivideCoords => sparse::run(c, node, ins, out),
         _ if n == 0 => Ok(()),
         Node::Cast(to) => {
             // int32 only to the float types (sparse coordinates as numbers).
@@ -520,13 +528,6 @@ fn dispatch<B: Backend>(
         }
         Node::ResizeBicubic(r) => resize_bicubic(c, &ins[0], r, out),
         Node::ResizePil(r) => resize_pil(c, &ins[0], r, out),
-        Node::SparseConv3d
-        | Node::SparseDownsampleCoords { .. }
-        | Node::SparseDownsampleIndex { .. }
-        | Node::SegmentMean { .. }
-        | Node::GatherRows
-        | Node::RepeatRows { .. }
-        | Node::SparseSubdivideCoords => sparse::run(c, node, ins, out),
     }
 }
 

@@ -311,6 +311,9 @@ fn conv3d<B: Backend>(
     let (feats, w) = (&ins[0], &ins[2]);
     let coords = c.coords(&ins[1])?;
     let hash = c.hash(&coords, 0)?;
+    if out.numel() == 0 {
+        return Ok(());
+    }
     let (n, cin, cout) = (coords.n, feats.shape[1], w.shape[2]);
     let k_len = 27 * cin;
     // The gathered rows, 27 times the features: held to the catalog's
@@ -356,6 +359,9 @@ fn segment_mean<B: Backend>(
 ) -> Result<(), ProviderError> {
     let (x, n, cols) = (&ins[0], ins[0].shape[0], ins[0].shape[1]);
     let index = c.index(&ins[1], segments)?;
+    if segments * cols == 0 {
+        return Ok(());
+    }
     // Rows sorted by (segment, row): each segment's rows in row order.
     let padded = n.next_power_of_two().max(1);
     let sorted = c.temporary(padded * 4)?;
