@@ -392,17 +392,12 @@ fn fails_exactly_in(suite: &str, target: &str, mutation: &str, stages: &[&str], 
 fn wrong_variants_fail_on_the_emulated_gpu_kernels_exactly_as_on_the_cpu() {
     let b = blocks();
     let blocks: Vec<&str> = b.iter().map(String::as_str).collect();
-    let resize = "vsdk.resize_bicubic@1";
-    let cases: [(&str, &[&str], &str); 5] = [
-        ("resize_size", &["pos_embed"], resize),
-        ("resize_antialias", &["pos_embed"], resize),
+    // One mutation per operator kind (CI's 30 minutes: the CPU tests run
+    // resize_size and layer_norm_eps too).
+    let cases: [(&str, &[&str], &str); 3] = [
+        ("resize_antialias", &["pos_embed"], "vsdk.resize_bicubic@1"),
         ("crop_off_by_one", &["preprocess"], "vsdk.crop@1"),
         ("attention_scale", &blocks, "vsdk.sdpa@1"),
-        (
-            "layer_norm_eps",
-            &["block_00", "block_01", "block_02"],
-            "vsdk.layer_norm@1",
-        ),
     ];
     for (mutation, stages, op) in cases {
         fails_exactly_on("simt", mutation, stages, op);
@@ -1128,13 +1123,14 @@ fn the_trellis_conditioning_quick_suite_passes_on_every_reference_provider() {
                 premultiply.notes
             );
         }
+        // At fp32 (the quick DINOv2 suite runs SIMT at every tier).
         let r = runner::run(
             &s,
             &simt,
             &cpu,
             &RunOptions {
                 mode,
-                ..opts(&[Tier::Fp32, Tier::Bf16])
+                ..opts(&[Tier::Fp32])
             },
         )
         .unwrap();
