@@ -535,11 +535,10 @@ fn wrong_variants_fail_on_their_outputs_alone_through_check() {
     std::fs::create_dir_all(&dir).unwrap();
     let b = blocks();
     let early: Vec<String> = b[..3].to_vec();
-    let cases: [(&str, &[String], &str); 6] = [
+    // One mutation per kind of verdict (CI's 30 minutes: tf32, one_element
+    // and gelu_tanh fail through `run` in the tests above).
+    let cases: [(&str, &[String], &str); 3] = [
         ("gemm_round_up", &b, "systematic bias"),
-        ("tf32", &b, "outside their bound"),
-        ("one_element", &b, "outside their bound"),
-        ("gelu_tanh", &b, "outside their bound"),
         ("attention_scale", &b, "outside their bound"),
         ("layer_norm_eps", &early, "the error's rms is"),
     ];
