@@ -293,7 +293,12 @@ impl ErrorMap {
             .count() as u64;
         let layout = Layout::placed(shape, place);
         let panels = match (layout, place.voxels) {
-            (Layout::Voxels { channels, .. }, Some(voxels)) => voxel_panels(voxels, channels, &e),
+            (
+                Layout::Voxels {
+                    channels, extent, ..
+                },
+                Some(voxels),
+            ) => voxel_panels(voxels, channels, extent, &e),
             _ => panels(layout, &e, actual, reference),
         };
         // By the uncapped |e|, so the first is the verdict's worst.
@@ -524,21 +529,12 @@ const MAX_VOXEL_SIDE: usize = 256;
 /// (over their channels, every batch entry) behind each cell of the (x, y),
 /// (x, z) and (y, z) planes, 0 where no voxel is. Where on the shape the
 /// error lies: a face, a corner, one coarse voxel's children.
-fn voxel_panels(voxels: &[[i32; 4]], channels: usize, e: &[f32]) -> Vec<Panel> {
+/// `extent` is the layout's: one past the largest x, y and z.
+fn voxel_panels(voxels: &[[i32; 4]], channels: usize, extent: [usize; 3], e: &[f32]) -> Vec<Panel> {
     if e.is_empty() {
         return Vec::new();
     }
     let per_voxel = row_max(e, channels.max(1));
-    let extent: Vec<usize> = (1..4)
-        .map(|a| {
-            voxels
-                .iter()
-                .map(|v| v[a].max(0) as usize)
-                .max()
-                .unwrap_or(0)
-                + 1
-        })
-        .collect();
     let step: Vec<usize> = extent
         .iter()
         .map(|&n| n.div_ceil(MAX_VOXEL_SIDE).max(1))
