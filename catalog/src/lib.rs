@@ -7,6 +7,7 @@
 mod attrs;
 mod dtype;
 mod ops;
+pub mod raster;
 pub mod rounding;
 mod shape;
 pub mod taps;

@@ -1,4 +1,5 @@
 use crate::attrs::attr_err;
+use crate::raster;
 use crate::shape::broadcast_shapes;
 use crate::taps::PilFilter;
 use crate::{Attrs, CatalogError, DType, TensorSpec};
@@ -39,9 +40,11 @@ pub enum Op {
     GatherRows,
     RepeatRows,
     SparseSubdivideCoords,
+    Rasterize,
+    Interpolate,
 }
 
-pub const ALL_OPS: [Op; 30] = [
+pub const ALL_OPS: [Op; 32] = [
     Op::ResizePilBicubic,
     Op::ResizePilLanczos,
     Op::ResizeBicubic,
@@ -72,6 +75,8 @@ pub const ALL_OPS: [Op; 30] = [
     Op::GatherRows,
     Op::RepeatRows,
     Op::SparseSubdivideCoords,
+    Op::Rasterize,
+    Op::Interpolate,
 ];
 
 impl Op {
@@ -107,6 +112,8 @@ impl Op {
             Op::GatherRows => "vsdk.gather_rows",
             Op::RepeatRows => "vsdk.repeat_rows",
             Op::SparseSubdivideCoords => "vsdk.sparse_subdivide_coords",
+            Op::Rasterize => "vsdk.rasterize",
+            Op::Interpolate => "vsdk.interpolate",
         }
     }
 
@@ -157,6 +164,8 @@ impl Op {
             Op::SparseDownsampleCoords | Op::SparseDownsampleIndex | Op::SparseSubdivideCoords => {
                 &[DType::I32]
             }
+            // Window coordinates of a 16384-pixel side need float32's bits.
+            Op::Rasterize => &[DType::F32, DType::F64],
             _ => FLOATS,
         }
     }
@@ -179,7 +188,8 @@ impl Op {
             Op::SparseDownsampleCoords | Op::SparseDownsampleIndex => &["voxels"],
             Op::SegmentMean => &["segments"],
             Op::RepeatRows => &["times"],
-            Op::SparseConv3d | Op::GatherRows | Op::SparseSubdivideCoords => &[],
+            Op::Rasterize => &["height", "width"],
+            Op::SparseConv3d | Op::GatherRows | Op::SparseSubdivideCoords | Op::Interpolate => &[],
         }
     }
 }
@@ -292,6 +302,13 @@ pub enum Node {
         times: usize,
     },
     SparseSubdivideCoords,
+    /// `[B, H, W, 4]` = (u, v, z/w, triangle id + 1) of clip-space positions.
+    Rasterize {
+        height: usize,
+        width: usize,
+    },
+    /// Attributes `[B, V, A]` at each pixel of a rasterizer's output.
+    Interpolate,
 }
 
 /// Offsets of `vsdk.sparse_conv3d`'s 3x3x3 neighbourhood, in weight order:
@@ -440,6 +457,8 @@ impl Node {
             Op::LayerNorm | Op::Sdpa => (3, 3),
             Op::SparseConv3d => (3, 4),
             Op::SegmentMean | Op::GatherRows => (2, 2),
+            Op::Rasterize => (2, 2),
+            Op::Interpolate => (3, 3),
             Op::Concat => (1, usize::MAX),
             _ => (1, 1),
         };
@@ -448,6 +467,8 @@ impl Node {
             Op::Cast => inputs[0].dtype,
             // Data and int32 indices: checked below.
             Op::SegmentMean | Op::GatherRows => inputs[0].dtype,
+            // Positions or attributes, then the rasterizer's output and int32 triangles.
+            Op::Rasterize | Op::Interpolate => inputs[0].dtype,
             Op::SparseConv3d => {
                 let data: Vec<TensorSpec> = [0, 2, 3]
                     .iter()
@@ -936,6 +957,50 @@ impl Node {
                 };
                 (Node::SparseSubdivideCoords, out(vec![children, 4]))
             }
+            Op::Rasterize => {
+                let tri = &inputs[1];
+                if x.shape.len() != 3 || x.shape[2] != 4 {
+                    return c.fail(format!(
+                        "pos must be [B, V, 4] clip-space (x, y, z, w), got {:?}",
+                        x.shape
+                    ));
+                }
+                triangles(&c, tri)?;
+                let side = |name: &str| match attrs.int(c.kernel, name)? {
+                    None => c.attr(name, "is required"),
+                    Some(v) if v >= 1 && v as usize <= raster::MAX_RASTER_SIDE => Ok(v as usize),
+                    Some(v) => c.attr(
+                        name,
+                        format!("must lie in [1, {}], got {v}", raster::MAX_RASTER_SIDE),
+                    ),
+                };
+                let (height, width) = (side("height")?, side("width")?);
+                (
+                    Node::Rasterize { height, width },
+                    out(vec![x.shape[0], height, width, 4]),
+                )
+            }
+            Op::Interpolate => {
+                let (rast, tri) = (&inputs[1], &inputs[2]);
+                if x.shape.len() != 3 {
+                    return c.fail(format!("attr must be [B, V, A], got {:?}", x.shape));
+                }
+                if ![DType::F32, DType::F64].contains(&rast.dtype)
+                    || rast.shape.len() != 4
+                    || rast.shape[3] != 4
+                    || rast.shape[0] != x.shape[0]
+                {
+                    return c.fail(format!(
+                        "rast must be a rasterizer's output [B = {}, H, W, 4], float32 or float64 (ids need its bits), got {} {:?}",
+                        x.shape[0], rast.dtype, rast.shape
+                    ));
+                }
+                triangles(&c, tri)?;
+                (
+                    Node::Interpolate,
+                    out(vec![x.shape[0], rast.shape[1], rast.shape[2], x.shape[2]]),
+                )
+            }
         })
     }
 }
@@ -969,6 +1034,23 @@ fn sparse_coords(c: &Check, coords: &TensorSpec) -> Result<usize, CatalogError> 
         ));
     }
     Ok(coords.shape[0])
+}
+
+/// Triangles `[F, 3]` int32, few enough that `id + 1` is exact in float32.
+fn triangles(c: &Check, tri: &TensorSpec) -> Result<(), CatalogError> {
+    if tri.dtype != DType::I32 || tri.shape.len() != 2 || tri.shape[1] != 3 {
+        return c.fail(format!(
+            "tri must be [F, 3] int32 vertex indices, got {} {:?}",
+            tri.dtype, tri.shape
+        ));
+    }
+    if tri.shape[0] > raster::MAX_TRIANGLES {
+        return c.fail(format!(
+            "{} triangles: at most 2^24 (ids + 1 are stored in float32)",
+            tri.shape[0]
+        ));
+    }
+    Ok(())
 }
 
 /// Rows to gather or reduce, and an int32 index of rank 1.

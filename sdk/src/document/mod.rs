@@ -703,6 +703,12 @@ impl<F: Fn(Location, &str, String) -> DocumentError> Validator<'_, F> {
                 positive(t.bias_ratio, "bias_ratio"),
                 positive(t.rms_factor, "rms_factor"),
                 positive(e2e.and_then(|e| e.rel_l2), "end_to_end.rel_l2"),
+                match t.subpixel_bits {
+                    Some(b) if !(1..=24).contains(&b) => {
+                        Err(format!("subpixel_bits must lie in [1, 24], got {b}"))
+                    }
+                    _ => Ok(()),
+                },
                 match e2e.and_then(|e| e.cosine) {
                     Some(c) if !(c > 0.0 && c <= 1.0) => {
                         Err(format!("end_to_end.cosine must lie in (0, 1], got {c}"))
@@ -718,6 +724,7 @@ impl<F: Fn(Location, &str, String) -> DocumentError> Validator<'_, F> {
             p.bias_ratio = t.bias_ratio.unwrap_or(p.bias_ratio);
             p.rms_factor = t.rms_factor.unwrap_or(p.rms_factor);
             p.lsb = t.lsb.unwrap_or(p.lsb);
+            p.subpixel_bits = t.subpixel_bits.unwrap_or(p.subpixel_bits);
             if let Some(e) = e2e {
                 p.end_to_end.rel_l2 = e.rel_l2.unwrap_or(p.end_to_end.rel_l2);
                 p.end_to_end.cosine = e.cosine.unwrap_or(p.end_to_end.cosine);
@@ -784,6 +791,19 @@ impl<F: Fn(Location, &str, String) -> DocumentError> Validator<'_, F> {
             };
             let mut node_inputs = Vec::new();
             for (k, i) in n.inputs.iter().enumerate() {
+                // The verdict on a rasterizer's output measures its own
+                // inputs, which a fused stage keeps only when they are the
+                // stage's (docs/error-model.md, "Discrete outputs").
+                if op == Op::Rasterize && !inputs.iter().any(|a| a == i.as_str()) {
+                    return self.err(
+                        at(i),
+                        &format!("{nf}.inputs[{k}]"),
+                        format!(
+                            "`{}`: vsdk.rasterize reads the stage's inputs only (compute positions in an earlier stage)",
+                            i.as_str()
+                        ),
+                    );
+                }
                 if !available.iter().any(|a| a == i.as_str()) {
                     return self.err(
                         at(i),

@@ -123,6 +123,9 @@ pub struct RawTolerance {
     /// Integer outputs: allowed difference in units.
     #[serde(default)]
     pub lsb: Option<u64>,
+    /// Rasterizers: the sub-pixel bits a vertex may be snapped to.
+    #[serde(default)]
+    pub subpixel_bits: Option<u32>,
     /// Chained mode: the component's outputs against the golden values.
     #[serde(default)]
     pub end_to_end: Option<RawEndToEnd>,

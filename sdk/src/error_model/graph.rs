@@ -4,12 +4,14 @@
 
 use super::coverage;
 use super::ops::{self, Call, Reference};
+use super::raster::{self, PixelCounts};
 use super::{judge, Judgement, Precision, Rules, Statistics, TierParams};
 use crate::compare::{NanPolicy, Tier};
 use crate::document::Stage;
 use crate::error_map::ErrorMap;
 use crate::{DType, Device, Error, HostTensor, Op, TensorSpec};
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
 /// A stage's outputs as the reference computes them from the stage's inputs,
@@ -285,10 +287,24 @@ pub fn check_nodes(
             allowed_over_fraction,
             statistics: Statistics::of(params, ev.accumulates),
         };
-        let (expected, bound) = (ev.value.f64_values(), &ev.bound);
-        let judgement = judge(actual, &expected, bound, Some(&ev.sigma), rules);
+        let x = Expected::of(
+            node,
+            &own,
+            actual,
+            (&ev.value, &ev.bound, &ev.sigma),
+            params,
+        )?;
+        let judgement = judge(actual, &x.values, &x.bound, Some(&x.sigma), rules);
         let error_map = (!judgement.passed).then(|| {
-            ErrorMap::of_stage_tensor(&node.output, actual, &expected, bound, stage, values, nan)
+            ErrorMap::of_stage_tensor(
+                &node.output,
+                actual,
+                &x.values,
+                &x.bound,
+                stage,
+                values,
+                nan,
+            )
         });
         checks.push(NodeCheck {
             node: i,
@@ -345,4 +361,94 @@ pub fn node_reference(
         sigma: ev.sigma,
         accumulates: ev.accumulates,
     })
+}
+
+/// What one output is compared with: the reference within its bound, or,
+/// for a rasterizer's output, what the implementation's own choice of
+/// triangles makes correct (`raster::resolve`), with its pixel counts.
+pub struct Expected<'a> {
+    pub values: Cow<'a, [f64]>,
+    pub bound: Cow<'a, [f64]>,
+    pub sigma: Cow<'a, [f64]>,
+    pub pixels: Option<PixelCounts>,
+}
+
+impl<'a> Expected<'a> {
+    /// `actual`, the output of `node` computed from `inputs`, against the
+    /// reference's `value`, `bound` and `sigma` for it.
+    pub fn of(
+        node: &crate::document::GraphNode,
+        inputs: &[&HostTensor],
+        actual: &HostTensor,
+        (value, bound, sigma): (&'a HostTensor, &'a [f64], &'a [f64]),
+        params: &TierParams,
+    ) -> Result<Expected<'a>, Error> {
+        if node.op != Op::Rasterize {
+            return Ok(Expected {
+                values: value.f64_values(),
+                bound: Cow::Borrowed(bound),
+                sigma: Cow::Borrowed(sigma),
+                pixels: None,
+            });
+        }
+        let precision = Precision::of(actual.spec.dtype).ok_or_else(|| {
+            Error::Tensor(format!(
+                "`{}` is {}, not a float",
+                node.output, actual.spec.dtype
+            ))
+        })?;
+        let wide: Vec<HostTensor> = inputs.iter().map(|t| ops::wide(t)).collect();
+        let r = raster::resolve(
+            &wide.iter().collect::<Vec<_>>(),
+            actual,
+            &value.f64_values(),
+            params.subpixel_bits,
+            precision,
+        )?;
+        let n = r.bound.len();
+        Ok(Expected {
+            values: Cow::Owned(r.expected),
+            bound: Cow::Owned(r.bound),
+            sigma: Cow::Owned(vec![0.0; n]),
+            pixels: Some(r.pixels),
+        })
+    }
+
+    /// As [`Expected::of`] for the stage output `name`, whose producing
+    /// node's inputs are in `values` (a rasterizer reads the stage's inputs:
+    /// a document rule).
+    pub fn of_output(
+        stage: &Stage,
+        name: &str,
+        values: &HashMap<String, HostTensor>,
+        reference: &'a StageReference,
+        params: &TierParams,
+    ) -> Result<Expected<'a>, Error> {
+        let refs = (
+            &reference.values[name],
+            reference.bounds[name].as_slice(),
+            reference.sigmas[name].as_slice(),
+        );
+        let node = stage.graph.iter().rev().find(|n| n.output == name);
+        match node {
+            Some(node) if node.op == Op::Rasterize => {
+                let inputs = node
+                    .inputs
+                    .iter()
+                    .map(|n| {
+                        values.get(n).ok_or_else(|| {
+                            Error::Tensor(format!("`{name}`: its input `{n}` was not kept"))
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                Expected::of(node, &inputs, &values[name], refs, params)
+            }
+            _ => Ok(Expected {
+                values: refs.0.f64_values(),
+                bound: Cow::Borrowed(refs.1),
+                sigma: Cow::Borrowed(refs.2),
+                pixels: None,
+            }),
+        }
+    }
 }

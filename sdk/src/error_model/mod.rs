@@ -18,10 +18,13 @@
 mod coverage;
 mod graph;
 mod ops;
+pub mod raster;
 
 pub use graph::{
-    check_nodes, node_reference, stage_reference, NodeCheck, NodeReference, StageReference, Unkept,
+    check_nodes, node_reference, stage_reference, Expected, NodeCheck, NodeReference,
+    StageReference, Unkept,
 };
+pub use raster::PixelCounts;
 
 use crate::compare::{NanPolicy, Tier};
 use crate::{DType, HostTensor};
@@ -107,6 +110,11 @@ pub struct TierParams {
     pub rms_factor: f64,
     /// Integer outputs may differ from the reference by this many units.
     pub lsb: u64,
+    /// Rasterizers may snap vertices to this many sub-pixel bits (nvdiffrast's
+    /// CUDA rasterizer: 4): centres that close to an edge are ambiguous, and
+    /// (u, v, z/w) may move by what that snapping moves them
+    /// (docs/error-model.md, "Discrete outputs").
+    pub subpixel_bits: u32,
     pub end_to_end: EndToEnd,
 }
 
@@ -133,6 +141,7 @@ impl TierParams {
             bias_ratio: 0.1,
             rms_factor: 2.5,
             lsb: 0,
+            subpixel_bits: 4,
             end_to_end,
         }
     }

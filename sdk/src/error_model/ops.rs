@@ -438,6 +438,13 @@ pub(super) fn evaluate(r: &Reference, c: &Call) -> Result<Evaluated, Error> {
         Node::SparseDownsampleCoords { .. }
         | Node::SparseDownsampleIndex { .. }
         | Node::SparseSubdivideCoords => exact(vec![0.0; v.len()]),
+        Node::Rasterize { .. } => exact(super::raster::local_bound(
+            c.inputs,
+            &value,
+            c.params.subpixel_bits,
+            p,
+        )?),
+        Node::Interpolate => exact(super::raster::interpolate_local(c.inputs, &v, p).0),
     };
     let sigma = sigma(r, c, &value, &v, p, &fixed, &scaled)?;
     Ok(Evaluated {
@@ -636,10 +643,17 @@ fn sigma(
                 }
             })
             .collect(),
+        // Left to the bound: snapping, not rounding, moves (u, v, z/w).
         Node::ResizePil(_)
         | Node::SparseDownsampleCoords { .. }
         | Node::SparseDownsampleIndex { .. }
-        | Node::SparseSubdivideCoords => vec![0.0; v.len()],
+        | Node::SparseSubdivideCoords
+        | Node::Rasterize { .. } => vec![0.0; v.len()],
+        Node::Interpolate => super::raster::interpolate_local(c.inputs, v, p)
+            .1
+            .into_iter()
+            .map(|s| s * s)
+            .collect(),
     };
     Ok(var.into_iter().map(f64::sqrt).collect())
 }
@@ -730,6 +744,17 @@ pub(super) fn propagate(
         Node::SparseDownsampleCoords { .. }
         | Node::SparseDownsampleIndex { .. }
         | Node::SparseSubdivideCoords => return Ok(None),
+        // Its inputs are the stage's (a document rule): golden, exact.
+        Node::Rasterize { .. } => return Ok(None),
+        Node::Interpolate => dense(
+            out_shape,
+            super::raster::interpolate_propagate(
+                c.inputs,
+                vars[0],
+                vars.get(1).copied().flatten(),
+                value.spec.numel(),
+            ),
+        ),
         Node::Add | Node::Sub => sum(var(0), var(1))?,
         Node::Mul => sum(
             r.binary(Op::Mul, &var(0), &square(c.inputs[1]))?,

@@ -135,10 +135,20 @@ impl Chain {
 
     /// After `stages[index]` ran: drops the outputs whose last reader it was
     /// (a full-size suite's block outputs would be held for the whole tier).
-    /// What no later stage reads stays: the end-to-end comparison's.
+    /// What no later stage reads stays: the end-to-end comparison's; so do
+    /// rasterizer outputs, whose ids say which pixels it leaves out.
     pub fn release(&mut self, stages: &[&Stage], index: usize) {
         let reads = |s: &[&Stage], name: &String| s.iter().any(|s| s.inputs.contains(name));
+        let rasterized = |name: &String| {
+            stages
+                .iter()
+                .flat_map(|s| &s.graph)
+                .any(|n| n.op == crate::Op::Rasterize && n.output == *name)
+        };
         self.produced.retain(|name, (_, from, _)| {
+            if rasterized(name) {
+                return true;
+            }
             let after = stages
                 .iter()
                 .position(|s| s.name == *from)

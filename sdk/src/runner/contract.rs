@@ -305,16 +305,30 @@ impl Contract<'_> {
                     allowed_over_fraction: 0.0,
                     statistics: Statistics::of(&TierParams::default_for(self.tier), *accumulates),
                 };
-                let e = expected.to_f64_vec();
-                let judge = |t: &HostTensor| {
-                    let mut j = error_model::judge(t, &e, bound, sigma.as_deref(), rules);
+                let params = TierParams::default_for(self.tier);
+                let zeros = vec![0.0; bound.len()];
+                let inputs: Vec<&HostTensor> = case.inputs.iter().collect();
+                let judge = |t: &HostTensor| -> Result<Judgement, String> {
+                    // A rasterizer's output against what its own choice of
+                    // triangles makes correct; any other as it is.
+                    let refs = (
+                        expected,
+                        bound.as_slice(),
+                        sigma.as_deref().unwrap_or(&zeros),
+                    );
+                    let x = error_model::Expected::of(&case.node, &inputs, t, refs, &params)
+                        .map_err(|e| e.to_string())?;
+                    let sigma = sigma.as_ref().map(|_| &*x.sigma);
+                    let mut j = error_model::judge(t, &x.values, &x.bound, sigma, rules);
                     if case.exact {
                         bitwise(t, expected, &mut j);
                     }
-                    j
+                    Ok(j)
                 };
-                let first = judge(&actual);
-                let second = (repeat.bytes != actual.bytes).then(|| judge(&repeat));
+                let first = judge(&actual)?;
+                let second = (repeat.bytes != actual.bytes)
+                    .then(|| judge(&repeat))
+                    .transpose()?;
                 Ok((first, second, expected, bound))
             });
         let (judgement, second, expected, bound) = match judged {
@@ -359,6 +373,7 @@ impl Contract<'_> {
             drift,
             sha256: hex::encode(hash),
             error_map,
+            pixels: None,
         });
         r.status = if passed { Status::Pass } else { Status::Fail };
         // What the guards saw outranks the values.

@@ -68,6 +68,31 @@ pub fn perturb(t: &HostTensor, seed: u64) -> HostTensor {
     }
 }
 
+/// A rasterizer's output read by `vsdk.interpolate` (`[B, H, W, 4]`, ids in
+/// the last channel): each texel's (u, v, z/w) scaled by one factor in
+/// [0.75, 1] (u + v stays at most 1: still barycentrics), its id kept.
+fn perturb_raster(t: &HostTensor, seed: u64) -> HostTensor {
+    let mut rng = SplitMix(seed);
+    let mut v = t.to_f64_vec();
+    for px in v.chunks_exact_mut(4) {
+        let s = 0.75 + 0.25 * rng.unit();
+        for x in &mut px[..3] {
+            *x *= s;
+        }
+    }
+    HostTensor::from_vec(&t.spec.shape, v)
+        .expect("same shape as the tensor")
+        .cast(t.spec.dtype)
+}
+
+/// Whether the stage reads `name` as a rasterizer's output.
+fn is_raster(stage: &crate::document::Stage, name: &str) -> bool {
+    stage
+        .graph
+        .iter()
+        .any(|n| n.op == crate::Op::Interpolate && n.inputs.get(1).is_some_and(|i| i == name))
+}
+
 /// Runs `ctx`'s stage on perturbed copies of its suite inputs (`golden`
 /// gives each in the tier's dtype) and checks its outputs changed from
 /// `main` (the digests of the main round's outputs of the stage).
@@ -80,7 +105,12 @@ pub(super) fn round(
     let mut changed = false;
     for (k, name) in ctx.stage.inputs.iter().enumerate() {
         let t = golden(name)?;
-        let p = perturb(&t, SplitMix::derive(ctx.seed, &[k as u64]));
+        let seed = SplitMix::derive(ctx.seed, &[k as u64]);
+        let p = if is_raster(ctx.stage, name) {
+            perturb_raster(&t, seed)
+        } else {
+            perturb(&t, seed)
+        };
         changed |= p.bytes != t.bytes;
         inputs.insert(name.clone(), p);
     }

@@ -29,7 +29,7 @@ use crate::error_map::ErrorMap;
 use crate::error_model::{EndToEnd, Judgement, NodeCheck};
 use crate::execution::{Backend, Finding, SplitMix};
 use crate::suite::{Suite, SuiteError};
-use crate::{Device, HostTensor, TensorSpec};
+use crate::{Device, HostTensor, Op, TensorSpec};
 use chain::Chain;
 use serde::{Deserialize, Serialize};
 use stage::StageContext;
@@ -328,6 +328,10 @@ pub struct OutputResult {
     /// Failing and nearly failing outputs: where in the tensor the error lives.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_map: Option<ErrorMap>,
+    /// A rasterizer's output: its pixels as the verdict counted them
+    /// (docs/error-model.md, "Discrete outputs").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pixels: Option<crate::error_model::PixelCounts>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -450,6 +454,15 @@ pub struct EndToEndResult {
     pub drift: Drift,
     pub criterion: EndToEnd,
     pub passed: bool,
+    /// Pixels left out: the provider's rasterizer chose another triangle
+    /// (or the background) than the reference at an edge its stage judged
+    /// ambiguous, so what follows there is another triangle's value.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pixels_left_out: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -1198,6 +1211,7 @@ fn end_to_end(
     produced: &HashMap<String, (HostTensor, String, bool)>,
 ) -> Result<Vec<EndToEndResult>, SuiteError> {
     let mut out = Vec::new();
+    let disagree = raster_disagreements(suite, stages, produced)?;
     for (i, stage) in stages.iter().enumerate() {
         for name in &stage.outputs {
             let consumed = stages[i + 1..].iter().any(|s| s.inputs.contains(name));
@@ -1208,8 +1222,33 @@ fn end_to_end(
                 continue;
             }
             let criterion = stage.tolerances[&tier].end_to_end;
-            let golden = suite.tensor(name)?;
-            let drift = Drift::of(actual, &golden)
+            let mut golden = HostTensor::clone(&*suite.tensor(name)?);
+            let mut actual = actual.clone();
+            // Pixels [B, H, W, ...] a rasterizer of the run decided otherwise.
+            let mask = disagree
+                .iter()
+                .find(|d| actual.spec.shape.starts_with(&d.pixels));
+            let mut pixels_left_out = 0;
+            if let Some(RasterDisagreement {
+                pixels,
+                differs: mask,
+            }) = mask
+            {
+                pixels_left_out = mask.iter().filter(|&&m| m).count() as u64;
+                let per = actual.spec.numel() / pixels.iter().product::<usize>().max(1);
+                for t in [&mut actual, &mut golden] {
+                    let mut v = t.to_f64_vec();
+                    for (px, &m) in v.chunks_mut(per.max(1)).zip(mask) {
+                        if m {
+                            px.fill(0.0);
+                        }
+                    }
+                    *t = HostTensor::from_vec(&t.spec.shape, v)
+                        .map_err(|e| SuiteError::Layout(e.to_string()))?
+                        .cast(t.spec.dtype);
+                }
+            }
+            let drift = Drift::of(&actual, &golden)
                 .map_err(|e| SuiteError::Layout(format!("end to end `{name}`: {e}")))?;
             let passed = drift.nonfinite_mismatches == 0
                 && drift.rel_l2_error <= criterion.rel_l2
@@ -1219,8 +1258,44 @@ fn end_to_end(
                 drift,
                 criterion,
                 passed,
+                pixels_left_out,
             });
         }
+    }
+    Ok(out)
+}
+
+/// A rasterizer output of the run (`[B, H, W, 4]`, ids last): where the
+/// provider's ids differ from the golden ones.
+struct RasterDisagreement {
+    /// `[B, H, W]`.
+    pixels: Vec<usize>,
+    differs: Vec<bool>,
+}
+
+fn raster_disagreements(
+    suite: &Suite,
+    stages: &[&Stage],
+    produced: &HashMap<String, (HostTensor, String, bool)>,
+) -> Result<Vec<RasterDisagreement>, SuiteError> {
+    let mut out = Vec::new();
+    for node in stages.iter().flat_map(|s| &s.graph) {
+        let Some((actual, _, _)) = produced.get(&node.output) else {
+            continue;
+        };
+        if node.op != Op::Rasterize || actual.spec.shape.len() != 4 {
+            continue;
+        }
+        let golden = suite.tensor(&node.output)?;
+        let (a, g) = (actual.to_f64_vec(), golden.to_f64_vec());
+        out.push(RasterDisagreement {
+            pixels: actual.spec.shape[..3].to_vec(),
+            differs: a
+                .chunks_exact(4)
+                .zip(g.chunks_exact(4))
+                .map(|(a, g)| a[3] != g[3])
+                .collect(),
+        });
     }
     Ok(out)
 }

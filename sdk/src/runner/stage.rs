@@ -8,7 +8,7 @@ use crate::compare::Tier;
 use crate::document::Stage;
 use crate::error_map::{self, ErrorMap};
 use crate::error_model::{
-    self, NodeCheck, Precision, Rules, StageReference, Statistics, TierParams, Unkept,
+    self, Expected, NodeCheck, Precision, Rules, StageReference, Statistics, TierParams, Unkept,
 };
 use crate::execution::Finding;
 use crate::isolation::Failure;
@@ -309,11 +309,7 @@ impl StageContext<'_> {
         let mut passed = true;
         for name in &stage.outputs {
             let actual = &values[name];
-            let (ref_value, bound, sigma) = (
-                &reference.values[name],
-                &reference.bounds[name],
-                &reference.sigmas[name],
-            );
+            let ref_value = &reference.values[name];
             if ref_value.spec.shape != actual.spec.shape {
                 return Err(format!(
                     "`{name}`: shape {:?} does not match the reference {:?}",
@@ -324,15 +320,18 @@ impl StageContext<'_> {
             if self.golden_inputs && tier.float_dtype().is_none_or(|d| d == DType::F32) {
                 check_golden(name, ref_value, &golden)?;
             }
-            let expected = ref_value.f64_values();
-            let judgement = error_model::judge(actual, &expected, bound, Some(sigma), rules(name));
+            let x = Expected::of_output(stage, name, values, reference, self.params())
+                .map_err(|e| e.to_string())?;
+            let (expected, bound) = (&x.values, &x.bound);
+            let judgement =
+                error_model::judge(actual, expected, bound, Some(&x.sigma), rules(name));
             passed &= judgement.passed;
             // (The differential round's outputs are judged, not drawn.)
             let error_map = (self.round == Round::Main
                 && (!judgement.passed || judgement.max_e >= error_map::NEAR_FAILING))
                 .then(|| {
                     ErrorMap::of_stage_tensor(
-                        name, actual, &expected, bound, stage, values, stage.nan,
+                        name, actual, expected, bound, stage, values, stage.nan,
                     )
                 });
             let (drift, hash) =
@@ -343,6 +342,7 @@ impl StageContext<'_> {
                 drift,
                 sha256: hex::encode(hash),
                 error_map,
+                pixels: x.pixels,
             });
         }
         if self.round == Round::Main {
@@ -478,12 +478,15 @@ impl StageContext<'_> {
         let differs = |name: &String| repeat.contains_key(name);
         let mut failed = Vec::new();
         for name in stage.outputs.iter().filter(|n| differs(n)) {
-            let expected = reference.values[name].f64_values();
+            let mut second = values.clone();
+            second.insert(name.clone(), repeat[name].clone());
+            let x = Expected::of_output(stage, name, &second, reference, self.params())
+                .map_err(|e| e.to_string())?;
             let j = error_model::judge(
                 &repeat[name],
-                &expected,
-                &reference.bounds[name],
-                Some(&reference.sigmas[name]),
+                &x.values,
+                &x.bound,
+                Some(&x.sigma),
                 rules(name),
             );
             if !j.passed {

@@ -35,6 +35,12 @@
 //! | `rms_norm_eps_added` | `vsdk.rms_norm` as `x·γ/√(mean(x²) + 1e-2)` (eps under the root) | no |
 //! | `rms_norm_no_gamma` | `vsdk.rms_norm` ignores γ | no |
 //! | `cast_truncate` | a float-to-integer `vsdk.cast` truncates toward zero | no |
+//! | `raster_snapped` | `vsdk.rasterize` snaps vertices to 4 sub-pixel bits (nvdiffrast's CUDA rasterizer) | yes |
+//! | `raster_rows_top_down` | `vsdk.rasterize` writes row 0 at the top (V not flipped, or twice) | no |
+//! | `raster_ids_from_zero` | `vsdk.rasterize` writes ids without the + 1 | no |
+//! | `raster_half_pixel` | `vsdk.rasterize` samples at integer coordinates, not pixel centres | no |
+//! | `raster_cull_back` | `vsdk.rasterize` culls clockwise triangles | no |
+//! | `raster_uv_swapped` | `vsdk.rasterize` writes (v, u) | no |
 //!
 //! Breaking the calling contract rather than the arithmetic (the kernel
 //! contract must catch them; the suites' own calls never do):
@@ -51,7 +57,7 @@
 
 mod kernels;
 
-use kernels::Sum;
+use kernels::{RasterVariant, Sum};
 use libloading::Library;
 use std::ffi::{c_char, c_void, CStr};
 use std::sync::OnceLock;
@@ -445,6 +451,24 @@ unsafe extern "C" fn execute(
                 Some(|c| kernels::rms_norm(c, kernels::RmsBug::NoGamma))
             }
             ("cast_truncate", b"vsdk.cast") => Some(kernels::cast_truncate),
+            ("raster_snapped", b"vsdk.rasterize") => {
+                Some(|c| kernels::rasterize(c, RasterVariant::Snapped))
+            }
+            ("raster_rows_top_down", b"vsdk.rasterize") => {
+                Some(|c| kernels::rasterize(c, RasterVariant::RowsTopDown))
+            }
+            ("raster_ids_from_zero", b"vsdk.rasterize") => {
+                Some(|c| kernels::rasterize(c, RasterVariant::IdsFromZero))
+            }
+            ("raster_half_pixel", b"vsdk.rasterize") => {
+                Some(|c| kernels::rasterize(c, RasterVariant::HalfPixel))
+            }
+            ("raster_cull_back", b"vsdk.rasterize") => {
+                Some(|c| kernels::rasterize(c, RasterVariant::CullBack))
+            }
+            ("raster_uv_swapped", b"vsdk.rasterize") => {
+                Some(|c| kernels::rasterize(c, RasterVariant::UvSwapped))
+            }
             _ => None,
         };
         if let Some(kernel) = own {

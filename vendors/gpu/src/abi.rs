@@ -61,6 +61,8 @@ pub fn supports(op: Op, dtype: DType) -> bool {
             // From int32 to the float types (sparse coordinates as numbers).
             Op::Cast => kernel_types.contains(&dtype) || dtype == DType::I32,
             Op::ResizePilBicubic | Op::ResizePilLanczos => kernel_types.contains(&dtype),
+            // No kernel source yet: UNSUPPORTED, said up front.
+            Op::Rasterize | Op::Interpolate => false,
             _ => dtype != DType::F64,
         }
 }

@@ -367,6 +367,10 @@ fn dispatch<B: Backend>(
         | Node::GatherRows
         | Node::RepeatRows { .. }
         | Node::SparseSubdivideCoords => sparse::run(c, node, ins, out),
+        // `supports` says no up front; a host that calls anyway hears it again.
+        Node::Rasterize { .. } | Node::Interpolate => Err(ProviderError::unsupported(format!(
+            "{node:?}: the GPU kernel source has no rasterizer yet"
+        ))),
         _ if n == 0 => Ok(()),
         Node::Cast(to) => {
             // int32 only to the float types (sparse coordinates as numbers).

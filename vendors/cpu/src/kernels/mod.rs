@@ -13,6 +13,7 @@ mod matmul;
 mod movement;
 mod narrow;
 mod norm;
+mod raster;
 pub mod resize;
 mod scratch;
 mod sparse;
@@ -124,6 +125,8 @@ pub fn run(node: &Node, inputs: &[TensorArg], outputs: &[TensorArg]) -> Result<(
             | Node::GatherRows
             | Node::RepeatRows { .. }
             | Node::SparseSubdivideCoords => sparse::run(node, inputs, out),
+            Node::Rasterize { height, width } => raster::rasterize(inputs, (*height, *width), out),
+            Node::Interpolate => raster::interpolate(inputs, out),
             Node::ResizePil(r) => {
                 resize::pil_u8(view::<u8>(&inputs[0]), view_mut::<u8>(out), r);
                 Ok(())

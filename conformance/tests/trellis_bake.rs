@@ -1,0 +1,154 @@
+//! TRELLIS.2's texture bake, quick variant (`trellis-texture-bake-quick`,
+//! written by tools/make_trellis_bake_suite.py): its committed golden file
+//! is what `generate` computes; the CPU provider passes at every tier in both
+//! modes (with the differential round and the kernel contract of both
+//! raster kernels), and so does a rasterizer that snaps its vertices to 4
+//! sub-pixel bits as nvdiffrast's CUDA one does, though its triangle ids
+//! differ from the reference's at edges; each of a port's classic mistakes
+//! fails the rasterize stage alone, with the wrong pixels counted and drawn.
+
+mod common;
+use common::suites::{assert_golden_is_generated, built, ALL_TIERS};
+use serde_json::Value;
+use vips_sdk::runner::{Mode, Status};
+
+const SUITE: &str = "trellis-texture-bake-quick";
+/// uv_to_clip, rasterize, interpolate.
+const STAGES: usize = 3;
+
+#[test]
+fn the_committed_golden_file_is_what_generate_computes() {
+    assert_golden_is_generated(SUITE);
+}
+
+#[test]
+fn the_cpu_provider_passes_at_every_tier_in_both_modes() {
+    let (s, cpu) = (common::suites::suite(SUITE), built("cpu"));
+    for mode in [Mode::Isolated, Mode::Chained] {
+        let r = common::suites::run(&s, &cpu, mode, &ALL_TIERS, mode == Mode::Isolated);
+        common::suites::assert_passes(&r, &format!("cpu {mode:?}"), STAGES);
+        for t in &r.tiers {
+            let rast = t.stages.iter().find(|s| s.stage == "rasterize").unwrap();
+            let px = rast.outputs[0].pixels.as_ref().expect("pixel counts");
+            // The reference's own ids: nothing wrong; centres near the
+            // atlas's edges are ambiguous, a small share of the texels.
+            assert_eq!(px.pixels, 256 * 256);
+            assert_eq!(px.failed(), 0, "{px:?}");
+            assert!(px.ambiguous > 0 && px.ambiguous < px.pixels / 20, "{px:?}");
+            if mode == Mode::Isolated {
+                for k in ["vsdk.rasterize@1", "vsdk.interpolate@1"] {
+                    let cases: Vec<_> = t
+                        .contract
+                        .iter()
+                        .filter(|c| c.stage.starts_with(k))
+                        .collect();
+                    assert!(cases.len() >= 4, "{k}: {} contract cases", cases.len());
+                    assert!(cases.iter().all(|c| c.status == Status::Pass), "{k}");
+                }
+            }
+        }
+    }
+}
+
+/// Runs the suite through the CLI on the CPU provider with one injected
+/// rasterizer (testing/mutant-provider); returns the exit code and the report.
+fn mutated(mutation: &str, extra: &[&str]) -> (Option<i32>, Value) {
+    let dir = std::env::current_exe()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vips-conformance"))
+        .args([
+            "run",
+            SUITE,
+            "--json",
+            "--no-differential",
+            "--tier",
+            "fp32",
+        ])
+        .args(extra)
+        .arg("--provider")
+        .arg(dir.join("libvsdk_mutant_provider.so"))
+        .env("VSDK_PROVIDER_PATH", &dir)
+        .env(
+            "VSDK_MUTANT_TARGET",
+            dir.join(vips_sdk::library_file_name("cpu")),
+        )
+        .env("VSDK_MUTATION", mutation)
+        .output()
+        .unwrap();
+    let report = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{mutation}: {e}: {}", String::from_utf8_lossy(&out.stderr)));
+    (out.status.code(), report)
+}
+
+fn stage<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["tiers"][0]["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["stage"] == name)
+        .unwrap_or_else(|| panic!("no stage {name}"))
+}
+
+/// nvdiffrast's CUDA rasterizer snaps vertices to 4 sub-pixel bits: its ids
+/// differ from the reference's at edges, its (u, v) by what the snapping
+/// moves. dEQP's verdict accepts it, in both modes.
+#[test]
+fn a_rasterizer_that_snaps_to_4_subpixel_bits_passes() {
+    for mode in ["isolated", "chained"] {
+        let (code, report) = mutated("raster_snapped", &["--mode", mode]);
+        let rast = stage(&report, "rasterize");
+        assert_eq!(code, Some(0), "{mode}: {rast:#}");
+        let o = &rast["outputs"][0];
+        assert_eq!(o["pixels"]["missing"], 0);
+        // Not the reference's bits: the error is real and inside the bound.
+        assert!(o["judgement"]["max_e"].as_f64().unwrap() > 0.0, "{o:#}");
+    }
+}
+
+/// A port's classic mistakes (docs/operators.md, vsdk.rasterize's pitfalls):
+/// each fails the rasterize stage alone (the other two are fed golden
+/// inputs), says how many texels are wrong and where (an image).
+#[test]
+fn a_rasterizer_port_mistake_fails_the_rasterize_stage_with_its_pixels_counted() {
+    for (mutation, wrong_ids) in [
+        ("raster_rows_top_down", true),
+        ("raster_ids_from_zero", true),
+        ("raster_half_pixel", true),
+        ("raster_cull_back", true),
+        ("raster_uv_swapped", false),
+    ] {
+        let (code, report) = mutated(mutation, &[]);
+        assert_eq!(code, Some(1), "{mutation} must fail");
+        for s in ["uv_to_clip", "interpolate"] {
+            assert_eq!(stage(&report, s)["status"], "pass", "{mutation}: {s}");
+        }
+        let rast = stage(&report, "rasterize");
+        assert_eq!(rast["status"], "fail", "{mutation}");
+        let o = &rast["outputs"][0];
+        let px = &o["pixels"];
+        let failed: u64 = ["missing", "unexpected", "wrong"]
+            .iter()
+            .map(|k| px[k].as_u64().unwrap())
+            .sum();
+        if wrong_ids {
+            assert!(failed > 100, "{mutation}: {px}");
+        } else {
+            // Every id right, the barycentrics not.
+            assert_eq!(failed, 0, "{mutation}: {px}");
+        }
+        if mutation == "raster_cull_back" {
+            // The V flip turns every chart clockwise: nothing is drawn.
+            assert!(px["missing"].as_u64().unwrap() > 10_000, "{px}");
+        }
+        assert!(
+            o["judgement"]["over_bound"].as_u64().unwrap() > 0,
+            "{mutation}"
+        );
+        let layout = &o["error_map"]["layout"];
+        assert_eq!(layout["kind"], "image", "{mutation}: {layout}");
+        assert_eq!(layout["height"], 256, "{mutation}: {layout}");
+    }
+}
