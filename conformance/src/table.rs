@@ -266,6 +266,13 @@ fn details(s: &StageResult, notes: &[String], wide: bool) -> Vec<Detail> {
             ));
         }
     }
+    // A rasterizer's ids, as the verdict counted them (docs/error-model.md,
+    // "Discrete outputs").
+    for o in s.outputs.iter().filter(|o| wide || !o.judgement.passed) {
+        if let Some(px) = &o.pixels {
+            lines.push((4, format!("`{}`: {px}", o.tensor)));
+        }
+    }
     for inv in s.invariants.iter().filter(|i| !i.held) {
         lines.push((
             4,

@@ -491,8 +491,12 @@ fn detail(
 }
 
 fn o_stats(o: &OutputView) -> String {
+    let pixels = o
+        .pixels
+        .as_ref()
+        .map_or(String::new(), |px| format!("; {}", esc(&px.to_string())));
     format!(
-        "largest |e| {}; {} of {} elements past their bound",
+        "largest |e| {}; {} of {} elements past their bound{pixels}",
         e_text(o.max_e),
         o.over_bound,
         o.elements

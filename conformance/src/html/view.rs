@@ -117,6 +117,8 @@ pub struct OutputView {
     /// Against the golden value (results only).
     pub drift_rel_l2: Option<f64>,
     pub map: Option<ErrorMap>,
+    /// A rasterizer's pixels as the verdict counted them (results only).
+    pub pixels: Option<vips_sdk::error_model::PixelCounts>,
 }
 
 #[derive(Clone)]
@@ -308,6 +310,7 @@ impl View {
                                         elements: o.judgement.elements,
                                         drift_rel_l2: Some(o.drift.rel_l2_error),
                                         map: o.error_map.clone(),
+                                        pixels: o.pixels.clone(),
                                     })
                                     .collect(),
                                 nodes: s.nodes.iter().map(node).collect(),
@@ -418,6 +421,7 @@ impl View {
                         elements: o.elements,
                         drift_rel_l2: None,
                         map: None,
+                        pixels: None,
                     })
                     .collect(),
                 nodes: Vec::new(),

@@ -39,6 +39,16 @@ impl PixelCounts {
     }
 }
 
+impl std::fmt::Display for PixelCounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} pixels: {} ambiguous (near an edge: more than one answer is right), {} missing, {} unexpected, {} with a wrong triangle",
+            self.pixels, self.ambiguous, self.missing, self.unexpected, self.wrong
+        )
+    }
+}
+
 /// A rasterizer's output resolved against what it may be: per element the
 /// value to compare with and the bound, and the counts.
 pub struct Resolved {
