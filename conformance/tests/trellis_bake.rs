@@ -2,7 +2,8 @@
 //! written by tools/make_trellis_bake_suite.py): its committed golden file
 //! is what `generate` computes; the CPU provider passes at every tier in both
 //! modes (with the differential round and the kernel contract of both
-//! raster kernels), and so does a rasterizer that snaps its vertices to 4
+//! raster kernels), the C template at fp32 (the reference's ids bit for
+//! bit), and so does a rasterizer that snaps its vertices to 4
 //! sub-pixel bits as nvdiffrast's CUDA one does, though its triangle ids
 //! differ from the reference's at edges; each of a port's classic mistakes
 //! fails the rasterize stage alone, with the wrong pixels counted and drawn.
@@ -47,6 +48,30 @@ fn the_cpu_provider_passes_at_every_tier_in_both_modes() {
                 }
             }
         }
+    }
+}
+
+/// The plain-C vendor template computes the reference's ids bit for bit
+/// (the same float64 edge functions, no fused multiply-adds).
+#[test]
+fn the_c_template_passes_at_fp32_in_both_modes() {
+    let (s, template) = (
+        common::suites::suite(SUITE),
+        common::suites::device(vsdk_template_c::LIBRARY_PATH),
+    );
+    for mode in [Mode::Isolated, Mode::Chained] {
+        let fp32 = [vips_sdk::compare::Tier::Fp32];
+        let r = common::suites::run(&s, &template, mode, &fp32, mode == Mode::Isolated);
+        common::suites::assert_passes(&r, &format!("template {mode:?}"), STAGES);
+        // Every id the reference's, (u, v, z/w) its values rounded once.
+        let stage = r.tiers[0].stages.iter().find(|s| s.stage == "rasterize");
+        let rast = &stage.unwrap().outputs[0];
+        assert_eq!(rast.pixels.as_ref().unwrap().failed(), 0, "{mode:?}");
+        assert!(
+            rast.judgement.max_e < 1e-3,
+            "{mode:?}: {}",
+            rast.judgement.max_e
+        );
     }
 }
 

@@ -90,7 +90,7 @@ static const char* const KERNELS[] = {
     "vsdk.reshape", "vsdk.permute", "vsdk.linear", "vsdk.layer_norm", "vsdk.rms_norm", "vsdk.softmax",
     "vsdk.sdpa", "vsdk.gelu", "vsdk.gelu_tanh", "vsdk.silu", "vsdk.sin", "vsdk.cos",
     "vsdk.sparse_conv3d", "vsdk.sparse_downsample_coords", "vsdk.sparse_downsample_index", "vsdk.segment_mean",
-    "vsdk.gather_rows", "vsdk.repeat_rows", "vsdk.sparse_subdivide_coords",
+    "vsdk.gather_rows", "vsdk.repeat_rows", "vsdk.sparse_subdivide_coords", "vsdk.rasterize", "vsdk.interpolate",
 };
 #define NUM_KERNELS (sizeof KERNELS / sizeof KERNELS[0])
 
@@ -1583,6 +1583,306 @@ static vsdk_status_t* k_sparse_subdivide_coords(const vsdk_kernel_call_t* c) {
   return NULL;
 }
 
+/* ------------------------------------------------------------------------- */
+/* Rasterization (docs/operators.md, "Rasterization")                        */
+/* ------------------------------------------------------------------------- */
+
+/* Triangle ids are discrete: a pixel centre exactly on an edge two triangles
+ * share must go to the one the catalog names, so this section evaluates the
+ * reference's float64 formulas in the reference's order (catalog/src/raster.rs).
+ * Keep two things when you port it:
+ *   - the edge function from the lexicographically smaller endpoint (edge()):
+ *     both triangles of a shared edge then get exactly opposite values;
+ *   - no fused multiply-add: a*b - c*d fused rounds differently. GCC in ISO
+ *     mode (-std=c99) never fuses; clang fuses within an expression unless
+ *     told not to (below); other compilers: -ffp-contract=off or equivalent.
+ * A GPU port does the same per pixel (or per tile of triangles), in float64
+ * or in exact fixed point that decides every centre as these doubles do. */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+#define RASTER_MAX_SIDE 16384                   /* per axis, as nvdiffrast */
+#define RASTER_MAX_TRIANGLES ((int64_t)1 << 24) /* id + 1 exact in float32 */
+
+static int is_f64(vsdk_dtype_t d) { return is_dtype(d, VSDK_DTYPE_FLOAT, 64); }
+
+/* A vertex in window coordinates: pixels with y up (row 0 at the bottom),
+ * its depth z/w, and 1/w for perspective-correct barycentrics. */
+typedef struct {
+  double x, y, depth, inv_w;
+} window_vertex;
+
+/* Clip-space (x, y, z, w) to window coordinates of a height x width raster:
+ * x/w in [-1, 1] spans the columns, pixel i's centre at i + 0.5. Returns 0
+ * unless w > 0 and every value is finite (version 1 does not clip). */
+static int window_of(const float* clip, int64_t height, int64_t width, window_vertex* out) {
+  double x = clip[0], y = clip[1], z = clip[2], w = clip[3];
+  if (!(w > 0.0) || !isfinite(x) || !isfinite(y) || !isfinite(z) || !isfinite(w)) return 0;
+  out->x = (x / w + 1.0) * 0.5 * (double)width;
+  out->y = (y / w + 1.0) * 0.5 * (double)height;
+  out->depth = z / w;
+  out->inv_w = 1.0 / w;
+  return isfinite(out->x) && isfinite(out->y) && isfinite(out->depth) && isfinite(out->inv_w);
+}
+
+/* (b - a) x (p - a): positive when p lies left of a -> b (y up). */
+static double raw_edge(const window_vertex* a, const window_vertex* b, double px, double py) {
+  return (b->x - a->x) * (py - a->y) - (b->y - a->y) * (px - a->x);
+}
+
+/* The edge function, evaluated from the lexicographically smaller endpoint
+ * and negated for the other direction. */
+static double edge(const window_vertex* a, const window_vertex* b, double px, double py) {
+  if (a->x < b->x || (a->x == b->x && a->y <= b->y)) return raw_edge(a, b, px, py);
+  return -raw_edge(b, a, px, py);
+}
+
+/* One triangle in window coordinates, in its own vertex order. */
+typedef struct {
+  window_vertex v[3];
+  double area; /* twice the signed area, positive counter-clockwise (y up) */
+} raster_triangle;
+
+/* Screen-space barycentrics of p (extrapolated outside), in vertex order. */
+static void lambdas(const raster_triangle* t, double px, double py, double l[3]) {
+  l[0] = edge(&t->v[1], &t->v[2], px, py) / t->area;
+  l[1] = edge(&t->v[2], &t->v[0], px, py) / t->area;
+  l[2] = edge(&t->v[0], &t->v[1], px, py) / t->area;
+}
+
+/* The tie rule for a centre exactly on the edge opposite vertex k: it belongs
+ * to the triangle whose counter-clockwise traversal runs that edge downward,
+ * or along +x when it is horizontal. The two triangles sharing an edge
+ * traverse it in opposite directions: exactly one owns it. */
+static int owns_edge(const raster_triangle* t, int k) {
+  const window_vertex *from = &t->v[(k + 1) % 3], *to = &t->v[(k + 2) % 3];
+  double dx, dy;
+  if (!(t->area > 0.0)) { /* clockwise: the counter-clockwise traversal is to -> from */
+    const window_vertex* swap = from;
+    from = to;
+    to = swap;
+  }
+  dx = to->x - from->x;
+  dy = to->y - from->y;
+  return dy < 0.0 || (dy == 0.0 && dx > 0.0);
+}
+
+/* Whether the (non-degenerate) triangle covers a centre with barycentrics l.
+ * Both windings count: no back-face culling. */
+static int covers(const raster_triangle* t, const double l[3]) {
+  int k;
+  for (k = 0; k < 3; k++)
+    if (!(l[k] > 0.0 || (l[k] == 0.0 && owns_edge(t, k)))) return 0;
+  return 1;
+}
+
+/* The pixels [*first, *last] whose centres i + 0.5 lie in [lo, hi], clipped
+ * to [0, n); 0 when there are none. */
+static int centre_range(double lo, double hi, int64_t n, int64_t* first, int64_t* last) {
+  double f = ceil(lo - 0.5), l = floor(hi - 0.5);
+  if (f < 0.0) f = 0.0;
+  if (l > (double)(n - 1)) l = (double)(n - 1);
+  if (!(f <= l)) return 0;
+  *first = (int64_t)f;
+  *last = (int64_t)l;
+  return 1;
+}
+
+/* Triangles tri [F, 3] int32 (input `at`), F <= 2^24, every entry a vertex
+ * row in [0, vertices); compact in *tri (caller frees). */
+static vsdk_status_t* load_triangles(const vsdk_kernel_call_t* c, uint64_t at, int64_t vertices, int32_t** tri,
+                                     size_t* count) {
+  const vsdk_tensor_t* t = &c->inputs[at];
+  size_t i;
+  if (!is_i32(t->dtype) || t->ndim != 2 || t->shape[1] != 3)
+    return INVALID("%s: tri must be [F, 3] int32 vertex indices", c->kernel);
+  if (t->shape[0] > RASTER_MAX_TRIANGLES)
+    return INVALID("%s: %lld triangles: at most 2^24 (ids + 1 are stored in float32)", c->kernel, (long long)t->shape[0]);
+  *count = (size_t)t->shape[0];
+  TRY(compact_copy(c, t, (void**)tri));
+  for (i = 0; i < 3 * *count; i++)
+    if ((*tri)[i] < 0 || (*tri)[i] >= vertices) {
+      int32_t bad = (*tri)[i];
+      free(*tri);
+      *tri = NULL;
+      return INVALID("%s: tri[%zu, %zu] = %d: vertex indices lie in [0, %lld)", c->kernel, i / 3, i % 3, bad,
+                     (long long)vertices);
+    }
+  return NULL;
+}
+
+/* The raster's side `name`: required, in [1, 16384]. */
+static vsdk_status_t* raster_side(const vsdk_kernel_call_t* c, const char* name, int64_t* out) {
+  if (find_attr(c, name) == NULL) return INVALID("%s: attribute `%s` is required", c->kernel, name);
+  TRY(attr_int(c, name, 0, out));
+  if (*out < 1 || *out > RASTER_MAX_SIDE)
+    return INVALID("%s: attribute `%s` must lie in [1, %d], got %lld", c->kernel, name, RASTER_MAX_SIDE, (long long)*out);
+  return NULL;
+}
+
+/* Rasterizes batch entry b into out ([H, W, 4], zeroed): every triangle's
+ * window-space box, each centre in it tested; the nearest covering triangle
+ * with -1 <= z/w <= 1 wins. `win`, `valid` ([V]) and `nearest` ([H * W]) are
+ * scratch. */
+static vsdk_status_t* rasterize_one(const vsdk_kernel_call_t* c, const float* pos, const int32_t* tri, size_t F,
+                                    size_t b, size_t V, int64_t H, int64_t W, window_vertex* win, int* valid,
+                                    double* nearest, float* out) {
+  size_t i, f;
+  int k;
+  /* Window coordinates of every vertex; a vertex a triangle uses must be valid. */
+  for (i = 0; i < V; i++) valid[i] = window_of(pos + 4 * i, H, W, &win[i]);
+  for (f = 0; f < F; f++)
+    for (k = 0; k < 3; k++) {
+      size_t v = (size_t)tri[3 * f + (size_t)k];
+      if (!valid[v])
+        return INVALID("%s: pos[%zu, %zu] = (%.9g, %.9g, %.9g, %.9g) (a vertex of triangle %zu): w must be > 0 and every "
+                       "value finite (version 1 does not clip)",
+                       c->kernel, b, v, pos[4 * v], pos[4 * v + 1], pos[4 * v + 2], pos[4 * v + 3], f);
+    }
+  for (i = 0; i < (size_t)(H * W); i++) nearest[i] = INFINITY;
+  /* In triangle order, replacing only at a strictly smaller depth: at equal
+   * depth the lower index stays (OpenGL's GL_LESS drawing in order). */
+  for (f = 0; f < F; f++) {
+    raster_triangle t;
+    double xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY;
+    int64_t r0, r1, c0, c1, r, col;
+    for (k = 0; k < 3; k++) {
+      t.v[k] = win[tri[3 * f + (size_t)k]];
+      xlo = fmin(xlo, t.v[k].x);
+      xhi = fmax(xhi, t.v[k].x);
+      ylo = fmin(ylo, t.v[k].y);
+      yhi = fmax(yhi, t.v[k].y);
+    }
+    t.area = edge(&t.v[0], &t.v[1], t.v[2].x, t.v[2].y);
+    if (t.area == 0.0 || !isfinite(t.area)) continue; /* degenerate: covers nothing */
+    if (!centre_range(ylo, yhi, H, &r0, &r1) || !centre_range(xlo, xhi, W, &c0, &c1)) continue;
+    for (r = r0; r <= r1; r++)
+      for (col = c0; col <= c1; col++) {
+        double px = (double)col + 0.5, py = (double)r + 0.5; /* row 0 is the bottom row */
+        double l[3], q[3], s, depth;
+        size_t at = (size_t)(r * W + col);
+        lambdas(&t, px, py, l);
+        if (!covers(&t, l)) continue;
+        depth = l[0] * t.v[0].depth + l[1] * t.v[1].depth + l[2] * t.v[2].depth;
+        if (!(depth >= -1.0 && depth <= 1.0) || !(depth < nearest[at])) continue;
+        nearest[at] = depth;
+        /* Perspective-correct: b_k = (l_k / w_k) / sum_m (l_m / w_m); u = b_0, v = b_1. */
+        for (k = 0; k < 3; k++) q[k] = l[k] * t.v[k].inv_w;
+        s = q[0] + q[1] + q[2];
+        out[4 * at] = (float)(q[0] / s);
+        out[4 * at + 1] = (float)(q[1] / s);
+        out[4 * at + 2] = (float)depth;
+        out[4 * at + 3] = (float)(f + 1); /* 0 is empty */
+      }
+  }
+  return NULL;
+}
+
+/* vsdk.rasterize: pos [B, V, 4] clip space, tri [F, 3]; per pixel (u, v, z/w,
+ * id + 1) of the nearest triangle covering its centre, 0 where none does. */
+static vsdk_status_t* k_rasterize(const vsdk_kernel_call_t* c) {
+  const vsdk_tensor_t* pt = &c->inputs[0];
+  int64_t H, W, shape[4];
+  size_t B, V, F = 0, b, plane;
+  float *pos = NULL, *out = (float*)out_data(c);
+  int32_t* tri = NULL;
+  window_vertex* win = NULL;
+  int* valid = NULL;
+  double* nearest = NULL;
+  vsdk_status_t* st;
+  TRY(need_inputs(c, 2, 2));
+  if (!is_f32(pt->dtype)) return UNSUPPORTED("%s: this template runs float32 positions", c->kernel);
+  if (pt->ndim != 3 || pt->shape[2] != 4) return INVALID("%s: pos must be [B, V, 4] clip-space (x, y, z, w)", c->kernel);
+  TRY(raster_side(c, "height", &H));
+  TRY(raster_side(c, "width", &W));
+  B = (size_t)pt->shape[0];
+  V = (size_t)pt->shape[1];
+  shape[0] = pt->shape[0];
+  shape[1] = H;
+  shape[2] = W;
+  shape[3] = 4;
+  TRY(check_output(c, F32, 4, shape));
+  plane = (size_t)(H * W);
+  memset(out, 0, B * plane * 4 * sizeof(float));
+  TRY(load_triangles(c, 1, pt->shape[1], &tri, &F));
+  st = load_f32(c, 0, &pos);
+  if (st == NULL) {
+    win = (window_vertex*)malloc(V * sizeof *win + 1);
+    valid = (int*)malloc(V * sizeof *valid + 1);
+    nearest = (double*)malloc(plane * sizeof *nearest);
+    if (win == NULL || valid == NULL || nearest == NULL) st = OOM("%s: cannot allocate the depth buffer", c->kernel);
+  }
+  for (b = 0; st == NULL && b < B; b++)
+    st = rasterize_one(c, pos + b * V * 4, tri, F, b, V, H, W, win, valid, nearest, out + b * plane * 4);
+  free(pos);
+  free(tri);
+  free(win);
+  free(valid);
+  free(nearest);
+  return st;
+}
+
+/* vsdk.interpolate: attr [B, V, A], rast [B, H, W, 4] (float32 or float64),
+ * tri [F, 3]; where id + 1 = rast[..., 3] > 0, t = tri[id] and (u, v) =
+ * rast[..., 0:2]: u attr[t0] + v attr[t1] + (1 - u - v) attr[t2] in float64,
+ * rounded once; 0 where id + 1 = 0. */
+static vsdk_status_t* k_interpolate(const vsdk_kernel_call_t* c) {
+  const vsdk_tensor_t *at = &c->inputs[0], *rt = &c->inputs[1];
+  int64_t shape[4];
+  size_t B, V, A, H, W, F = 0, pixels, p, ch;
+  float *attr = NULL, *out = (float*)out_data(c);
+  void* rast = NULL;
+  int32_t* tri = NULL;
+  int wide;
+  vsdk_status_t* st;
+  TRY(need_inputs(c, 3, 3));
+  if (!is_f32(at->dtype)) return UNSUPPORTED("%s: this template runs float32 attributes", c->kernel);
+  if (at->ndim != 3) return INVALID("%s: attr must be [B, V, A]", c->kernel);
+  if (!(is_f32(rt->dtype) || is_f64(rt->dtype)) || rt->ndim != 4 || rt->shape[3] != 4 || rt->shape[0] != at->shape[0])
+    return INVALID("%s: rast must be a rasterizer's output [B = %lld, H, W, 4], float32 or float64", c->kernel,
+                   (long long)at->shape[0]);
+  B = (size_t)at->shape[0];
+  V = (size_t)at->shape[1];
+  A = (size_t)at->shape[2];
+  H = (size_t)rt->shape[1];
+  W = (size_t)rt->shape[2];
+  wide = is_f64(rt->dtype);
+  shape[0] = at->shape[0];
+  shape[1] = rt->shape[1];
+  shape[2] = rt->shape[2];
+  shape[3] = at->shape[2];
+  TRY(check_output(c, F32, 4, shape));
+  TRY(load_triangles(c, 2, at->shape[1], &tri, &F));
+  st = load_f32(c, 0, &attr);
+  if (st == NULL) st = compact_copy(c, rt, &rast);
+  pixels = B * H * W;
+  for (p = 0; st == NULL && p < pixels; p++) {
+    double px[4], id, u, v;
+    const float* a[3];
+    int k;
+    for (k = 0; k < 4; k++) px[k] = wide ? ((const double*)rast)[4 * p + (size_t)k] : ((const float*)rast)[4 * p + (size_t)k];
+    id = px[3];
+    if (id == 0.0) { /* empty */
+      for (ch = 0; ch < A; ch++) out[p * A + ch] = 0.0f;
+      continue;
+    }
+    if (!(id >= 1.0 && id <= (double)F && id == floor(id))) {
+      st = INVALID("%s: rast[%zu, %zu, %zu, 3] = %.9g: a triangle id + 1 in [1, %zu] or 0 (empty)", c->kernel,
+                   p / (H * W), p % (H * W) / W, p % W, id, F);
+      break;
+    }
+    for (k = 0; k < 3; k++) a[k] = attr + (p / (H * W) * V + (size_t)tri[3 * ((size_t)id - 1) + (size_t)k]) * A;
+    u = px[0];
+    v = px[1];
+    for (ch = 0; ch < A; ch++) out[p * A + ch] = (float)(u * a[0][ch] + v * a[1][ch] + (1.0 - u - v) * a[2][ch]);
+  }
+  free(attr);
+  free(rast);
+  free(tri);
+  return st;
+}
+
 static vsdk_status_t* execute(vsdk_provider_t* p, const vsdk_kernel_call_t* c) {
   const char* k;
   uint64_t i;
@@ -1625,6 +1925,8 @@ static vsdk_status_t* execute(vsdk_provider_t* p, const vsdk_kernel_call_t* c) {
   if (!strcmp(k, "vsdk.gather_rows")) return k_rows(c, 1);
   if (!strcmp(k, "vsdk.repeat_rows")) return k_rows(c, 0);
   if (!strcmp(k, "vsdk.sparse_subdivide_coords")) return k_sparse_subdivide_coords(c);
+  if (!strcmp(k, "vsdk.rasterize")) return k_rasterize(c);
+  if (!strcmp(k, "vsdk.interpolate")) return k_interpolate(c);
   return UNSUPPORTED("%s: unknown kernel", k);
 }
 

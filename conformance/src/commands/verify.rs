@@ -4,6 +4,7 @@
 //! document's components are all certified. Exit code 0 only when every
 //! report verifies and says CERTIFIED (and the model is certified).
 
+use crate::html;
 use crate::reports::{describe, short};
 use crate::suites;
 use std::path::PathBuf;
@@ -34,6 +35,10 @@ pub struct Args {
     /// The tier the model must be certified at.
     #[arg(long)]
     tier: Option<String>,
+    /// With --model: write a page of the model and each component's
+    /// verdict (docs/report.md, "A model's page").
+    #[arg(long, value_name = "FILE.html", requires = "model")]
+    html: Option<PathBuf>,
     #[arg(long)]
     json: bool,
 }
@@ -133,6 +138,30 @@ pub fn run(args: Args) -> super::Outcome {
         ok &= check.certified;
         if !args.json {
             print_model(check);
+        }
+    }
+    if let (Some(page), Some(check), Some(model)) = (&args.html, &model_check, &model) {
+        // The reports as `check_model` numbered them: the verified ones.
+        let given: Vec<html::model::GivenReport> = results
+            .iter()
+            .filter_map(|(p, r)| r.as_ref().ok().map(|s| (p, s)))
+            .map(|(p, s)| html::model::GivenReport {
+                file: p.display().to_string(),
+                statement: Some(s),
+                lines: describe(s),
+            })
+            .chain(results.iter().filter_map(|(p, r)| {
+                r.as_ref().err().map(|e| html::model::GivenReport {
+                    file: p.display().to_string(),
+                    statement: None,
+                    lines: vec![e.to_string()],
+                })
+            }))
+            .collect();
+        std::fs::write(page, html::model::render(check, model, &given))
+            .map_err(|e| format!("{}: {e}", page.display()))?;
+        if !args.json {
+            println!("wrote {}", page.display());
         }
     }
     Ok(if ok {

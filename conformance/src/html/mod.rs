@@ -4,6 +4,7 @@
 
 mod charts;
 mod heatmap;
+pub mod model;
 pub mod view;
 
 use std::fmt::Write;
