@@ -113,7 +113,7 @@ impl Triangle {
         }
     }
 
-    /// Zero area: it covers nothing.
+    /// Zero (or not finite) area: it covers nothing.
     pub fn degenerate(&self) -> bool {
         self.area == 0.0 || !self.area.is_finite()
     }
@@ -199,10 +199,37 @@ impl Triangle {
     }
 }
 
-/// Draws rows `rows` of a `height × width` raster into `out`: `(u, v, z/w,
-/// id + 1)` per pixel, row-major from `rows.start`, left 0 where nothing
-/// covers a centre. `candidates` names the triangles that may reach these
-/// rows (any order: ties compare ids).
+/// Triangles `[F, 3]` (row-major vertex indices) as vertex rows, every
+/// entry checked against `vertices`: the error names the first bad one.
+pub fn triangles(
+    indices: impl Iterator<Item = i64>,
+    vertices: usize,
+) -> Result<Vec<[usize; 3]>, String> {
+    let mut out: Vec<[usize; 3]> = Vec::new();
+    for (n, i) in indices.enumerate() {
+        let v = usize::try_from(i)
+            .ok()
+            .filter(|&v| v < vertices)
+            .ok_or_else(|| {
+                format!(
+                    "tri[{}, {}] = {i}: vertex indices lie in [0, {vertices})",
+                    n / 3,
+                    n % 3
+                )
+            })?;
+        if n % 3 == 0 {
+            out.push([v, 0, 0]);
+        } else if let Some(t) = out.last_mut() {
+            t[n % 3] = v;
+        }
+    }
+    Ok(out)
+}
+
+/// Draws rows `rows` of a `height × width` raster into `out`, which the
+/// caller zeroed: `(u, v, z/w, id + 1)` per covered pixel, row-major from
+/// `rows.start`. `candidates` names the triangles that may reach these rows
+/// (any order: ties compare ids).
 pub fn draw(
     tris: &[Triangle],
     candidates: &[u32],
@@ -210,6 +237,9 @@ pub fn draw(
     rows: std::ops::Range<usize>,
     out: &mut [f64],
 ) {
+    if rows.is_empty() {
+        return;
+    }
     let mut best: Vec<Option<(f64, usize)>> = vec![None; rows.len() * width];
     for &f in candidates {
         let (f, t) = (f as usize, &tris[f as usize]);

@@ -61,7 +61,7 @@ pub fn render(check: &ModelCheck, model: &Document, reports: &[GivenReport]) -> 
                 "NOT CERTIFIED",
                 format!(
                     "{}: {}",
-                    reports.get(*report).map_or("", |r| r.file.as_str()),
+                    esc(reports.get(*report).map_or("", |r| r.file.as_str())),
                     esc(&reasons.join("; "))
                 ),
             ),

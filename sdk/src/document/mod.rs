@@ -851,6 +851,22 @@ impl<F: Fn(Location, &str, String) -> DocumentError> Validator<'_, F> {
                 at: at(&n.op),
             });
         }
+        // A rasterizer's output is judged by the verdict on its ids, which
+        // nothing inside the stage would see (docs/error-model.md, 6a).
+        if let Some(n) = graph.iter().find(|n| {
+            n.op == Op::Rasterize
+                && (!outputs.contains(&n.output)
+                    || graph.iter().any(|m| m.inputs.contains(&n.output)))
+        }) {
+            return self.err(
+                n.at.clone(),
+                &format!("{field}.graph"),
+                format!(
+                    "`{}`: a vsdk.rasterize output is an output of its stage that no node of the stage reads (interpolate in the next stage)",
+                    n.output
+                ),
+            );
+        }
         for (i, o) in outputs.iter().enumerate() {
             if !graph.iter().any(|n| &n.output == o) {
                 return self.err(

@@ -25,11 +25,11 @@ pub struct PixelCounts {
     /// Centres within the sub-pixel budget of an edge or a silhouette: more
     /// than one answer is correct.
     pub ambiguous: u64,
-    /// Background where a triangle certainly covers the centre (a hole).
+    /// The background where it is not a right answer (a hole).
     pub missing: u64,
-    /// A triangle where only the background is correct.
+    /// Anything but the background where only the background is right.
     pub unexpected: u64,
-    /// A triangle (or a value that is no id) where another one is correct.
+    /// Another triangle (or a value that is no id) where a triangle is right.
     pub wrong: u64,
 }
 
@@ -139,23 +139,8 @@ impl Scene {
                 pos.spec.shape
             )));
         };
-        let tris = tri
-            .to_f64_vec()
-            .chunks_exact(3)
-            .enumerate()
-            .map(|(f, t)| {
-                let mut out = [0usize; 3];
-                for (o, &i) in out.iter_mut().zip(t) {
-                    if !(i >= 0.0 && i < vertices as f64) {
-                        return Err(Error::Tensor(format!(
-                            "rasterize: triangle {f} names vertex {i}, of {vertices}"
-                        )));
-                    }
-                    *o = i as usize;
-                }
-                Ok(out)
-            })
-            .collect::<Result<_, _>>()?;
+        let tris = raster::triangles(tri.to_f64_vec().into_iter().map(|i| i as i64), vertices)
+            .map_err(|e| Error::Tensor(format!("rasterize: {e}")))?;
         Ok(Scene {
             batch,
             vertices,
@@ -187,15 +172,13 @@ impl Scene {
             let [(f, k), (g, l)] = shared[..] else {
                 continue;
             };
-            // The opposite vertices on either side of the edge.
-            let side = |t: &Triangle, k: usize| {
-                let (a, b, c) = (&t.v[(k + 1) % 3], &t.v[(k + 2) % 3], &t.v[k]);
-                ((b.x - a.x) * (c.y - a.y) - (b.y - a.y) * (c.x - a.x)).signum()
-            };
+            // The opposite vertices on either side of the edge: which side
+            // of `v[k+1] -> v[k+2]` vertex `k` lies on is the sign of the
+            // triangle's area (a cyclic permutation of the same determinant).
             let (a, g_first) = (self.tris[f][(k + 1) % 3], self.tris[g][(l + 1) % 3]);
             // Measured along the same direction.
-            let s = side(&tris[f], k) * if a == g_first { 1.0 } else { -1.0 };
-            if s * side(&tris[g], l) < 0.0 {
+            let s = tris[f].area.signum() * if a == g_first { 1.0 } else { -1.0 };
+            if s * tris[g].area.signum() < 0.0 {
                 out[f][k] = false;
                 out[g][l] = false;
             }
@@ -232,14 +215,19 @@ fn candidates(
             continue;
         }
         if t.degenerate() {
-            // It covers nothing, but may hide its neighbours' gap.
+            // It covers nothing here, but snapped it may be a sliver over
+            // the centre, with any (u, v, z/w); and it may hide its
+            // neighbours' gap.
             silhouette_near = true;
+            possible.push((f, [0.0; 3], [f64::INFINITY; 3]));
             continue;
         }
         let attrs = t.attributes(p);
         let bound = attribute_bound(t, p, budget, u);
         let depth = attrs[2];
         if depth.is_nan() || depth.abs() > 1.0 + bound[2] {
+            // Clipped away here; what it would have covered may be empty.
+            silhouette_near = true;
             continue;
         }
         if dist == 0.0 && to_boundary > edge && depth.abs() < 1.0 - bound[2] {
@@ -257,6 +245,7 @@ fn candidates(
     }
     let background = certain.is_none() && (possible.is_empty() || silhouette_near);
     if let Some(c) = certain {
+        // An unbounded depth (a degenerate triangle's) compares as -inf: kept.
         possible.retain(|(_, a, b)| a[2] - b[2] <= c);
     }
     Candidates {
@@ -296,7 +285,7 @@ pub fn resolve(
     for b in 0..batch {
         let tris = scene.triangles(b, (h, w))?;
         let silhouette = scene.silhouettes(&tris);
-        let bins = Bins::new(&tris, (h, w), budget);
+        let bins = Bins::new(&tris, (h, w), budget)?;
         let at = b * h * w * 4;
         let (ex, bd) = (
             &mut expected[at..at + h * w * 4],
@@ -317,12 +306,32 @@ pub fn resolve(
                     n.ambiguous +=
                         u64::from(cand.possible.len() + usize::from(cand.background) > 1);
                     let id = got[e + 3];
+                    let r4: [f64; 4] = reference[e..e + 4].try_into().expect("4 channels");
                     let chosen = cand.possible.iter().find(|(f, _, _)| (f + 1) as f64 == id);
+                    // The reference's own answer is always right (the
+                    // candidates' margins are conservative, not exhaustive).
+                    let own = || {
+                        let t = tris.get((r4[3] as usize).wrapping_sub(1))?;
+                        Some((t.attributes(p), attribute_bound(t, p, budget, precision.u)))
+                    };
                     let (values, bounds) = match chosen {
+                        // Unbounded (a degenerate triangle's): any value.
+                        Some((_, _, bnd)) if bnd[0].is_infinite() => {
+                            let a: [f64; 4] = got[e..e + 4].try_into().expect("4 channels");
+                            (a, [f64::INFINITY, f64::INFINITY, f64::INFINITY, 0.0])
+                        }
                         Some((_, a, bnd)) => {
                             ([a[0], a[1], a[2], id], [bnd[0], bnd[1], bnd[2], 0.0])
                         }
-                        None if id == 0.0 && cand.background => ([0.0; 4], [0.0; 4]),
+                        None if id == 0.0 && (cand.background || r4[3] == 0.0) => {
+                            ([0.0; 4], [0.0; 4])
+                        }
+                        None if id == r4[3] => match own() {
+                            Some((a, bnd)) => {
+                                ([a[0], a[1], a[2], id], [bnd[0], bnd[1], bnd[2], 0.0])
+                            }
+                            None => (r4, [0.0; 4]),
+                        },
                         None => {
                             if id == 0.0 {
                                 n.missing += 1;
@@ -331,12 +340,7 @@ pub fn resolve(
                             } else {
                                 n.wrong += 1;
                             }
-                            let r4: [f64; 4] = reference[e..e + 4].try_into().expect("4 channels");
-                            let bnd = cand
-                                .possible
-                                .iter()
-                                .find(|(f, _, _)| (f + 1) as f64 == r4[3])
-                                .map_or([0.0; 3], |(_, _, b)| *b);
+                            let bnd = own().map_or([0.0; 3], |(_, b)| b);
                             (r4, [bnd[0], bnd[1], bnd[2], 0.0])
                         }
                     };
@@ -381,12 +385,30 @@ struct Bins {
 
 const TILE: usize = 8;
 
+/// The most (triangle, tile) pairs the verdict lists (256 MiB of ids): a
+/// scene of huge triangles is refused rather than listed in gigabytes.
+const MAX_BINNED: usize = 1 << 26;
+
 impl Bins {
-    fn new(tris: &[Triangle], (h, w): (usize, usize), budget: Budget) -> Bins {
+    fn new(tris: &[Triangle], (h, w): (usize, usize), budget: Budget) -> Result<Bins, Error> {
         let cols = w.div_ceil(TILE);
+        let boxes: Vec<_> = tris
+            .iter()
+            .map(|t| t.pixel_box(budget.edge(t), h, w))
+            .collect();
+        let pairs: usize = boxes
+            .iter()
+            .flatten()
+            .map(|(r0, r1, c0, c1)| (r1 / TILE - r0 / TILE + 1) * (c1 / TILE - c0 / TILE + 1))
+            .sum();
+        if pairs > MAX_BINNED {
+            return Err(Error::Tensor(format!(
+                "rasterize: the triangles cover {pairs} tiles of {TILE} x {TILE} pixels in all, more than the verdict lists ({MAX_BINNED})"
+            )));
+        }
         let mut tiles = vec![Vec::new(); h.div_ceil(TILE) * cols];
-        for (f, t) in tris.iter().enumerate() {
-            if let Some((r0, r1, c0, c1)) = t.pixel_box(budget.edge(t), h, w) {
+        for (f, bx) in boxes.iter().enumerate() {
+            if let Some((r0, r1, c0, c1)) = *bx {
                 for tr in r0 / TILE..=r1 / TILE {
                     for tc in c0 / TILE..=c1 / TILE {
                         tiles[tr * cols + tc].push(f as u32);
@@ -394,7 +416,7 @@ impl Bins {
                 }
             }
         }
-        Bins { cols, tiles }
+        Ok(Bins { cols, tiles })
     }
 
     fn near(&self, r: usize, c: usize) -> &[u32] {
@@ -472,16 +494,20 @@ fn for_each_pixel(inputs: &[&HostTensor], mut f: impl FnMut(Texel)) {
     let [batch, vertices, channels] = inputs[0].spec.shape[..] else {
         return;
     };
-    let per_batch = rast.len() / 4 / batch.max(1);
+    let (per_batch, faces) = ((rast.len() / 4 / batch.max(1)).max(1), tri.len() / 3);
     for (pixel, r) in rast.chunks_exact(4).enumerate() {
+        // Valid ids and vertices only (the reference's run refused others).
         let id = r[3];
-        if !(id >= 1.0 && (id as usize) * 3 <= tri.len()) {
+        if !(id >= 1.0 && id <= faces as f64 && id.fract() == 0.0) {
             continue;
         }
         let (t, b) = (
             &tri[(id as usize - 1) * 3..id as usize * 3],
             pixel / per_batch,
         );
+        if t.iter().any(|&v| !(v >= 0.0 && v < vertices as f64)) {
+            continue;
+        }
         for ch in 0..channels {
             let at: [usize; 3] =
                 std::array::from_fn(|k| (b * vertices + t[k] as usize) * channels + ch);

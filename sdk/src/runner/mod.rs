@@ -454,9 +454,9 @@ pub struct EndToEndResult {
     pub drift: Drift,
     pub criterion: EndToEnd,
     pub passed: bool,
-    /// Pixels left out: the provider's rasterizer chose another triangle
-    /// (or the background) than the reference at an edge its stage judged
-    /// ambiguous, so what follows there is another triangle's value.
+    /// Pixels left out: where the provider's rasterizer wrote another id than
+    /// the golden one (its stage judged each: ambiguous edges, when it
+    /// passed), so what this output holds there is another triangle's value.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub pixels_left_out: u64,
 }
@@ -1222,34 +1222,33 @@ fn end_to_end(
                 continue;
             }
             let criterion = stage.tolerances[&tier].end_to_end;
-            let mut golden = HostTensor::clone(&*suite.tensor(name)?);
-            let mut actual = actual.clone();
-            // Pixels [B, H, W, ...] a rasterizer of the run decided otherwise.
+            let golden = suite.tensor(name)?;
+            // Pixels [B, H, W, ...] a rasterizer this output derives from
+            // decided otherwise.
             let mask = disagree
                 .iter()
-                .find(|d| actual.spec.shape.starts_with(&d.pixels));
+                .find(|d| d.derived.contains(name) && actual.spec.shape.starts_with(&d.pixels));
             let mut pixels_left_out = 0;
-            if let Some(RasterDisagreement {
-                pixels,
-                differs: mask,
-            }) = mask
-            {
-                pixels_left_out = mask.iter().filter(|&&m| m).count() as u64;
-                let per = actual.spec.numel() / pixels.iter().product::<usize>().max(1);
-                for t in [&mut actual, &mut golden] {
-                    let mut v = t.to_f64_vec();
-                    for (px, &m) in v.chunks_mut(per.max(1)).zip(mask) {
-                        if m {
-                            px.fill(0.0);
+            let drift = match mask {
+                Some(d) => {
+                    pixels_left_out = d.differs.iter().filter(|&&m| m).count() as u64;
+                    let per = actual.spec.numel() / d.pixels.iter().product::<usize>().max(1);
+                    let left_out = |t: &HostTensor| -> Result<HostTensor, SuiteError> {
+                        let mut v = t.to_f64_vec();
+                        for (px, &m) in v.chunks_mut(per.max(1)).zip(&d.differs) {
+                            if m {
+                                px.fill(0.0);
+                            }
                         }
-                    }
-                    *t = HostTensor::from_vec(&t.spec.shape, v)
-                        .map_err(|e| SuiteError::Layout(e.to_string()))?
-                        .cast(t.spec.dtype);
+                        Ok(HostTensor::from_vec(&t.spec.shape, v)
+                            .map_err(|e| SuiteError::Layout(e.to_string()))?
+                            .cast(t.spec.dtype))
+                    };
+                    Drift::of(&left_out(actual)?, &left_out(&golden)?)
                 }
+                None => Drift::of(actual, &golden),
             }
-            let drift = Drift::of(&actual, &golden)
-                .map_err(|e| SuiteError::Layout(format!("end to end `{name}`: {e}")))?;
+            .map_err(|e| SuiteError::Layout(format!("end to end `{name}`: {e}")))?;
             let passed = drift.nonfinite_mismatches == 0
                 && drift.rel_l2_error <= criterion.rel_l2
                 && drift.cosine_similarity >= criterion.cosine;
@@ -1266,11 +1265,13 @@ fn end_to_end(
 }
 
 /// A rasterizer output of the run (`[B, H, W, 4]`, ids last): where the
-/// provider's ids differ from the golden ones.
+/// provider's ids differ from the golden ones, and the tensors computed from
+/// it (itself included) in the run's stages.
 struct RasterDisagreement {
     /// `[B, H, W]`.
     pixels: Vec<usize>,
     differs: Vec<bool>,
+    derived: HashSet<String>,
 }
 
 fn raster_disagreements(
@@ -1288,7 +1289,14 @@ fn raster_disagreements(
         }
         let golden = suite.tensor(&node.output)?;
         let (a, g) = (actual.to_f64_vec(), golden.to_f64_vec());
+        let mut derived = HashSet::from([node.output.clone()]);
+        for n in stages.iter().flat_map(|s| &s.graph) {
+            if n.inputs.iter().any(|i| derived.contains(i)) {
+                derived.insert(n.output.clone());
+            }
+        }
         out.push(RasterDisagreement {
+            derived,
             pixels: actual.spec.shape[..3].to_vec(),
             differs: a
                 .chunks_exact(4)

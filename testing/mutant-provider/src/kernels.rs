@@ -567,19 +567,8 @@ pub fn rasterize(call: &KernelCall, bug: RasterVariant) -> Result<(), ProviderEr
     let (pos, tri) = (&call.inputs[0], &call.inputs[1]);
     let positions: Vec<f64> = read(pos)?.into_iter().map(f64::from).collect();
     let vertices = pos.shape[1];
-    let tris: Vec<[usize; 3]> = read_i32(tri)
-        .chunks_exact(3)
-        .map(|t| {
-            let mut out = [0usize; 3];
-            for (o, &i) in out.iter_mut().zip(t) {
-                *o = usize::try_from(i)
-                    .ok()
-                    .filter(|&i| i < vertices)
-                    .ok_or_else(|| ProviderError::invalid(format!("vertex {i} of {vertices}")))?;
-            }
-            Ok(out)
-        })
-        .collect::<Result<_, ProviderError>>()?;
+    let tris = raster::triangles(read_i32(tri).into_iter().map(i64::from), vertices)
+        .map_err(ProviderError::invalid)?;
     let mut image = vec![0.0f64; pos.shape[0] * height * width * 4];
     for (b, img) in image.chunks_exact_mut(height * width * 4).enumerate() {
         let mut t = raster::setup(
