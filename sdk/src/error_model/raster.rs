@@ -536,6 +536,40 @@ fn win(x: f64, y: f64) -> Window {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::DType;
+
+    /// A collinear triangle covers nothing in float64, but snapped to 1/16
+    /// pixel it is a sliver over the centre of (row 3, col 2), 0.006 pixel
+    /// from it: a snapping rasterizer may draw it there, not 5 pixels away.
+    #[test]
+    fn a_snapped_sliver_is_a_right_answer_near_its_line_only() {
+        let window = [(3.44, 2.84), (0.4, 5.0), (1.92, 3.92)];
+        // Window x = (X + 1)·8/2 on an 8 × 8 raster: X = x/4 − 1.
+        let pos: Vec<f64> = window
+            .iter()
+            .flat_map(|&(x, y)| [x / 4.0 - 1.0, y / 4.0 - 1.0, 0.0, 1.0])
+            .collect();
+        let pos = HostTensor::from_vec(&[1, 3, 4], pos).unwrap();
+        let tri = HostTensor::from_vec(&[1, 3], vec![0.0, 1.0, 2.0])
+            .unwrap()
+            .cast(DType::I32);
+        let mut out = vec![0.0; 8 * 8 * 4];
+        for (r, c) in [(3, 2), (7, 7)] {
+            out[(r * 8 + c) * 4 + 3] = 1.0;
+        }
+        let actual = HostTensor::from_vec(&[1, 8, 8, 4], out).unwrap();
+        let reference = vec![0.0; 8 * 8 * 4];
+        let p = Precision::of(DType::F32).unwrap();
+        let r = resolve(&[&pos, &tri], &actual, &reference, 4, p).unwrap();
+        assert_eq!(
+            (r.pixels.unexpected, r.pixels.wrong, r.pixels.missing),
+            (1, 0, 0)
+        );
+        assert!(r.pixels.ambiguous >= 1, "{:?}", r.pixels);
+        // The sliver's texel accepts any (u, v, z/w); the far one expects 0.
+        assert!(r.bound[(3 * 8 + 2) * 4].is_infinite());
+        assert_eq!(r.expected[(7 * 8 + 7) * 4 + 3], 0.0);
+    }
 
     #[test]
     fn the_bound_grows_as_the_triangle_shrinks() {
