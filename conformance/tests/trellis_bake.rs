@@ -3,13 +3,17 @@
 //! is what `generate` computes; the CPU provider passes at every tier in both
 //! modes (with the differential round and the kernel contract of both
 //! raster kernels), the C template at fp32 (the reference's ids bit for
-//! bit), and so does a rasterizer that snaps its vertices to 4
-//! sub-pixel bits as nvdiffrast's CUDA one does, though its triangle ids
-//! differ from the reference's at edges; each of a port's classic mistakes
-//! fails the rasterize stage alone, with the wrong pixels counted and drawn.
+//! bit), the GPU kernels under the SIMT emulation at fp32 (8 sub-pixel bits,
+//! integer edge functions), and so does a rasterizer that snaps its
+//! vertices to 4 sub-pixel bits as nvdiffrast's CUDA one does, though its
+//! triangle ids differ from the reference's at edges; each of a port's
+//! classic mistakes fails the rasterize stage alone, with the wrong pixels
+//! counted and drawn; an engine that skips the V flip fails `uv_to_clip`.
 
 mod common;
-use common::suites::{assert_golden_is_generated, built, ALL_TIERS};
+use common::suites::{
+    assert_fails_exactly, assert_golden_is_generated, built, engine_check, ALL_TIERS,
+};
 use serde_json::Value;
 use vips_sdk::runner::{Mode, Status};
 
@@ -72,6 +76,40 @@ fn the_c_template_passes_at_fp32_in_both_modes() {
             "{mode:?}: {}",
             rast.judgement.max_e
         );
+    }
+}
+
+/// The GPU kernel source under the SIMT emulation (vendors/simt) snaps
+/// vertices to 8 sub-pixel bits and decides coverage with exact 64-bit
+/// integer edge functions: its ids differ from the reference's only at
+/// ambiguous centres, its (u, v, z/w) by what the snapping moves (a real
+/// error, well inside the bound), and both kernels keep the contract.
+#[test]
+fn the_gpu_kernels_under_simt_emulation_pass_at_fp32_in_both_modes() {
+    let (s, simt) = (common::suites::suite(SUITE), built("simt"));
+    for mode in [Mode::Isolated, Mode::Chained] {
+        let fp32 = [vips_sdk::compare::Tier::Fp32];
+        let r = common::suites::run(&s, &simt, mode, &fp32, mode == Mode::Isolated);
+        common::suites::assert_passes(&r, &format!("simt {mode:?}"), STAGES);
+        let t = &r.tiers[0];
+        let stage = t.stages.iter().find(|s| s.stage == "rasterize");
+        let rast = &stage.unwrap().outputs[0];
+        let px = rast.pixels.as_ref().expect("pixel counts");
+        assert_eq!(px.pixels, 256 * 256);
+        assert_eq!(px.failed(), 0, "{mode:?}: {px:?}");
+        let e = rast.judgement.max_e;
+        assert!(e > 0.0 && e < 0.5, "{mode:?}: max|e| {e}");
+        if mode == Mode::Isolated {
+            for k in ["vsdk.rasterize@1", "vsdk.interpolate@1"] {
+                let cases: Vec<_> = t
+                    .contract
+                    .iter()
+                    .filter(|c| c.stage.starts_with(k))
+                    .collect();
+                assert!(cases.len() >= 4, "{k}: {} contract cases", cases.len());
+                assert!(cases.iter().all(|c| c.status == Status::Pass), "{k}");
+            }
+        }
     }
 }
 
@@ -176,4 +214,21 @@ fn a_rasterizer_port_mistake_fails_the_rasterize_stage_with_its_pixels_counted()
         assert_eq!(layout["kind"], "image", "{mutation}: {layout}");
         assert_eq!(layout["height"], 256, "{mutation}: {layout}");
     }
+}
+
+/// TRELLIS.2 flips V before rasterizing and again in the exported mesh: an
+/// engine that skips the first flip (or does it twice, the same thing)
+/// fails `uv_to_clip`, whose captured intermediates name the operator that
+/// diverges first; the stages after it are fed golden inputs and pass.
+#[test]
+fn an_engine_without_the_v_flip_fails_uv_to_clip() {
+    let s = common::suites::suite(SUITE);
+    assert!(engine_check(&s, |_| {}).passed, "the correct engine failed");
+    let r = engine_check(&s, |g| {
+        g.retain(|n| n.output != "v_flipped");
+        if let Some(n) = g.iter_mut().find(|n| n.output == "v2") {
+            n.inputs[0] = "v".into();
+        }
+    });
+    assert_fails_exactly(&r, "no V flip", &["uv_to_clip"], &["vsdk.mul@1"]);
 }

@@ -21,7 +21,10 @@ fn require_nvrtc() {
 /// The `extern "C" __global__` kernels of the source, macros expanded by the
 /// host C++ preprocessor (`$CXX`, else `c++`) as NVRTC would expand them.
 fn kernels_in_source() -> BTreeSet<String> {
-    let dir = std::env::temp_dir().join(format!("vsdk-cuda-kernels-{}", std::process::id()));
+    // One directory per call: tests of this binary may run side by side.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("vsdk-cuda-kernels-{}-{call}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(
         dir.join(vsdk_gpu::DEVICE_HEADER_NAME),

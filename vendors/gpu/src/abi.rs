@@ -44,7 +44,7 @@ fn cstring(s: impl Into<String>) -> CString {
 /// The operators' dtypes on these kernels: float math in f32, f16 and bf16
 /// (no float64 on GPUs), casts among the types the kernels load and store,
 /// data movement on any dtype (a copy of 1, 2, 4 or 8 bytes), sparse
-/// coordinates in int32.
+/// coordinates in int32, rasterization of float32 positions.
 pub fn supports(op: Op, dtype: DType) -> bool {
     let kernel_types = [DType::U8, DType::F16, DType::BF16, DType::F32];
     op.dtypes().contains(&dtype)
@@ -61,8 +61,9 @@ pub fn supports(op: Op, dtype: DType) -> bool {
             // From int32 to the float types (sparse coordinates as numbers).
             Op::Cast => kernel_types.contains(&dtype) || dtype == DType::I32,
             Op::ResizePilBicubic | Op::ResizePilLanczos => kernel_types.contains(&dtype),
-            // No kernel source yet: UNSUPPORTED, said up front.
-            Op::Rasterize | Op::Interpolate => false,
+            // Positions in float32 (window coordinates need its bits);
+            // interpolate, like the float math below, in f32, f16 and bf16.
+            Op::Rasterize => dtype == DType::F32,
             _ => dtype != DType::F64,
         }
 }

@@ -3,6 +3,7 @@
 //! source's field for field; the SIMT provider's tests run every path below
 //! on the CPU against the reference provider.
 
+mod raster;
 mod sparse;
 
 use crate::backend::{Backend, DevicePtr, Gemm, GemmType};
@@ -106,6 +107,11 @@ pub fn kernel_names() -> Vec<String> {
     for to in ["f16", "bf16", "f32"] {
         names.push(format!("vips_cast_i32_{to}"));
     }
+    for t in ["f32", "f16", "bf16"] {
+        for rast in ["f32", "f64"] {
+            names.push(format!("vips_interpolate_{t}_{rast}"));
+        }
+    }
     for bytes in [1, 2, 4, 8] {
         names.push(format!("vips_copy_{bytes}"));
         names.push(format!("vips_rows_{bytes}"));
@@ -125,6 +131,8 @@ pub fn kernel_names() -> Vec<String> {
         "sparse_subdivide",
         "sparse_check_index",
         "sparse_segments",
+        "raster_setup",
+        "rasterize",
     ] {
         names.push(format!("vips_{k}"));
     }
@@ -367,10 +375,9 @@ fn dispatch<B: Backend>(
         | Node::GatherRows
         | Node::RepeatRows { .. }
         | Node::SparseSubdivideCoords => sparse::run(c, node, ins, out),
-        // `supports` says no up front; a host that calls anyway hears it again.
-        Node::Rasterize { .. } | Node::Interpolate => Err(ProviderError::unsupported(format!(
-            "{node:?}: the GPU kernel source has no rasterizer yet"
-        ))),
+        // Their triangles are checked even when nothing is drawn.
+        Node::Rasterize { height, width } => raster::rasterize(c, ins, (*height, *width), out),
+        Node::Interpolate => raster::interpolate(c, ins, out),
         _ if n == 0 => Ok(()),
         Node::Cast(to) => {
             // int32 only to the float types (sparse coordinates as numbers).

@@ -93,7 +93,13 @@ pub(super) fn run<B: Backend>(
 
 impl<B: Backend> Call<'_, B> {
     /// `n` int32s on the device: `first + step · i`.
-    fn fill(&self, p: DevicePtr, n: usize, first: i32, step: i32) -> Result<(), ProviderError> {
+    pub(super) fn fill(
+        &self,
+        p: DevicePtr,
+        n: usize,
+        first: i32,
+        step: i32,
+    ) -> Result<(), ProviderError> {
         if n == 0 {
             return Ok(());
         }
@@ -106,14 +112,14 @@ impl<B: Backend> Call<'_, B> {
         self.launch("vips_sparse_fill", grid_for(n), 0, args)
     }
 
-    fn read_i32(&self, p: DevicePtr) -> Result<i32, ProviderError> {
+    pub(super) fn read_i32(&self, p: DevicePtr) -> Result<i32, ProviderError> {
         let mut b = [0u8; 4];
         self.backend.copy_to_host(&mut b, p)?;
         Ok(i32::from_ne_bytes(b))
     }
 
     /// A flag word started at `n` (no row), for a kernel's atomicMin.
-    fn flag(&mut self, n: i32) -> Result<DevicePtr, ProviderError> {
+    pub(super) fn flag(&mut self, n: i32) -> Result<DevicePtr, ProviderError> {
         let f = self.temporary(4)?;
         self.fill(f, 1, n, 0)?;
         Ok(f)
