@@ -210,7 +210,7 @@ fn semantic_mistakes_are_located() {
         (
             "  fp32: { lambda: 6.0 }",
             "  fp32: { rtol: 1.0e-5 }",
-            "Unknown field `rtol`, expected one of `lambda`, `bias_z`, `bias_ratio`, `rms_factor`, `lsb`, or `end_to_end`",
+            "Unknown field `rtol`, expected one of `lambda`, `bias_z`, `bias_ratio`, `rms_factor`, `lsb`, `subpixel_bits`, or `end_to_end`",
         ),
         (
             "outputs: [logits] }",
