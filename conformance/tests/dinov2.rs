@@ -20,6 +20,9 @@
 //! blocks) passes on the CPU provider, the SIMT-run GPU kernels and the C
 //! template; a straight-alpha resize and a rounding premultiplication fail it.
 
+mod common;
+// `mutant_cli` with the mutation over provider `target`.
+use common::suites::mutant_run as mutant_cli_on;
 use std::path::Path;
 use vips_sdk::compare::Tier;
 use vips_sdk::runner::{self, Mode, RunOptions, Status};
@@ -295,37 +298,6 @@ fn gelu_by_tanh_fails_every_block_and_drill_down_names_it() {
 /// returns the exit code and the JSON report.
 fn mutant_cli(mutation: &str, suite: &str, extra: &[&str]) -> (Option<i32>, serde_json::Value) {
     mutant_cli_on("cpu", mutation, suite, extra)
-}
-
-/// As [`mutant_cli`], with the mutation over provider `target`.
-fn mutant_cli_on(
-    target: &str,
-    mutation: &str,
-    suite: &str,
-    extra: &[&str],
-) -> (Option<i32>, serde_json::Value) {
-    let dir = std::env::current_exe()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .to_path_buf();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vips-conformance"))
-        // The verdicts on the suites' own data are the point here.
-        .args(["run", suite, "--json", "--no-differential"])
-        .args(extra)
-        .arg("--provider")
-        .arg(dir.join("libvsdk_mutant_provider.so"))
-        .env("VSDK_PROVIDER_PATH", &dir)
-        .env(
-            "VSDK_MUTANT_TARGET",
-            dir.join(vips_sdk::library_file_name(target)),
-        )
-        .env("VSDK_MUTATION", mutation)
-        .output()
-        .unwrap();
-    let report = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{mutation}: {e}: {}", String::from_utf8_lossy(&out.stderr)));
-    (out.status.code(), report)
 }
 
 /// Runs `suite` (a quick one) through the CLI on provider `target` with one

@@ -41,15 +41,7 @@ fn the_cpu_provider_passes_at_every_tier_in_both_modes() {
             assert_eq!(px.failed(), 0, "{px:?}");
             assert!(px.ambiguous > 0 && px.ambiguous < px.pixels / 20, "{px:?}");
             if mode == Mode::Isolated {
-                for k in ["vsdk.rasterize@1", "vsdk.interpolate@1"] {
-                    let cases: Vec<_> = t
-                        .contract
-                        .iter()
-                        .filter(|c| c.stage.starts_with(k))
-                        .collect();
-                    assert!(cases.len() >= 4, "{k}: {} contract cases", cases.len());
-                    assert!(cases.iter().all(|c| c.status == Status::Pass), "{k}");
-                }
+                assert_raster_contract_passed(t);
             }
         }
     }
@@ -100,50 +92,29 @@ fn the_gpu_kernels_under_simt_emulation_pass_at_fp32_in_both_modes() {
         let e = rast.judgement.max_e;
         assert!(e > 0.0 && e < 0.5, "{mode:?}: max|e| {e}");
         if mode == Mode::Isolated {
-            for k in ["vsdk.rasterize@1", "vsdk.interpolate@1"] {
-                let cases: Vec<_> = t
-                    .contract
-                    .iter()
-                    .filter(|c| c.stage.starts_with(k))
-                    .collect();
-                assert!(cases.len() >= 4, "{k}: {} contract cases", cases.len());
-                assert!(cases.iter().all(|c| c.status == Status::Pass), "{k}");
-            }
+            assert_raster_contract_passed(t);
         }
     }
 }
 
-/// Runs the suite through the CLI on the CPU provider with one injected
-/// rasterizer (testing/mutant-provider); returns the exit code and the report.
+/// The kernel contract ran both raster kernels' own cases, and they passed.
+fn assert_raster_contract_passed(t: &vips_sdk::runner::TierReport) {
+    for k in ["vsdk.rasterize@1", "vsdk.interpolate@1"] {
+        let cases: Vec<_> = t
+            .contract
+            .iter()
+            .filter(|c| c.stage.starts_with(k))
+            .collect();
+        assert!(cases.len() >= 4, "{k}: {} contract cases", cases.len());
+        assert!(cases.iter().all(|c| c.status == Status::Pass), "{k}");
+    }
+}
+
+/// The suite at fp32 through the CLI on the CPU provider with one injected
+/// rasterizer (testing/mutant-provider): the exit code and the report.
 fn mutated(mutation: &str, extra: &[&str]) -> (Option<i32>, Value) {
-    let dir = std::env::current_exe()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .to_path_buf();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vips-conformance"))
-        .args([
-            "run",
-            SUITE,
-            "--json",
-            "--no-differential",
-            "--tier",
-            "fp32",
-        ])
-        .args(extra)
-        .arg("--provider")
-        .arg(dir.join("libvsdk_mutant_provider.so"))
-        .env("VSDK_PROVIDER_PATH", &dir)
-        .env(
-            "VSDK_MUTANT_TARGET",
-            dir.join(vips_sdk::library_file_name("cpu")),
-        )
-        .env("VSDK_MUTATION", mutation)
-        .output()
-        .unwrap();
-    let report = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{mutation}: {e}: {}", String::from_utf8_lossy(&out.stderr)));
-    (out.status.code(), report)
+    let args = [&["--tier", "fp32"][..], extra].concat();
+    common::suites::mutant_run("cpu", mutation, SUITE, &args)
 }
 
 fn stage<'a>(report: &'a Value, name: &str) -> &'a Value {

@@ -203,3 +203,36 @@ fn as_f32(t: &HostTensor) -> HostTensor {
         t.clone()
     }
 }
+
+/// `vips-conformance run SUITE --json --no-differential EXTRA` (the
+/// verdicts on the suite's own data are the point) through the mutant
+/// provider (testing/mutant-provider) over provider `target`, with one
+/// injected `mutation`: the exit code and the JSON report.
+pub fn mutant_run(
+    target: &str,
+    mutation: &str,
+    suite: &str,
+    extra: &[&str],
+) -> (Option<i32>, serde_json::Value) {
+    let dir = std::env::current_exe()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_vips-conformance"))
+        .args(["run", suite, "--json", "--no-differential"])
+        .args(extra)
+        .arg("--provider")
+        .arg(dir.join("libvsdk_mutant_provider.so"))
+        .env("VSDK_PROVIDER_PATH", &dir)
+        .env(
+            "VSDK_MUTANT_TARGET",
+            dir.join(vips_sdk::library_file_name(target)),
+        )
+        .env("VSDK_MUTATION", mutation)
+        .output()
+        .unwrap();
+    let report = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{mutation}: {e}: {}", String::from_utf8_lossy(&out.stderr)));
+    (out.status.code(), report)
+}
