@@ -1073,21 +1073,18 @@ fn scene(c: &mut Cases, grid: usize, loose: usize) -> (Vec<f64>, Vec<f64>) {
     let mut ids = Vec::new();
     for i in 0..side * side {
         let (gx, gy) = ((i % side) as f64, (i / side) as f64);
-        let jitter = |c: &mut Cases| 0.3 * (c.rng.unit() - 0.5) / grid as f64;
-        let x = -0.8
-            + 1.6 * gx / grid as f64
-            + if gx > 0.0 && gx < grid as f64 {
-                jitter(c)
+        // Inner grid points jittered by up to 15 % of a cell; the outline straight.
+        let coord = |c: &mut Cases, g: f64| {
+            let inner = g > 0.0 && g < grid as f64;
+            let jitter = if inner {
+                0.3 * (c.rng.unit() - 0.5)
             } else {
                 0.0
             };
-        let y = -0.8
-            + 1.6 * gy / grid as f64
-            + if gy > 0.0 && gy < grid as f64 {
-                jitter(c)
-            } else {
-                0.0
-            };
+            -0.8 + 1.6 * (g + jitter) / grid as f64
+        };
+        let x = coord(c, gx);
+        let y = coord(c, gy);
         let z = 0.2 * c.rng.unit() - 0.1;
         ids.push(vertex(c, [x, y, z]));
     }

@@ -374,6 +374,16 @@ pub struct Expected<'a> {
 }
 
 impl<'a> Expected<'a> {
+    /// The reference within its bound, as given.
+    fn plain((value, bound, sigma): (&'a HostTensor, &'a [f64], &'a [f64])) -> Expected<'a> {
+        Expected {
+            values: value.f64_values(),
+            bound: Cow::Borrowed(bound),
+            sigma: Cow::Borrowed(sigma),
+            pixels: None,
+        }
+    }
+
     /// `actual`, the output of `node` computed from `inputs`, against the
     /// reference's `value`, `bound` and `sigma` for it.
     pub fn of(
@@ -384,12 +394,7 @@ impl<'a> Expected<'a> {
         params: &TierParams,
     ) -> Result<Expected<'a>, Error> {
         if node.op != Op::Rasterize {
-            return Ok(Expected {
-                values: value.f64_values(),
-                bound: Cow::Borrowed(bound),
-                sigma: Cow::Borrowed(sigma),
-                pixels: None,
-            });
+            return Ok(Expected::plain((value, bound, sigma)));
         }
         let precision = Precision::of(actual.spec.dtype).ok_or_else(|| {
             Error::Tensor(format!(
@@ -443,12 +448,7 @@ impl<'a> Expected<'a> {
                     .collect::<Result<Vec<_>, _>>()?;
                 Expected::of(node, &inputs, &values[name], refs, params)
             }
-            _ => Ok(Expected {
-                values: refs.0.f64_values(),
-                bound: Cow::Borrowed(refs.1),
-                sigma: Cow::Borrowed(refs.2),
-                pixels: None,
-            }),
+            _ => Ok(Expected::plain(refs)),
         }
     }
 }

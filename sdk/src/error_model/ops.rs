@@ -438,12 +438,10 @@ pub(super) fn evaluate(r: &Reference, c: &Call) -> Result<Evaluated, Error> {
         Node::SparseDownsampleCoords { .. }
         | Node::SparseDownsampleIndex { .. }
         | Node::SparseSubdivideCoords => exact(vec![0.0; v.len()]),
-        Node::Rasterize { .. } => exact(super::raster::local_bound(
-            c.inputs,
-            &value,
-            c.params.subpixel_bits,
-            p,
-        )?),
+        // Judged by the verdict on discrete outputs (`raster::resolve`, through
+        // `graph::Expected`) wherever it is judged; no node of its stage reads
+        // it (a document rule), so it propagates nothing.
+        Node::Rasterize { .. } => exact(vec![0.0; v.len()]),
         Node::Interpolate => exact(super::raster::interpolate_local(c.inputs, &v, p).0),
     };
     let sigma = sigma(r, c, &value, &v, p, &fixed, &scaled)?;

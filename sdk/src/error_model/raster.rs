@@ -365,18 +365,6 @@ pub fn resolve(
     })
 }
 
-/// The local bound of the reference's own output (the id exact, the rest
-/// what snapping may change): where `vsdk.rasterize` feeds another operator
-/// of the same stage, this is the error that operator inherits.
-pub(super) fn local_bound(
-    inputs: &[&HostTensor],
-    value: &HostTensor,
-    bits: u32,
-    precision: Precision,
-) -> Result<Vec<f64>, Error> {
-    Ok(resolve(inputs, value, &value.to_f64_vec(), bits, precision)?.bound)
-}
-
 /// The triangles near each 8 × 8 tile of pixels.
 struct Bins {
     cols: usize,
