@@ -48,6 +48,8 @@ enum Command {
     },
     /// Build a golden file from a document and captured tensors (.npy, .npz, .safetensors).
     Pack(commands::pack::Args),
+    /// Write a replay pack: a suite's stages at one tier, for a device to judge itself (docs/embedded.md).
+    PackReplay(commands::pack_replay::Args),
     /// Compute a suite's golden file with the CPU reference provider in float64.
     Generate(commands::generate::Args),
     /// Write every tensor of a suite (inputs, weights, golden outputs) to a .safetensors file.
@@ -83,6 +85,7 @@ fn main() -> ExitCode {
         Command::Inspect { file, json } => suites::locate(&file)
             .and_then(|l| commands::inspect::run(&l.path, json).map_err(|e| l.context(e))),
         Command::Pack(args) => commands::pack::run(args),
+        Command::PackReplay(args) => commands::pack_replay::run(args),
         Command::Generate(args) => commands::generate::run(args),
         Command::Export { suite, out } => commands::export::run(&suite, &out),
         Command::Providers { providers, json } => commands::providers::run(providers, json),

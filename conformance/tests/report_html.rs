@@ -67,6 +67,30 @@ fn run_page(
     (r.code, json, std::fs::read_to_string(&page).unwrap())
 }
 
+/// What did not pass in a results file: each tier's stages, end-to-end
+/// check, differential round and contract that failed, with their reasons.
+fn not_passed(results: &Value) -> String {
+    let mut out = Vec::new();
+    for t in results["tiers"].as_array().into_iter().flatten() {
+        for round in ["stages", "differential"] {
+            for st in t[round].as_array().into_iter().flatten() {
+                if st["status"] != "pass" {
+                    out.push(format!(
+                        "{} {round} {}: {} {}",
+                        t["tier"], st["stage"], st["status"], st["reason"]
+                    ));
+                }
+            }
+        }
+        for check in ["end_to_end", "contract"] {
+            if t[check]["passed"] == false {
+                out.push(format!("{} {check}: {}", t["tier"], t[check]));
+            }
+        }
+    }
+    out.join("; ")
+}
+
 /// The stage's notes, as the document has them.
 fn notes(suite: &str, stage: &str) -> Vec<String> {
     let doc = repo()
@@ -530,14 +554,14 @@ fn the_pages_load_in_headless_chromium_without_errors_or_requests() {
     let dir = tempfile::tempdir().unwrap();
     let shots = repo().join("target/report-screenshots");
     std::fs::create_dir_all(&shots).unwrap();
-    let (code, _, _) = run_page(
+    let (code, json, _) = run_page(
         dir.path(),
         "pass",
         "dinov2-vits14-quick",
         &["--mode", "chained", "--tier", "fp32", "--tier", "bf16"],
         None,
     );
-    assert_eq!(code, 0);
+    assert_eq!(code, 0, "the passing run failed: {}", not_passed(&json));
     let (code, _, _) = run_page(
         dir.path(),
         "fail",

@@ -37,6 +37,7 @@ mod json_float;
 pub mod limits;
 pub mod pack;
 pub mod reference_cache;
+pub mod replay;
 pub mod runner;
 pub mod sandbox;
 pub mod suite;

@@ -553,3 +553,86 @@ fn rms_norm_mutant_in_child() {
         eprintln!("{mutation} at {tier:?} fails: {}", failing.join("; "));
     }
 }
+
+/// `cast(a / b)` to uint8 with a / b within float32 rounding of a half for
+/// most elements and far from one for the rest: rounding to an integer is a
+/// step, so where the input's bound reaches a rounding point either
+/// neighbour is right, and elsewhere the result is exact. (The differential
+/// round of TRELLIS's premultiplication, `(m - 127.3) / 254.1`, found the
+/// first case: the input's tiny bound carried through the cast failed a
+/// float32 division that rounded to the other side.)
+#[test]
+fn an_integer_cast_next_to_a_rounding_point_may_round_either_way() {
+    let text = r#"vips: 1
+component: { id: cast-step, version: 0.1.0, title: "cast step" }
+tensors:
+  a: { dtype: float32, shape: [4096], source: golden }
+  b: { dtype: float32, shape: [4096], source: golden }
+  q: { dtype: uint8, shape: [4096], source: golden }
+stages:
+  - stage: quantise
+    algorithm: "q = round(a / b)"
+    impl: "test"
+    inputs: [a, b]
+    outputs: [q]
+    graph:
+      - { op: vsdk.div, inputs: [a, b], outputs: [s] }
+      - { op: vsdk.cast, inputs: [s], outputs: [q], attrs: { dtype: uint8 } }
+"#;
+    let doc = vips_sdk::document::Document::parse(Path::new("cast.yaml"), text).unwrap();
+    let mut g = rng();
+    let n = 4096;
+    let (mut a, mut b) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for i in 0..n {
+        let d = g.gen_range(200.0f32..300.0);
+        let k = f64::from(g.gen_range(0u8..250));
+        // Even elements at a half (as float32 holds it), odd ones at a quarter.
+        let target = if i % 2 == 0 { k + 0.5 } else { k + 0.25 };
+        a.push((target * f64::from(d)) as f32);
+        b.push(d);
+    }
+    let inputs = std::collections::HashMap::from([
+        (
+            "a".to_string(),
+            HostTensor::from_vec(&[n], a.clone()).unwrap(),
+        ),
+        (
+            "b".to_string(),
+            HostTensor::from_vec(&[n], b.clone()).unwrap(),
+        ),
+    ]);
+    let params = vips_sdk::error_model::TierParams::default_for(Tier::Fp32);
+    let sr = vips_sdk::error_model::stage_reference(
+        &doc.stages[0],
+        Tier::Fp32,
+        &inputs,
+        &device("cpu"),
+        &params,
+    )
+    .unwrap();
+    let (reference, bound) = (sr.values["q"].to_f64_vec(), &sr.bounds["q"]);
+    let mut flipped = 0;
+    for i in 0..n {
+        let float32 = f64::from(a[i] / b[i]).round_ties_even();
+        let e =
+            vips_sdk::error_model::element_error(float32, reference[i], bound[i], NanPolicy::Fail);
+        assert!(
+            e.abs() <= 1.0,
+            "element {i}: float32 gives {float32}, reference {}, bound {}",
+            reference[i],
+            bound[i]
+        );
+        if i % 2 == 1 {
+            assert_eq!(bound[i], 0.0, "element {i}, far from a half, is exact");
+        } else {
+            assert!(
+                bound[i] <= 1.0,
+                "element {i}: one step at most, not {}",
+                bound[i]
+            );
+        }
+        flipped += usize::from(float32 != reference[i]);
+    }
+    // The case the rule exists for does occur among 2048 halves.
+    assert!(flipped > 0, "no float32 division rounded to the other side");
+}

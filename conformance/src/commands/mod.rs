@@ -9,6 +9,7 @@ pub mod keygen;
 pub mod list;
 pub mod merge;
 pub mod pack;
+pub mod pack_replay;
 pub mod providers;
 pub mod report;
 pub mod run;

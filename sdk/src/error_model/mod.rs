@@ -30,6 +30,7 @@ use crate::compare::{NanPolicy, Tier};
 use crate::{DType, HostTensor};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
+use vips_verify_core::tally::{Tally, Verdict, BLOCK};
 
 /// The arithmetic a tier implies for one tensor's dtype.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -248,114 +249,25 @@ pub struct Rules {
 /// differs from the reference (a NaN matches a NaN only under
 /// `NanPolicy::Allow`). Never NaN, whose comparisons would pin the worst.
 pub fn element_error(actual: f64, reference: f64, bound: f64, nan: NanPolicy) -> f64 {
-    if actual.is_finite() && reference.is_finite() {
-        let d = actual - reference;
-        if d == 0.0 || bound == f64::INFINITY {
-            0.0
-        } else if bound > 0.0 {
-            d / bound
-        } else {
-            f64::INFINITY.copysign(d)
-        }
-    } else {
-        let same = if actual.is_nan() || reference.is_nan() {
-            actual.is_nan() && reference.is_nan() && nan == NanPolicy::Allow
-        } else {
-            actual == reference
-        };
-        if same {
-            0.0
-        } else {
-            f64::INFINITY
-        }
-    }
+    vips_verify_core::element_error(actual, reference, bound, crate::replay::nan(nan))
 }
 
-/// Elements per block of a judgement.
-const JUDGE_BLOCK: usize = 1 << 14;
-
-/// What a judgement counts over a block of elements.
-#[derive(Default)]
-struct Tally {
-    over: u64,
-    sumsq_e: f64,
-    /// Σt, Σt² and their count over finite pairs with σ > 0.
-    sum_t: f64,
-    sumsq_t: f64,
-    count_t: u64,
-    /// ‖a − r‖² and ‖r‖² over finite pairs.
-    sumsq_d: f64,
-    sumsq_r: f64,
-    max_abs: f64,
-    /// The first element of the largest |e|, and that |e|.
-    worst: Option<(usize, f64)>,
-    /// The first non-finite mismatch.
-    nonfinite: Option<usize>,
-}
-
-impl Tally {
-    /// Writes |e| of elements `at..` into `e` and counts them.
-    fn of(
-        (a, reference, bound): (&[f64], &[f64], &[f64]),
-        sigma: Option<&[f64]>,
-        at: usize,
-        nan: NanPolicy,
-        e: &mut [f64],
-    ) -> Tally {
-        let mut t = Tally::default();
-        for (i, (((&x, &r), &b), m_out)) in a.iter().zip(reference).zip(bound).zip(e).enumerate() {
-            let ei = element_error(x, r, b, nan);
-            if x.is_finite() && r.is_finite() {
-                let d = x - r;
-                t.max_abs = t.max_abs.max(d.abs());
-                // (A difference may overflow: it is left to the bound.)
-                if (d * d).is_finite() && (r * r).is_finite() {
-                    t.sumsq_d += d * d;
-                    t.sumsq_r += r * r;
-                }
-                let ti = sigma.map_or(f64::NAN, |s| d / s[i]);
-                if ti.is_finite() && sigma.is_some_and(|s| s[i] > 0.0) {
-                    t.sum_t += ti;
-                    t.sumsq_t += ti * ti;
-                    t.count_t += 1;
-                }
-            } else if ei != 0.0 {
-                t.nonfinite.get_or_insert(at + i);
-            }
-            let m = ei.abs();
-            if m > 1.0 {
-                t.over += 1;
-            }
-            if t.worst.is_none_or(|(_, w)| m > w) {
-                t.worst = Some((at + i, m));
-            }
-            if m.is_finite() {
-                t.sumsq_e += ei * ei;
-            }
-            *m_out = m;
-        }
-        t
+/// The tally of one block of elements starting at `at`, their |e| written
+/// to `e` (the arithmetic is `vips_verify_core`'s, which a device running a
+/// replay pack shares: the same sums in the same order).
+fn tally_block(
+    (a, reference, bound): (&[f64], &[f64], &[f64]),
+    sigma: Option<&[f64]>,
+    at: usize,
+    nan: NanPolicy,
+    e: &mut [f64],
+) -> Tally {
+    let nan = crate::replay::nan(nan);
+    let mut t = Tally::default();
+    for (i, (((&x, &r), &b), m_out)) in a.iter().zip(reference).zip(bound).zip(e).enumerate() {
+        *m_out = t.push((at + i) as u64, (x, r, b), sigma.map(|s| s[i]), nan);
     }
-
-    /// This block's tally followed by the next one's.
-    fn then(self, next: Tally) -> Tally {
-        Tally {
-            over: self.over + next.over,
-            sumsq_e: self.sumsq_e + next.sumsq_e,
-            sum_t: self.sum_t + next.sum_t,
-            sumsq_t: self.sumsq_t + next.sumsq_t,
-            count_t: self.count_t + next.count_t,
-            sumsq_d: self.sumsq_d + next.sumsq_d,
-            sumsq_r: self.sumsq_r + next.sumsq_r,
-            max_abs: self.max_abs.max(next.max_abs),
-            worst: match (self.worst, next.worst) {
-                (Some((_, w)), Some((j, m))) if m > w => Some((j, m)),
-                (None, n) => n,
-                (s, _) => s,
-            },
-            nonfinite: self.nonfinite.or(next.nonfinite),
-        }
-    }
+    t
 }
 
 /// Judges `actual` against the float64 `reference` with per-element `bound`
@@ -378,14 +290,14 @@ pub fn judge(
     );
     let mut e = vec![0.0; a.len()];
     // Blocks of a fixed size, tallied in parallel and combined in order: the
-    // sums do not depend on the number of threads.
+    // sums do not depend on the number of threads (and are a device's).
     let tally = e
-        .par_chunks_mut(JUDGE_BLOCK)
+        .par_chunks_mut(BLOCK)
         .enumerate()
         .map(|(blk, e)| {
-            let at = blk * JUDGE_BLOCK;
+            let at = blk * BLOCK;
             let end = at + e.len();
-            Tally::of(
+            tally_block(
                 (&a[at..end], &reference[at..end], &bound[at..end]),
                 sigma.map(|s| &s[at..end]),
                 at,
@@ -406,7 +318,14 @@ pub fn judge(
         }
         *e[..=upto].select_nth_unstable_by(k, f64::total_cmp).1
     };
-    let allowed = (rules.allowed_over_fraction * n as f64).floor() as u64;
+    let stats = rules.statistics;
+    let core_rules = vips_verify_core::Rules {
+        nan: crate::replay::nan(rules.nan),
+        allowed_over: (rules.allowed_over_fraction * n as f64).floor() as u64,
+        rms_factor: stats.rms_factor,
+        bias: stats.bias,
+    };
+    let allowed = core_rules.allowed_over;
     // The |e| the bound must reach for `allowed` elements at most to lie past it.
     let needed_e = if tally.over > allowed {
         pct(n - 1, n - 1 - allowed as usize)
@@ -416,37 +335,23 @@ pub fn judge(
     let p99 = pct(n.saturating_sub(1), rank(0.99));
     let p90 = pct(rank(0.99), rank(0.9));
     let p50 = pct(rank(0.9), rank(0.5));
-    let max_e = tally.worst.map_or(0.0, |(_, m)| m);
-    let stats = rules.statistics;
-    let tested = tally.count_t > 0;
-    let rms_t = tested.then(|| (tally.sumsq_t / tally.count_t as f64).sqrt());
-    let bias_z = (tested && stats.bias.is_some()).then(|| {
-        if tally.sumsq_t > 0.0 {
-            tally.sum_t / tally.sumsq_t.sqrt()
-        } else {
-            0.0
-        }
-    });
-    // z / √n = mean / rms.
-    let bias_ratio = bias_z.map(|z| z / (tally.count_t as f64).sqrt());
-    let mut reason = None;
-    let mut factor = None;
-    let rms_over = rms_t.filter(|&r| r > stats.rms_factor);
-    if tally.over > allowed {
-        factor = Some(needed_e);
+    let v = tally.verdict(n as u64, &core_rules, needed_e);
+    let tested = |x: f64| (!x.is_nan()).then_some(x);
+    let (rms_t, bias_z, bias_ratio) = (tested(v.rms_t), tested(v.bias_z), tested(v.bias_ratio));
+    let mut reason: Option<String> = None;
+    if v.failed & Verdict::ELEMENTS != 0 {
         reason = Some(match tally.nonfinite {
             Some(i) => format!(
                 "{} of {n} elements outside their bound (a NaN or Inf where the reference has {} at flat index {i})",
-                tally.over, reference[i]
+                v.over_bound, reference[i as usize]
             ),
             None => format!(
-                "{} of {n} elements outside their bound (largest |e| {max_e:.3})",
-                tally.over
+                "{} of {n} elements outside their bound (largest |e| {:.3})",
+                v.over_bound, v.max_e
             ),
         });
     }
-    if let Some(r) = rms_over {
-        factor = Some(factor.map_or(r / stats.rms_factor, |f: f64| f.max(r / stats.rms_factor)));
+    if let Some(r) = rms_t.filter(|_| v.failed & Verdict::RMS != 0) {
         reason.get_or_insert_with(|| {
             format!(
                 "the error's rms is {r:.2} times what a correct implementation shows (limit {})",
@@ -455,7 +360,7 @@ pub fn judge(
         });
     }
     if let (Some(z), Some(ratio), Some((z_limit, ratio_limit))) = (bias_z, bias_ratio, stats.bias) {
-        if z.abs() > z_limit && ratio.abs() > ratio_limit {
+        if v.failed & Verdict::BIAS != 0 {
             let bias = format!(
                 "systematic bias: the mean error is {z:.1} standard deviations from 0 (limit {z_limit}) and {:.2} of the errors' rms (limit {ratio_limit})",
                 ratio.abs(),
@@ -464,42 +369,33 @@ pub fn judge(
                 Some(r) => format!("{r}; and {bias}"),
                 None => bias,
             });
-            // No bound passes a bias: z and r do not change with σ's scale.
-            factor = None;
         }
     }
-    let worst = tally.worst.map(|(i, _)| WorstElement {
-        index: crate::compare::unravel(i, &actual.spec.shape),
-        actual: a[i],
-        reference: reference[i],
-        bound: bound[i],
+    let worst = tally.worst.map(|(i, _)| {
+        let i = i as usize;
+        WorstElement {
+            index: crate::compare::unravel(i, &actual.spec.shape),
+            actual: a[i],
+            reference: reference[i],
+            bound: bound[i],
+        }
     });
     Judgement {
-        elements: n as u64,
-        over_bound: tally.over,
-        max_e,
+        elements: v.elements,
+        over_bound: v.over_bound,
+        max_e: v.max_e,
         p50_e: p50,
         p90_e: p90,
         p99_e: p99,
-        rms_e: if n > 0 {
-            (tally.sumsq_e / n as f64).sqrt()
-        } else {
-            0.0
-        },
+        rms_e: v.rms_e,
         rms_t,
         bias_z,
         bias_ratio,
-        max_abs_error: tally.max_abs,
-        rel_l2_error: if tally.sumsq_r > 0.0 {
-            (tally.sumsq_d / tally.sumsq_r).sqrt()
-        } else if tally.sumsq_d > 0.0 {
-            f64::INFINITY
-        } else {
-            0.0
-        },
+        max_abs_error: v.max_abs_error,
+        rel_l2_error: v.rel_l2_error,
         worst,
-        passed: reason.is_none(),
-        tolerance_factor: factor.map(|f| if f.is_finite() { f.max(1.0) } else { f }),
+        passed: v.passed == 1,
+        tolerance_factor: tested(v.tolerance_factor),
         reason,
     }
 }

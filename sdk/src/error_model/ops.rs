@@ -771,6 +771,31 @@ pub(super) fn propagate(
                 )?,
             )?
         }
+        Node::Cast(to) if !to.is_float() => {
+            // Rounding to an integer is a step: far from a rounding point the
+            // result is exact whatever the input's error, but where the
+            // input's bound (at the stage's λ) reaches one, either neighbour
+            // is right. (A perturbed `(m - 127.3) / 254.1` lands next to a
+            // half now and then; an exact `m - 127` never does.)
+            let x = c.inputs[0].f64_values();
+            let b: Vec<f64> = var(0)
+                .to_f64_vec()
+                .iter()
+                .map(|v| c.params.lambda * v.sqrt() * (1.0 + 1e-9))
+                .collect();
+            let shifted = |sign: f64| {
+                let moved = x.iter().zip(&b).map(|(x, b)| x + sign * b).collect();
+                dense(&c.inputs[0].spec.shape, moved).cast(*to).to_f64_vec()
+            };
+            let (lo, hi) = (shifted(-1.0), shifted(1.0));
+            let r = value.to_f64_vec();
+            let steps = r
+                .iter()
+                .zip(lo.iter().zip(&hi))
+                .map(|(r, (lo, hi))| (r - lo).abs().max((hi - r).abs()).powi(2))
+                .collect();
+            dense(out_shape, steps)
+        }
         Node::Crop(_) | Node::Reshape | Node::Permute { .. } | Node::Cast(_) => {
             let attrs = if matches!(c.node, Node::Cast(_)) {
                 Attrs::new().with("dtype", crate::AttrValue::Str("float64".into()))
