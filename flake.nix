@@ -15,9 +15,10 @@
       # tools/install exactly as for C users; headers, vips-sdk.pc and the CMake package
       # config go to the `dev` output, pointing at `out`'s libraries.
       #
-      # cudaSupport / rocmSupport add the CUDA and HIP providers. Both load their
-      # driver at run time (nothing of CUDA or ROCm is needed to build them); on
-      # NixOS the NVIDIA driver's libcuda is in /run/opengl-driver/lib.
+      # cudaSupport / rocmSupport add the CUDA and HIP providers. The CUDA one loads
+      # its driver at run time (nothing of CUDA is needed to build it; on NixOS the
+      # NVIDIA driver's libcuda is in /run/opengl-driver/lib); the HIP one is built
+      # with its `hip-sys` feature, linking ROCm's libamdhip64 (rocmPackages.clr).
       sdk = pkgs: { cudaSupport ? false, rocmSupport ? false }: pkgs.rustPlatform.buildRustPackage {
         pname = "vips-sdk" + lib.optionalString cudaSupport "-cuda" + lib.optionalString rocmSupport "-rocm";
         inherit version;
@@ -26,8 +27,10 @@
         outputs = [ "out" "dev" ];
         cargoBuildFlags = [ "-p" "vips-conformance" "-p" "vips-sdk-capi" "-p" "vsdk-provider-cpu" "-p" "vips-sdk" ]
           ++ lib.optionals cudaSupport [ "-p" "vsdk-provider-cuda" ]
-          ++ lib.optionals rocmSupport [ "-p" "vsdk-provider-hip" ];
+          ++ lib.optionals rocmSupport [ "-p" "vsdk-provider-hip" "--features" "vsdk-provider-hip/hip-sys" ];
         nativeBuildInputs = [ pkgs.pkg-config ];
+        buildInputs = lib.optionals rocmSupport [ pkgs.rocmPackages.clr ];
+        env = lib.optionalAttrs rocmSupport { HIP_PATH = "${pkgs.rocmPackages.clr}"; };
         # The tests run in `checks` (they need more: libclang for the bindings drift test,
         # Python, cmake); the package builds what it installs.
         doCheck = false;

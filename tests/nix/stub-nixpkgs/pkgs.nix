@@ -75,6 +75,7 @@ in {
   openssl = pkg "openssl-3.4" { outputs = [ "out" "bin" "dev" ]; };
   vips = pkg "vips-8.17" { outputs = [ "out" "dev" "bin" ]; };
   llvmPackages = { libclang = llvmLibclang; clang = pkg "clang-wrapper-18" { }; };
+  rocmPackages = { clr = pkg "clr-6.4.3" { }; };
   writeShellApplication = { name, text, runtimeInputs ? [ ], ... }:
     pkg name { inherit text runtimeInputs; meta = { mainProgram = name; }; };
   runCommand = name: env: buildCommand: mkDerivation (env // { inherit name buildCommand; });

@@ -1,20 +1,52 @@
-//! A small run-time binding of the HIP runtime and of hiprtc, loaded with
-//! `dlopen` (libloading) so that the provider library loads on every machine:
-//! without ROCm it reports zero devices and why, instead of failing to load
-//! (hip-sys links `libamdhip64` at link time, which is why it is not used).
+//! A small binding of the HIP runtime and of hiprtc: only what the provider
+//! calls, with the C signatures of ROCm 5.2's `hip_runtime_api.h` and
+//! `hiprtc.h` (unchanged in ROCm 6 for these functions). The rest of the
+//! provider sees one API ([`HipApi`], [`Hiprtc`]) whichever way it was bound.
 //!
-//! Only what the provider calls is bound, with the C signatures of ROCm 5.2's
-//! `hip_runtime_api.h` and `hiprtc.h` (unchanged in ROCm 6 for these
-//! functions). A missing library or symbol is an `Err` naming it, never a
-//! panic.
+//! # Two bindings of the HIP runtime
 //!
-//! The HIP runtime: `$VIPS_HIP_LIBRARY` when set (and only it), otherwise
-//! `libamdhip64.so.5`, `.so.6`, `.so.7` and `libamdhip64.so` on the loader's
-//! search path, then under `$ROCM_PATH/lib` and `/opt/rocm/lib`.
-//! hiprtc: `$VIPS_HIPRTC_LIBRARY` when set, otherwise `libhiprtc.so.{6,7}` /
-//! `libhiprtc.so` (ROCm 6 and later), falling back to the HIP runtime itself,
-//! which is where ROCm 5.x (Debian bookworm's 5.2.3) exports the `hiprtc*`
-//! symbols.
+//! - **Default: `dlopen`** (libloading). Nothing of ROCm is linked, so the
+//!   provider library loads on every machine, and without ROCm it reports
+//!   zero devices and why instead of failing to load; this is what the
+//!   conformance runner needs, since it opens every provider it finds. A
+//!   missing library or symbol is an `Err` naming it, never a panic. The HIP
+//!   runtime: `$VIPS_HIP_LIBRARY` when set (and only it), otherwise
+//!   `libamdhip64.so.5`, `.so.6`, `.so.7` and `libamdhip64.so` on the
+//!   loader's search path, then under `$ROCM_PATH/lib` and `/opt/rocm/lib`.
+//! - **Feature `hip-sys`**, for distributions that ship ROCm (the flake's
+//!   rocm package): the same function pointers are taken from hip-sys's
+//!   `extern` declarations (`hip_sys::hiprt`), so the library links
+//!   `libamdhip64` (`DT_NEEDED`) and the loader resolves them; building needs
+//!   ROCm's headers and library (`HIP_PATH`, `/usr` on Debian).
+//!   `$VIPS_HIP_LIBRARY` has no effect on the runtime there. hip-sys's
+//!   bindings come from ROCm 5.4's headers and declare no
+//!   `hipGetDevicePropertiesR0600`, so this build reads `gcnArchName` through
+//!   `hipGetDeviceProperties` (the ROCm 5 layout, which ROCm 6 still exports
+//!   under that name).
+//!
+//! Both fill the same struct of function pointers of the types below
+//! (`Fn*`), and everything after that is one code path. The `hip-sys` build
+//! converts each hip-sys function to our type only through the trait
+//! `FnAgrees` (private module `linked`), which is implemented only when the
+//! two prototypes agree parameter by parameter: identical types, or types
+//! that are the same C type spelt differently (hip-sys's `#[repr(u32)]` enums `hipError_t` and
+//! `hipMemcpyKind` where we pass a C `int`, typed opaque handles where we
+//! pass `void *`), with their sizes and alignments compared at compile time.
+//! Calling through our types also means a `hipError_t` that hip-sys's Rust
+//! enum lacks arrives as a plain integer instead of an invalid enum value.
+//! `tests/bindings_agree.rs` (run with `--features hip-sys`) checks the same
+//! independently: every function the dlopen binding looks up, its
+//! signature, the constants below against hip-sys's values, and the
+//! `hipDeviceProp_t` layout the architecture is read from.
+//!
+//! # hiprtc
+//!
+//! hip-sys has no hiprtc, so in both builds hiprtc is opened at run time:
+//! `$VIPS_HIPRTC_LIBRARY` when set, otherwise `libhiprtc.so.{6,7}` /
+//! `libhiprtc.so` (ROCm 6 and later), falling back to the HIP runtime
+//! itself, which is where ROCm 5.x (Debian bookworm's 5.2.3) exports the
+//! `hiprtc*` symbols. In the `hip-sys` build the fallback is the linked
+//! runtime's own file (and `libhiprtc` beside it).
 
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::path::PathBuf;
@@ -58,34 +90,37 @@ const HIPRTC_SONAMES: &[&str] = &["libhiprtc.so.6", "libhiprtc.so.7", "libhiprtc
 
 /// `hipDeviceProp_t` of ROCm 5.x ("R0000"): `gcnArchName[256]` at byte 396
 /// of 792 (`offsetof` with ROCm 5.2.3's `hip_runtime_api.h`).
-const PROPS_R0000_ARCH_OFFSET: usize = 396;
+pub const PROPS_R0000_ARCH_OFFSET: usize = 396;
 /// `hipDeviceProp_tR0600` of ROCm 6 and later (`hipGetDevicePropertiesR0600`):
 /// `gcnArchName[256]` at byte 1160 of 1472.
-const PROPS_R0600_ARCH_OFFSET: usize = 1160;
+pub const PROPS_R0600_ARCH_OFFSET: usize = 1160;
 /// Bytes handed to `hipGetDeviceProperties*`: more than either layout needs.
-const PROPS_BUFFER_BYTES: usize = 4096;
-const ARCH_NAME_BYTES: usize = 256;
+pub const PROPS_BUFFER_BYTES: usize = 4096;
+/// The size of `gcnArchName`.
+pub const ARCH_NAME_BYTES: usize = 256;
 
-type FnInit = unsafe extern "C" fn(c_uint) -> HipError;
-type FnGetDeviceCount = unsafe extern "C" fn(*mut c_int) -> HipError;
-type FnSetDevice = unsafe extern "C" fn(c_int) -> HipError;
-type FnDeviceGet = unsafe extern "C" fn(*mut c_int, c_int) -> HipError;
-type FnDeviceGetName = unsafe extern "C" fn(*mut c_char, c_int, c_int) -> HipError;
-type FnDeviceTotalMem = unsafe extern "C" fn(*mut usize, c_int) -> HipError;
-type FnGetVersion = unsafe extern "C" fn(*mut c_int) -> HipError;
-type FnDeviceGetUuid = unsafe extern "C" fn(*mut [u8; 16], c_int) -> HipError;
-type FnDeviceGetPciBusId = unsafe extern "C" fn(*mut c_char, c_int, c_int) -> HipError;
-type FnGetDeviceProperties = unsafe extern "C" fn(*mut c_void, c_int) -> HipError;
-type FnMalloc = unsafe extern "C" fn(*mut *mut c_void, usize) -> HipError;
-type FnFree = unsafe extern "C" fn(*mut c_void) -> HipError;
-type FnMemcpy = unsafe extern "C" fn(*mut c_void, *const c_void, usize, c_int) -> HipError;
-type FnDeviceSynchronize = unsafe extern "C" fn() -> HipError;
-type FnModuleLoadData = unsafe extern "C" fn(*mut HipModule, *const c_void) -> HipError;
-type FnModuleUnload = unsafe extern "C" fn(HipModule) -> HipError;
-type FnModuleGetFunction =
+// The HIP runtime's functions as this binding calls them (public for
+// tests/bindings_agree.rs, which checks hip-sys's declarations against them).
+pub type FnInit = unsafe extern "C" fn(c_uint) -> HipError;
+pub type FnGetDeviceCount = unsafe extern "C" fn(*mut c_int) -> HipError;
+pub type FnSetDevice = unsafe extern "C" fn(c_int) -> HipError;
+pub type FnDeviceGet = unsafe extern "C" fn(*mut c_int, c_int) -> HipError;
+pub type FnDeviceGetName = unsafe extern "C" fn(*mut c_char, c_int, c_int) -> HipError;
+pub type FnDeviceTotalMem = unsafe extern "C" fn(*mut usize, c_int) -> HipError;
+pub type FnGetVersion = unsafe extern "C" fn(*mut c_int) -> HipError;
+pub type FnDeviceGetUuid = unsafe extern "C" fn(*mut [u8; 16], c_int) -> HipError;
+pub type FnDeviceGetPciBusId = unsafe extern "C" fn(*mut c_char, c_int, c_int) -> HipError;
+pub type FnGetDeviceProperties = unsafe extern "C" fn(*mut c_void, c_int) -> HipError;
+pub type FnMalloc = unsafe extern "C" fn(*mut *mut c_void, usize) -> HipError;
+pub type FnFree = unsafe extern "C" fn(*mut c_void) -> HipError;
+pub type FnMemcpy = unsafe extern "C" fn(*mut c_void, *const c_void, usize, c_int) -> HipError;
+pub type FnDeviceSynchronize = unsafe extern "C" fn() -> HipError;
+pub type FnModuleLoadData = unsafe extern "C" fn(*mut HipModule, *const c_void) -> HipError;
+pub type FnModuleUnload = unsafe extern "C" fn(HipModule) -> HipError;
+pub type FnModuleGetFunction =
     unsafe extern "C" fn(*mut HipFunction, HipModule, *const c_char) -> HipError;
 #[allow(clippy::type_complexity)]
-type FnModuleLaunchKernel = unsafe extern "C" fn(
+pub type FnModuleLaunchKernel = unsafe extern "C" fn(
     HipFunction,
     c_uint,
     c_uint,
@@ -98,7 +133,7 @@ type FnModuleLaunchKernel = unsafe extern "C" fn(
     *mut *mut c_void,
     *mut *mut c_void,
 ) -> HipError;
-type FnGetErrorString = unsafe extern "C" fn(HipError) -> *const c_char;
+pub type FnGetErrorString = unsafe extern "C" fn(HipError) -> *const c_char;
 
 type FnRtcCreateProgram = unsafe extern "C" fn(
     *mut HiprtcProgram,
@@ -156,6 +191,31 @@ fn candidates(env: &str, sonames: &[&str]) -> Vec<PathBuf> {
     out
 }
 
+/// The HIP runtime as hiprtc's fallback (ROCm 5.x exports `hiprtc*` from it):
+/// the library the runtime binding would open.
+#[cfg(not(feature = "hip-sys"))]
+fn runtime_candidates() -> Vec<PathBuf> {
+    candidates(HIP_LIBRARY_ENV, HIP_SONAMES)
+}
+
+/// The HIP runtime as hiprtc's fallback, in the `hip-sys` build: `libhiprtc`
+/// beside the linked runtime, then the runtime's own file; the sonames (which
+/// `dlopen` matches against the loaded runtime) if it cannot be named.
+#[cfg(feature = "hip-sys")]
+fn runtime_candidates() -> Vec<PathBuf> {
+    match linked::runtime_file() {
+        Some(file) => {
+            let mut out: Vec<PathBuf> = file
+                .parent()
+                .map(|d| HIPRTC_SONAMES.iter().map(|s| d.join(s)).collect())
+                .unwrap_or_default();
+            out.push(file);
+            out
+        }
+        None => HIP_SONAMES.iter().map(PathBuf::from).collect(),
+    }
+}
+
 /// Copies the function pointer named `name` out of `lib`.
 ///
 /// # Safety
@@ -199,11 +259,21 @@ pub struct HipApi {
     module_launch_kernel: FnModuleLaunchKernel,
     get_error_string: FnGetErrorString,
     get_error_name: FnGetErrorString,
-    _lib: libloading::Library,
+    /// The dlopen'ed runtime; `None` when it is linked (feature `hip-sys`).
+    _lib: Option<libloading::Library>,
 }
 
 impl HipApi {
-    /// Loads the HIP runtime (see the module documentation for where).
+    /// Binds the HIP runtime linked through hip-sys (the feature `hip-sys`):
+    /// never fails, the dynamic loader has resolved every function.
+    #[cfg(feature = "hip-sys")]
+    pub fn load() -> Result<HipApi, String> {
+        Ok(linked::api())
+    }
+
+    /// Opens the HIP runtime (see the module documentation for where) and
+    /// looks up its functions.
+    #[cfg(not(feature = "hip-sys"))]
     pub fn load() -> Result<HipApi, String> {
         let (lib, path) = open_first(
             "libamdhip64.so.5 (the HIP runtime)",
@@ -242,7 +312,7 @@ impl HipApi {
                 get_error_string: sym(&lib, &path, "hipGetErrorString")?,
                 get_error_name: sym(&lib, &path, "hipGetErrorName")?,
                 path,
-                _lib: lib,
+                _lib: Some(lib),
             })
         }
     }
@@ -501,6 +571,168 @@ impl HipApi {
     }
 }
 
+/// The `hip-sys` build's binding: [`HipApi`] filled from hip-sys's `extern`
+/// declarations, each converted to this binding's pointer type by [`cast`],
+/// which compiles only for prototypes that agree (see the module
+/// documentation).
+#[cfg(feature = "hip-sys")]
+mod linked {
+    use super::*;
+    use hip_sys::hiprt;
+    use std::mem::{align_of, size_of};
+
+    /// hip-sys's type `Self` and this binding's `Ours` are the same C type:
+    /// a value of one is passed, returned and stored exactly as the other.
+    ///
+    /// # Safety
+    /// Only for pairs with the same size, alignment and calling convention
+    /// (the cases that differ in spelling are checked below at compile
+    /// time), or for a C struct that is only ever behind a pointer and that
+    /// we hold as `void *`. Pointers agree when their pointees do.
+    unsafe trait Agrees<Ours> {}
+
+    macro_rules! same {
+        ($($t:ty),*) => {
+            // SAFETY: a type agrees with itself.
+            $(unsafe impl Agrees<$t> for $t {})*
+        };
+    }
+    same!(c_int, c_uint, usize, c_char, c_void);
+
+    macro_rules! spelt_differently {
+        ($($sys:ty => $ours:ty),* $(,)?) => {
+            $(
+                const _: () = assert!(
+                    size_of::<$sys>() == size_of::<$ours>()
+                        && align_of::<$sys>() == align_of::<$ours>()
+                );
+                // SAFETY: the same C type (see each line below); size and
+                // alignment asserted above.
+                unsafe impl Agrees<$ours> for $sys {}
+            )*
+        };
+    }
+    spelt_differently! {
+        // C enums whose values all fit: `unsigned int` in GCC and Clang,
+        // passed in the same 32-bit register as the `int` we declare on the
+        // targets ROCm supports (x86-64, AArch64).
+        hiprt::hipError_t => c_int,
+        hiprt::hipMemcpyKind => c_int,
+        // `struct { char bytes[16]; }`.
+        hiprt::hipUUID => [u8; 16],
+    }
+    // SAFETY: opaque structs, only ever behind a pointer (`hipModule_t` is
+    // `ihipModule_t *` ...), which we hold as `void *`.
+    unsafe impl Agrees<c_void> for hiprt::ihipModule_t {}
+    // SAFETY: as above (`hipFunction_t`).
+    unsafe impl Agrees<c_void> for hiprt::ihipModuleSymbol_t {}
+    // SAFETY: as above (`hipStream_t`).
+    unsafe impl Agrees<c_void> for hiprt::ihipStream_t {}
+    // `hipDeviceProp_t *`: we pass a larger buffer as `void *` and read
+    // `gcnArchName` at PROPS_R0000_ARCH_OFFSET (tests/bindings_agree.rs
+    // checks that offset against hip-sys's struct).
+    const _: () = assert!(size_of::<hiprt::hipDeviceProp_t>() <= PROPS_BUFFER_BYTES);
+    // SAFETY: only ever behind a pointer, to a buffer larger than the struct.
+    unsafe impl Agrees<c_void> for hiprt::hipDeviceProp_t {}
+
+    // SAFETY: pointers to agreeing types are the same C pointer type.
+    unsafe impl<S: Agrees<O>, O> Agrees<*mut O> for *mut S {}
+    // SAFETY: as above.
+    unsafe impl<S: Agrees<O>, O> Agrees<*const O> for *const S {}
+
+    /// `Self` (a hip-sys function's pointer type) and `Ours` are the same C
+    /// prototype: as many parameters, each agreeing, and agreeing results.
+    ///
+    /// # Safety
+    /// Only implemented below, from [`Agrees`].
+    unsafe trait FnAgrees<Ours>: Copy {}
+
+    macro_rules! fn_agrees {
+        ($($s:ident $o:ident),*) => {
+            // SAFETY: every parameter and the result agree.
+            unsafe impl<RS: Agrees<RO>, RO, $($s: Agrees<$o>, $o),*>
+                FnAgrees<unsafe extern "C" fn($($o),*) -> RO> for unsafe extern "C" fn($($s),*) -> RS
+            {
+            }
+        };
+    }
+    fn_agrees!();
+    fn_agrees!(S1 O1);
+    fn_agrees!(S1 O1, S2 O2);
+    fn_agrees!(S1 O1, S2 O2, S3 O3);
+    fn_agrees!(S1 O1, S2 O2, S3 O3, S4 O4);
+    fn_agrees!(S1 O1, S2 O2, S3 O3, S4 O4, S5 O5, S6 O6, S7 O7, S8 O8, S9 O9, S10 O10, S11 O11);
+
+    /// hip-sys's function as this binding's pointer type.
+    fn cast<S: FnAgrees<O>, O: Copy>(f: S) -> O {
+        const { assert!(size_of::<S>() == size_of::<O>()) };
+        // SAFETY: both are function pointers (same size, asserted) to the
+        // same C prototype (`FnAgrees`), so calling the function through `O`
+        // is calling it through its own prototype.
+        unsafe { std::mem::transmute_copy(&f) }
+    }
+
+    /// `cast(hiprt::NAME)`, the underscores giving the arity.
+    macro_rules! link {
+        ($name:ident($($arg:tt),*)) => {
+            cast(hiprt::$name as unsafe extern "C" fn($($arg),*) -> _)
+        };
+    }
+
+    /// The file the linked runtime was loaded from (`dladdr` of `hipInit`).
+    pub(super) fn runtime_file() -> Option<PathBuf> {
+        let f: FnInit = link!(hipInit(_));
+        // SAFETY: an all-zero `Dl_info` is valid (NULL pointers).
+        let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+        // SAFETY: `f` is an address in the linked runtime; dladdr only fills
+        // `info`, whose strings live as long as the runtime stays loaded
+        // (always: it is linked).
+        let found = unsafe { libc::dladdr(f as *const c_void, &mut info) };
+        if found == 0 {
+            return None;
+        }
+        // SAFETY: NULL or a NUL-terminated string (see above).
+        unsafe { c_text(info.dli_fname) }
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from)
+    }
+
+    pub(super) fn api() -> HipApi {
+        HipApi {
+            path: runtime_file()
+                .map(|p| format!("{} (linked)", p.display()))
+                .unwrap_or_else(|| "libamdhip64 (linked)".to_string()),
+            init: link!(hipInit(_)),
+            get_device_count: link!(hipGetDeviceCount(_)),
+            set_device: link!(hipSetDevice(_)),
+            device_get: link!(hipDeviceGet(_, _)),
+            device_get_name: link!(hipDeviceGetName(_, _, _)),
+            device_total_mem: link!(hipDeviceTotalMem(_, _)),
+            driver_get_version: link!(hipDriverGetVersion(_)),
+            runtime_get_version: link!(hipRuntimeGetVersion(_)),
+            device_get_uuid: Some(link!(hipDeviceGetUuid(_, _))),
+            device_get_pci_bus_id: Some(link!(hipDeviceGetPCIBusId(_, _, _))),
+            // hip-sys (ROCm 5.4's headers) has only the ROCm 5 layout's
+            // function; ROCm 6 still exports it under this name.
+            get_device_properties: Some((
+                link!(hipGetDeviceProperties(_, _)),
+                PROPS_R0000_ARCH_OFFSET,
+            )),
+            malloc: link!(hipMalloc(_, _)),
+            free: link!(hipFree(_)),
+            memcpy: link!(hipMemcpy(_, _, _, _)),
+            device_synchronize: link!(hipDeviceSynchronize()),
+            module_load_data: link!(hipModuleLoadData(_, _)),
+            module_unload: link!(hipModuleUnload(_)),
+            module_get_function: link!(hipModuleGetFunction(_, _, _)),
+            module_launch_kernel: link!(hipModuleLaunchKernel(_, _, _, _, _, _, _, _, _, _, _)),
+            get_error_string: link!(hipGetErrorString(_)),
+            get_error_name: link!(hipGetErrorName(_)),
+            _lib: None,
+        }
+    }
+}
+
 /// What hiprtc produced: the code object and the compiler's log (warnings).
 #[derive(Debug, Clone)]
 pub struct CompileOutput {
@@ -547,7 +779,7 @@ impl Hiprtc {
         let explicit = std::env::var_os(HIPRTC_LIBRARY_ENV).is_some_and(|p| !p.is_empty());
         let mut cands = candidates(HIPRTC_LIBRARY_ENV, HIPRTC_SONAMES);
         if !explicit {
-            cands.extend(candidates(HIP_LIBRARY_ENV, HIP_SONAMES));
+            cands.extend(runtime_candidates());
         }
         let mut failures = Vec::new();
         // Each candidate must open *and* export hiprtc: a ROCm 6 runtime

@@ -3,9 +3,11 @@
 //! hiprtc for each device's architecture, and the shared GPU host code of
 //! `vsdk-gpu` (operators as launches, the provider C ABI).
 //!
-//! Nothing of ROCm is linked: the HIP runtime is opened with `dlopen` when the
-//! provider is created ([`hip_api`]), so the library loads on any machine and,
-//! without ROCm or without an AMD GPU, reports zero devices and the reason.
+//! By default nothing of ROCm is linked: the HIP runtime is opened with
+//! `dlopen` when the provider is created ([`hip_api`]), so the library loads
+//! on any machine and, without ROCm or without an AMD GPU, reports zero
+//! devices and the reason. The feature `hip-sys` links it instead, through
+//! hip-sys, for distributions that ship ROCm (see [`hip_api`]).
 //! There is no vendor GEMM (Debian ships no hipBLAS): `vsdk.linear` runs the
 //! kernel source's tiled GEMM.
 

@@ -2,6 +2,11 @@
 //! not exist), the provider still loads, reports zero devices, and says which
 //! library it could not find; hiprtc's loader fails with a message too. One
 //! test in its own program, because it sets the environment.
+//!
+//! Only for the default (dlopen) build: with the feature `hip-sys` the
+//! runtime is linked, `VIPS_HIP_LIBRARY` does not apply, and
+//! tests/bindings_agree.rs checks that build instead.
+#![cfg(not(feature = "hip-sys"))]
 
 use std::path::PathBuf;
 use vips_sdk::Provider;
