@@ -59,7 +59,9 @@ impl Judge {
     /// and judged against `expected` ([`EXPECTED_STRIDE`] bytes each).
     pub fn bytes(&mut self, actual: &[u8], expected: &[u8]) -> Result<(), Error> {
         let size = self.dtype.size();
-        if !actual.len().is_multiple_of(size) || actual.len() / size != expected.len() / EXPECTED_STRIDE {
+        if !actual.len().is_multiple_of(size)
+            || actual.len() / size != expected.len() / EXPECTED_STRIDE
+        {
             return Err(Error::Size(
                 "output bytes do not match the expected elements",
             ));
