@@ -24,6 +24,9 @@
  *    vsdk_verify_feed on the same verifier.
  *  - A verdict before the END event is provisional: END checks the pack's
  *    SHA-256 (vsdk_verify_done() then answers 1).
+ *  - After any error the verifier refuses every later call (start again).
+ *  - Chunks passed in must not overlap the buffer given to vsdk_verify_init
+ *    (copy an event's bytes out before feeding them back, if ever).
  *
  * Names: `vsdk_verify_` / `VSDK_VERIFY_`.
  */
@@ -48,7 +51,8 @@ typedef uint32_t vsdk_verify_status;
 #define VSDK_VERIFY_ERR_MAGIC 4 /* not a replay pack */
 #define VSDK_VERIFY_ERR_VERSION 5 /* a format version this verifier does not read */
 #define VSDK_VERIFY_ERR_FRAME 6 /* a frame too long or that does not decode */
-#define VSDK_VERIFY_ERR_ORDER 7 /* a frame or output bytes out of order */
+#define VSDK_VERIFY_ERR_ORDER 7 /* a frame or output bytes out of order, more output than due,
+                                  or any call after an error */
 #define VSDK_VERIFY_ERR_SIZE 8 /* sizes disagree (shape, chunk, output bytes) */
 #define VSDK_VERIFY_ERR_CHECKSUM 9 /* the pack's SHA-256 does not match */
 #define VSDK_VERIFY_ERR_UNSUPPORTED 10 /* a rule a device cannot apply in fixed memory */

@@ -232,6 +232,12 @@ pub fn write(
         })?;
         for n in &stage.inputs {
             let x = &inputs[n];
+            if x.bytes.is_empty() {
+                return Err(err(
+                    stage,
+                    format!("input `{n}` is empty: a pack holds no empty tensors"),
+                ));
+            }
             let tensor = name(n, "the input").map_err(|r| err(stage, r))?;
             let dims = shape(&x.spec.shape).map_err(|r| err(stage, r))?;
             for (k, bytes) in x.bytes.chunks(vrp::CHUNK_BYTES).enumerate() {
@@ -252,6 +258,12 @@ pub fn write(
                 t,
             );
             let n = spec.numel() as u64;
+            if n == 0 {
+                return Err(err(
+                    stage,
+                    format!("output `{o}` is empty: a pack holds no empty tensors"),
+                ));
+            }
             let rules = rules(stage, params, sr.summed.contains(o), n);
             if rules.allowed_over >= vips_verify_core::tally::TOP as u64 {
                 return Err(err(

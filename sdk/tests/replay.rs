@@ -233,3 +233,146 @@ fn a_pack_streams_through_the_core_in_chunks_of_any_size() {
         .to_string();
     assert!(e.contains("rasterizer"), "{e}");
 }
+
+/// A pack written frame by frame, its header and End checksum correct:
+/// what a hostile or buggy writer could hand a device.
+fn handmade(frames: &[Frame]) -> Vec<u8> {
+    use sha2::Digest;
+    use vips_verify_core::format::{Header, VERSION};
+    let mut out = Header {
+        version: VERSION,
+        max_frame: 4096,
+    }
+    .encode()
+    .to_vec();
+    for f in frames {
+        let p = postcard::to_stdvec(f).unwrap();
+        out.extend_from_slice(&(p.len() as u32).to_le_bytes());
+        out.extend_from_slice(&p);
+    }
+    let sha256: [u8; 32] = sha2::Sha256::digest(&out).into();
+    let end = postcard::to_stdvec(&Frame::End {
+        frames: frames.len() as u32,
+        sha256,
+    })
+    .unwrap();
+    out.extend_from_slice(&(end.len() as u32).to_le_bytes());
+    out.extend_from_slice(&end);
+    out
+}
+
+fn name(s: &str) -> vips_verify_core::format::Name {
+    s.try_into().unwrap()
+}
+
+fn shape(d: &[u64]) -> vips_verify_core::format::Shape {
+    vips_verify_core::format::Shape::from_slice(d).unwrap()
+}
+
+/// A one-stage pack: input `x` in the given chunks, output `y` of two
+/// float32 elements expected at 1.0 and -2.0 within 1e-3.
+fn one_stage(stages: u32, chunks: &[(u64, &[u64], &[u8])]) -> Vec<u8> {
+    let expected: Vec<u8> = [1.0f64, 1e-3, 1e-3, -2.0, 1e-3, 1e-3]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
+    let mut frames = vec![
+        Frame::Pack {
+            suite: name("hostile"),
+            suite_version: name("0.1.0"),
+            tier: name("fp32"),
+            document_sha256: [0; 32],
+            golden_sha256: [0; 32],
+            stages,
+        },
+        Frame::Stage {
+            name: name("s"),
+            inputs: 1,
+            outputs: 1,
+        },
+    ];
+    for &(offset, dims, bytes) in chunks {
+        frames.push(Frame::Input {
+            name: name("x"),
+            dtype: vips_verify_core::DType::U8,
+            shape: shape(dims),
+            offset,
+            bytes,
+        });
+    }
+    frames.push(Frame::Output {
+        name: name("y"),
+        dtype: vips_verify_core::DType::F32,
+        shape: shape(&[2]),
+        rules: vips_verify_core::Rules {
+            nan: vips_verify_core::Nan::Fail,
+            allowed_over: 0,
+            rms_factor: 3.0,
+            bias: None,
+        },
+    });
+    frames.push(Frame::Expected {
+        first: 0,
+        values: &expected,
+    });
+    handmade(&frames)
+}
+
+fn device_output(_: &[f64], _: vips_verify_core::DType) -> Vec<u8> {
+    [1.0005f32, -2.0]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect()
+}
+
+#[test]
+fn hostile_packs_with_valid_checksums_are_refused_and_stay_refused() {
+    let mut g = rng();
+    let data = [7u8; 20];
+    // The well-formed pack passes: the handmade writer is right.
+    let good = one_stage(1, &[(0, &[20], &data[..10]), (10, &[20], &data[10..])]);
+    let (verdicts, _) = stream(&good, &mut g, device_output).unwrap();
+    assert_eq!(verdicts.len(), 1);
+    assert_eq!(verdicts[0].passed, 1, "{verdicts:?}");
+    // A later chunk of an input claiming another shape (a firmware that
+    // sized its buffer from the first would overflow).
+    let grown = one_stage(1, &[(0, &[20], &data[..10]), (10, &[1000], &data[10..])]);
+    assert_eq!(
+        stream(&grown, &mut g, device_output).unwrap_err(),
+        vips_verify_core::Error::Order(
+            "an input chunk naming another input, dtype or shape before the current one ended"
+        )
+    );
+    // No stages; an empty input; an input chunk out of place.
+    assert!(stream(&one_stage(0, &[(0, &[20], &data)]), &mut g, device_output).is_err());
+    assert!(stream(&one_stage(1, &[(0, &[0], &[])]), &mut g, device_output).is_err());
+    assert!(stream(&one_stage(1, &[(4, &[20], &data)]), &mut g, device_output).is_err());
+    // A frame longer than the header allows: refused, and every later call too.
+    let mut long = good.clone();
+    long[16..20].copy_from_slice(&5000u32.to_le_bytes());
+    let mut replay = Replay::new();
+    let mut buf = vec![0u8; 8192];
+    let (used, _) = replay.feed(&mut buf, &long[..16]).unwrap();
+    assert_eq!(used, 16);
+    assert!(matches!(
+        replay.feed(&mut buf, &long[16..]),
+        Err(vips_verify_core::Error::FrameTooLong {
+            len: 5000,
+            limit: 4096
+        })
+    ));
+    for _ in 0..3 {
+        assert!(replay.feed(&mut buf, &long[20..]).is_err());
+        assert!(replay.output(&buf, &[0; 8]).is_err());
+    }
+    assert!(!replay.done());
+    // A buffer smaller than the header asks for.
+    let mut small = vec![0u8; 100];
+    assert_eq!(
+        Replay::new().feed(&mut small, &good).unwrap_err(),
+        vips_verify_core::Error::Buffer {
+            needed: 4100,
+            given: 100
+        }
+    );
+}

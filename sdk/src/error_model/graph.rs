@@ -113,10 +113,13 @@ pub fn stage_reference(
         // confidence 1: the stage's bound applies λ once, to the whole sum
         // (Hoeffding: a sum of independent errors bounded by B_k exceeds
         // λ·√(Σ B_k²) with probability below 2·exp(−λ²/2)).
-        for (all, own) in [(&mut vars, ev.local(1.0)), (&mut svars, ev.sigma.clone())] {
+        for (all, own, lambda) in [
+            (&mut vars, ev.local(1.0), Some(params.lambda)),
+            (&mut svars, ev.sigma.clone(), None),
+        ] {
             let in_vars: Vec<Option<&HostTensor>> =
                 node.inputs.iter().map(|n| all.get(n)).collect();
-            let propagated = ops::propagate(&r, &call, &in_vars, &ev.value)?;
+            let propagated = ops::propagate(&r, &call, &in_vars, &ev.value, lambda)?;
             let own = own.into_iter().map(|b| b * b);
             let total: Vec<f64> = match propagated {
                 Some(p) => p.f64_values().iter().zip(own).map(|(a, b)| a + b).collect(),

@@ -662,11 +662,15 @@ fn sigma(
 /// sum of squares), where summing `|J_ij|·E_j` would assume every rounding
 /// error of every earlier operator points the same way and grows the bound by
 /// `√n` per layer.
+/// `lambda`: the stage's confidence factor when `vars` are the bound's
+/// variances, None for σ's (a rounding step is part of the bound, not of a
+/// correct implementation's spread).
 pub(super) fn propagate(
     r: &Reference,
     c: &Call,
     vars: &[Option<&HostTensor>],
     value: &HostTensor,
+    lambda: Option<f64>,
 ) -> Result<Option<HostTensor>, Error> {
     if vars.iter().all(Option::is_none) {
         return Ok(None);
@@ -771,7 +775,9 @@ pub(super) fn propagate(
                 )?,
             )?
         }
-        Node::Cast(to) if !to.is_float() => {
+        Node::Cast(to)
+            if !to.is_float() && c.inputs[0].spec.dtype.is_float() && lambda.is_some() =>
+        {
             // Rounding to an integer is a step: far from a rounding point the
             // result is exact whatever the input's error, but where the
             // input's bound (at the stage's λ) reaches one, either neighbour
@@ -781,7 +787,7 @@ pub(super) fn propagate(
             let b: Vec<f64> = var(0)
                 .to_f64_vec()
                 .iter()
-                .map(|v| c.params.lambda * v.sqrt() * (1.0 + 1e-9))
+                .map(|v| lambda.unwrap_or(1.0) * v.sqrt() * (1.0 + 1e-9))
                 .collect();
             let shifted = |sign: f64| {
                 let moved = x.iter().zip(&b).map(|(x, b)| x + sign * b).collect();

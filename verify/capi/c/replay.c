@@ -203,6 +203,7 @@ static int replay(long pack_fd, long out_fd) {
         }
     }
     if (!vsdk_verify_done(v)) fail("the pack ended before its End frame", 0);
+    if (sys3(SYS_READ, out_fd, (long)out_chunk, 1) != 0) fail("the outputs file is longer than the pack's outputs", 0);
     puts0("END");
     flush();
     return failed ? 1 : 0;

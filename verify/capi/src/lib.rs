@@ -134,8 +134,9 @@ pub unsafe extern "C" fn vsdk_verify_init(buffer: *mut u8, size: usize) -> *mut 
 /// bytes are due before more pack bytes.
 ///
 /// # Safety
-/// `v` came from `vsdk_verify_init`; `chunk` is valid for `len` bytes;
-/// `consumed` and `event` are valid for writes.
+/// `v` came from `vsdk_verify_init`; `chunk` is valid for `len` bytes and
+/// does not overlap the verifier's buffer; `consumed` and `event` are valid
+/// for writes.
 #[no_mangle]
 pub unsafe extern "C" fn vsdk_verify_feed(
     v: *mut State,
@@ -273,7 +274,8 @@ fn fix_names(s: &State, e: &mut Event) {
 /// when they completed an output.
 ///
 /// # Safety
-/// `v` came from `vsdk_verify_init`; `bytes` is valid for `len` bytes.
+/// `v` came from `vsdk_verify_init`; `bytes` is valid for `len` bytes and
+/// does not overlap the verifier's buffer.
 #[no_mangle]
 pub unsafe extern "C" fn vsdk_verify_output(v: *mut State, bytes: *const u8, len: usize) -> u32 {
     if v.is_null() || (bytes.is_null() && len > 0) {
@@ -312,8 +314,8 @@ pub unsafe extern "C" fn vsdk_verify_finish(v: *mut State, out: *mut Verdict) ->
     // SAFETY: the caller's contract.
     let s = unsafe { &mut *v };
     match s.verdict.take() {
-        // SAFETY: `out` is valid for writes (checked non-null).
         Some(verdict) => {
+            // SAFETY: `out` is valid for writes (checked non-null).
             unsafe { out.write(verdict) };
             VSDK_VERIFY_OK
         }

@@ -56,6 +56,9 @@ impl Header {
         if h[..8] != MAGIC {
             return Err(crate::Error::Magic);
         }
+        if h[10..12] != [0, 0] {
+            return Err(crate::Error::Decode);
+        }
         let version = u16::from_le_bytes([h[8], h[9]]);
         if version != VERSION {
             return Err(crate::Error::Version(version));

@@ -117,6 +117,16 @@ enum Expect {
     /// The device's output for the last Expected frame.
     DeviceOutput,
     Done,
+    /// An error happened: nothing more is accepted (a verdict after it
+    /// would rest on a pack or an output out of order).
+    Failed,
+}
+
+#[derive(Clone, PartialEq)]
+struct Input {
+    id: [u8; 32],
+    size: u64,
+    seen: u64,
 }
 
 /// The reader's state: fixed size, no borrowed data (the frame buffer is
@@ -133,9 +143,9 @@ pub struct Replay {
     stages_left: u32,
     inputs_left: u32,
     outputs_left: u32,
-    /// The current input: its name's hash (names are short; the hash keeps
-    /// the state small), its size and the bytes seen.
-    input: Option<([u8; 32], u64, u64)>,
+    /// The current input: its name, dtype, shape hash, size and the bytes
+    /// seen (a later chunk may not change what the first one said).
+    input: Option<Input>,
     judge: Option<Judge>,
     /// The last Expected frame's values: where in the buffer, how many.
     pending: (usize, usize),
@@ -188,7 +198,32 @@ impl Replay {
         buf: &'f mut [u8],
         chunk: &[u8],
     ) -> Result<(usize, Option<Event<'f>>), Error> {
+        let r = self.feed_inner(buf, chunk);
+        if r.is_err() {
+            self.expect = Expect::Failed;
+        }
+        r
+    }
+
+    fn check_buffer(&self, buf: &[u8]) -> Result<(), Error> {
+        let needed = self.max_frame as usize + 4;
+        if self.expect != Expect::Header && buf.len() < needed {
+            return Err(Error::Buffer {
+                needed,
+                given: buf.len(),
+            });
+        }
+        Ok(())
+    }
+
+    fn feed_inner<'f>(
+        &mut self,
+        buf: &'f mut [u8],
+        chunk: &[u8],
+    ) -> Result<(usize, Option<Event<'f>>), Error> {
+        self.check_buffer(buf)?;
         match self.expect {
+            Expect::Failed => return Err(Error::Order("the pack already failed")),
             Expect::DeviceOutput => {
                 return Err(Error::Order(
                     "pack bytes while the device's output for the last Expected frame is due",
@@ -245,12 +280,19 @@ impl Replay {
         }
         self.have = 0;
         let buf: &'f [u8] = buf;
-        let frame = postcard::from_bytes::<Frame>(&buf[4..4 + len]).map_err(|_| Error::Decode)?;
-        if !matches!(frame, Frame::End { .. }) {
-            self.hash.update(&buf[..4 + len]);
-            self.frames += 1;
+        let (frame, rest) =
+            postcard::take_from_bytes::<Frame>(&buf[4..4 + len]).map_err(|_| Error::Decode)?;
+        if !rest.is_empty() {
+            return Err(Error::Decode);
         }
         self.apply(&frame)?;
+        if !matches!(frame, Frame::End { .. }) {
+            self.hash.update(&buf[..4 + len]);
+            self.frames = self
+                .frames
+                .checked_add(1)
+                .ok_or(Error::Size("more frames than a pack holds"))?;
+        }
         if let Frame::Expected { values, .. } = &frame {
             // `values` borrows the payload: where it starts in `buf`.
             let start = values.as_ptr() as usize - buf.as_ptr() as usize;
@@ -264,6 +306,9 @@ impl Replay {
         let order = Error::Order;
         match (self.expect, frame) {
             (Expect::Pack, Frame::Pack { stages, .. }) => {
+                if *stages == 0 {
+                    return Err(order("a pack of no stages"));
+                }
                 self.stages_left = *stages;
                 self.expect = Expect::StageOrEnd;
             }
@@ -295,24 +340,42 @@ impl Replay {
                 let size = format::elements(shape)
                     .and_then(|n| n.checked_mul(dtype.size() as u64))
                     .ok_or(Error::Size("an input's size overflows"))?;
-                let id: [u8; 32] = Sha256::digest(name.as_bytes()).into();
-                let seen = match self.input {
-                    Some((cur, total, seen)) if cur == id && seen < total => seen,
-                    Some((_, total, seen)) if seen < total => {
-                        return Err(order("an input begins before the previous one ended"))
+                // What the chunk says of its input: name, dtype and shape.
+                let mut h = Sha256::new();
+                h.update(name.as_bytes());
+                h.update([0, *dtype as u8]);
+                for d in shape {
+                    h.update(d.to_le_bytes());
+                }
+                let id: [u8; 32] = h.finalize().into();
+                let seen = match &self.input {
+                    Some(cur) if cur.seen < cur.size => {
+                        if cur.id != id {
+                            return Err(order(
+                                "an input chunk naming another input, dtype or shape before the current one ended",
+                            ));
+                        }
+                        cur.seen
                     }
                     _ => {
                         if self.inputs_left == 0 {
                             return Err(order("more inputs than the Stage frame declares"));
                         }
+                        if size == 0 {
+                            return Err(Error::Size("an empty input"));
+                        }
                         self.inputs_left -= 1;
                         0
                     }
                 };
-                if *offset != seen || seen + bytes.len() as u64 > size {
+                if *offset != seen || bytes.is_empty() || seen + bytes.len() as u64 > size {
                     return Err(Error::Size("an input chunk out of place"));
                 }
-                self.input = Some((id, size, seen + bytes.len() as u64));
+                self.input = Some(Input {
+                    id,
+                    size,
+                    seen: seen + bytes.len() as u64,
+                });
             }
             (
                 Expect::InputOrOutput | Expect::Output,
@@ -323,8 +386,8 @@ impl Replay {
                     ..
                 },
             ) => {
-                let inputs_done = self.inputs_left == 0
-                    && self.input.is_none_or(|(_, total, seen)| seen == total);
+                let inputs_done =
+                    self.inputs_left == 0 && self.input.as_ref().is_none_or(|i| i.seen == i.size);
                 if self.expect == Expect::InputOrOutput && !inputs_done {
                     return Err(order("an output before the stage's inputs ended"));
                 }
@@ -333,6 +396,9 @@ impl Replay {
                 }
                 self.outputs_left -= 1;
                 let n = format::elements(shape).ok_or(Error::Size("an output's size overflows"))?;
+                if n == 0 {
+                    return Err(Error::Size("an empty output"));
+                }
                 self.judge = Some(Judge::new(*dtype, n, *rules)?);
                 self.expect = Expect::Values;
             }
@@ -377,6 +443,15 @@ impl Replay {
     /// elements per call). Returns the output's verdict once its last
     /// element was judged.
     pub fn output(&mut self, buf: &[u8], bytes: &[u8]) -> Result<Option<Verdict>, Error> {
+        let r = self.output_inner(buf, bytes);
+        if r.is_err() {
+            self.expect = Expect::Failed;
+        }
+        r
+    }
+
+    fn output_inner(&mut self, buf: &[u8], bytes: &[u8]) -> Result<Option<Verdict>, Error> {
+        self.check_buffer(buf)?;
         if self.expect != Expect::DeviceOutput {
             return Err(Error::Order(
                 "device output without pending Expected values",
