@@ -635,4 +635,21 @@ stages:
     }
     // The case the rule exists for does occur among 2048 halves.
     assert!(flipped > 0, "no float32 division rounded to the other side");
+    // And the whole verdict (bounds and statistics) passes the float32
+    // result: an integer's statistics are not tested.
+    let float32: Vec<u8> = (0..n)
+        .map(|i| f64::from(a[i] / b[i]).round_ties_even() as u8)
+        .collect();
+    let j = judge(
+        &HostTensor::from_vec(&[n], float32).unwrap(),
+        &reference,
+        bound,
+        Some(&sr.sigmas["q"]),
+        Rules {
+            nan: NanPolicy::Fail,
+            allowed_over_fraction: 0.0,
+            statistics: Statistics::of(&params, true),
+        },
+    );
+    assert!(j.passed, "{j:?}");
 }

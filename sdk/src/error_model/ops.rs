@@ -775,9 +775,13 @@ pub(super) fn propagate(
                 )?,
             )?
         }
+        // An integer result has no σ: its statistics are not tested.
         Node::Cast(to)
-            if !to.is_float() && c.inputs[0].spec.dtype.is_float() && lambda.is_some() =>
+            if !to.is_float() && c.inputs[0].spec.dtype.is_float() && lambda.is_none() =>
         {
+            zeros(out_shape)
+        }
+        Node::Cast(to) if !to.is_float() && c.inputs[0].spec.dtype.is_float() => {
             // Rounding to an integer is a step: far from a rounding point the
             // result is exact whatever the input's error, but where the
             // input's bound (at the stage's λ) reaches one, either neighbour
