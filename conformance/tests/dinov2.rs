@@ -228,14 +228,14 @@ fn the_gpu_kernels_under_simt_emulation_pass_the_quick_suite_at_every_tier_isola
     let simt = built("simt");
     let s = suite("dinov2-vits14-quick");
     for mode in [Mode::Isolated, Mode::Chained] {
-        // The differential round (replays, not arithmetic) at fp32: the CPU
-        // provider's stress suite takes it at every tier.
-        let (tiers, fresh): (&[Tier], &[Tier]) = if mode == Mode::Isolated {
-            (&ALL_TIERS, &[Tier::Fp32])
+        // Without the differential round (replays, not arithmetic: the CPU
+        // provider's stress suite takes it at every tier).
+        let tiers: &[Tier] = if mode == Mode::Isolated {
+            &ALL_TIERS
         } else {
-            (&[Tier::Fp32], &[])
+            &[Tier::Fp32]
         };
-        let r = run_with_fresh_tiers(&s, &simt, mode, tiers, fresh);
+        let r = run_with_fresh_tiers(&s, &simt, mode, tiers, &[]);
         assert_passes(&r, &format!("simt {mode:?}"));
         for t in &r.tiers {
             assert_eq!(t.stages.len(), 17, "{mode:?} {}", t.tier.name());
@@ -683,6 +683,7 @@ fn linear_with_fused_multiply_add_passes() {
 }
 
 #[test]
+#[ignore = "extended (tools/test-extended): CI's 30 minutes; the six legitimate reorderings are one mechanism (the mutant provider computing a kernel its own way), the contract's cases and the error model's random tests stay in CI"]
 fn attention_with_an_online_softmax_passes() {
     passes_everywhere("online_softmax");
 }
@@ -1097,18 +1098,12 @@ fn the_trellis_conditioning_quick_suite_passes_on_every_reference_provider() {
                 premultiply.notes
             );
         }
-        // At fp32 (the quick DINOv2 suite runs SIMT at every tier).
-        let r = runner::run(
-            &s,
-            &simt,
-            &cpu,
-            &RunOptions {
-                mode,
-                ..opts(&[Tier::Fp32])
-            },
-        )
-        .unwrap();
-        assert_passes(&r, &format!("simt {name} {mode:?}"));
+        // Isolated at fp32 (the quick DINOv2 suite runs SIMT at every tier
+        // and chained).
+        if mode == Mode::Isolated {
+            let r = runner::run(&s, &simt, &cpu, &opts(&[Tier::Fp32])).unwrap();
+            assert_passes(&r, &format!("simt {name} {mode:?}"));
+        }
     }
     let template = device(vsdk_template_c::LIBRARY_PATH);
     let r = runner::run(&s, &template, &cpu, &opts(&[Tier::Fp32])).unwrap();
