@@ -24,6 +24,35 @@ fn s(p: &Path) -> &str {
     p.to_str().expect("UTF-8 path")
 }
 
+/// The firmware library for the host or `target` (the `firmware` profile:
+/// panics abort; in its own target directory, as the test's cargo holds the
+/// workspace's).
+fn firmware_library(target: Option<&str>) -> PathBuf {
+    let build = target_dir().join("firmware-build");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut c = Command::new(cargo);
+    c.args(["rustc", "-p", "vips-verify-capi", "--profile", "firmware"])
+        .args(["--crate-type", "staticlib", "--features", "panic-handler"]);
+    if let Some(t) = target {
+        c.args(["--target", t]);
+    }
+    let r = Out::of(
+        c.env("CARGO_TARGET_DIR", &build)
+            .current_dir(repo())
+            .output()
+            .expect("run cargo"),
+    );
+    assert_eq!(
+        r.code,
+        0,
+        "building the firmware library for {target:?}: {}",
+        r.text()
+    );
+    build
+        .join(target.unwrap_or(""))
+        .join("firmware/libvips_verify_capi.a")
+}
+
 /// The firmware library and the freestanding program, built once: the
 /// library with panics aborting (the `firmware` profile, in its own target
 /// directory: the test's cargo holds the workspace's), the program with
@@ -32,19 +61,7 @@ fn replay_program() -> &'static Path {
     static PROGRAM: OnceLock<PathBuf> = OnceLock::new();
     PROGRAM.get_or_init(|| {
         require("cc", &["--version"], "a C compiler (gcc)");
-        let build = target_dir().join("firmware-build");
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let r = Out::of(
-            Command::new(cargo)
-                .args(["rustc", "-p", "vips-verify-capi", "--profile", "firmware"])
-                .args(["--crate-type", "staticlib", "--features", "panic-handler"])
-                .env("CARGO_TARGET_DIR", &build)
-                .current_dir(repo())
-                .output()
-                .expect("run cargo"),
-        );
-        assert_eq!(r.code, 0, "building the firmware library: {}", r.text());
-        let lib = build.join("firmware/libvips_verify_capi.a");
+        let lib = firmware_library(None);
         let program = Path::new(env!("CARGO_TARGET_TMPDIR")).join("vips-replay-freestanding");
         let r = Out::of(
             Command::new("cc")
@@ -346,20 +363,7 @@ fn the_library_links_into_a_bare_metal_cortex_m_image() {
         installed.stdout.lines().any(|l| l == target),
         "the Rust target {target} is not installed (tools/test runs `rustup target add {target}`)"
     );
-    let build = target_dir().join("firmware-build");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let r = Out::of(
-        Command::new(cargo)
-            .args(["rustc", "-p", "vips-verify-capi", "--profile", "firmware"])
-            .args(["--crate-type", "staticlib", "--features", "panic-handler"])
-            .args(["--target", target])
-            .env("CARGO_TARGET_DIR", &build)
-            .current_dir(repo())
-            .output()
-            .expect("run cargo"),
-    );
-    assert_eq!(r.code, 0, "building for {target}: {}", r.text());
-    let lib = build.join(target).join("firmware/libvips_verify_capi.a");
+    let lib = firmware_library(Some(target));
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let (start, image) = (dir.path().join("start.o"), dir.path().join("firmware.elf"));
     let r = Out::of(
