@@ -5,9 +5,9 @@
 //! In isolated mode these depend only on the golden inputs, so the host
 //! computes them once; `vips_verify_core` reads them on the device.
 
-use crate::compare::{NanPolicy, Tier};
+use crate::compare::Tier;
 use crate::document::Stage;
-use crate::error_model::{self, TierParams};
+use crate::error_model;
 use crate::runner::to_tier;
 use crate::suite::Suite;
 use crate::{DType, Device, HostTensor, Op};
@@ -36,29 +36,6 @@ pub struct PackSummary {
     pub bytes: u64,
     pub frames: u32,
     pub max_frame: u32,
-}
-
-/// The rules of `output` of `stage`, as the runner judges it in isolated
-/// mode (`runner::stage`), for the device.
-pub fn rules(
-    stage: &Stage,
-    params: &TierParams,
-    summed: bool,
-    elements: u64,
-) -> vips_verify_core::Rules {
-    vips_verify_core::Rules {
-        nan: nan(stage.nan),
-        allowed_over: (stage.mismatch_fraction * elements as f64).floor() as u64,
-        rms_factor: params.rms_factor,
-        bias: summed.then_some((params.bias_z, params.bias_ratio)),
-    }
-}
-
-pub fn nan(p: NanPolicy) -> vips_verify_core::Nan {
-    match p {
-        NanPolicy::Fail => vips_verify_core::Nan::Fail,
-        NanPolicy::Allow => vips_verify_core::Nan::Allow,
-    }
 }
 
 pub fn dtype(d: DType) -> vrp::DType {
@@ -264,7 +241,8 @@ pub fn write(
                     format!("output `{o}` is empty: a pack holds no empty tensors"),
                 ));
             }
-            let rules = rules(stage, params, sr.summed.contains(o), n);
+            let rules =
+                error_model::Rules::of_stage(stage, params, sr.summed.contains(o)).for_elements(n);
             if rules.allowed_over >= vips_verify_core::tally::TOP as u64 {
                 return Err(err(
                     stage,

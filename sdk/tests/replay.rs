@@ -90,7 +90,7 @@ fn the_devices_verdict_is_the_hosts_bit_for_bit() {
         let t = HostTensor::from_vec(&[n], actual.clone()).unwrap();
         let host = judge(&t, &reference, &bound, Some(&sigma), rules);
         let core_rules = vips_verify_core::Rules {
-            nan: vips_sdk::replay::nan(nan),
+            nan: nan.into(),
             allowed_over: (fraction * n as f64).floor() as u64,
             rms_factor: 1.5,
             bias,

@@ -82,6 +82,15 @@ pub enum NanPolicy {
     Allow,
 }
 
+impl From<NanPolicy> for vips_verify_core::Nan {
+    fn from(p: NanPolicy) -> Self {
+        match p {
+            NanPolicy::Fail => vips_verify_core::Nan::Fail,
+            NanPolicy::Allow => vips_verify_core::Nan::Allow,
+        }
+    }
+}
+
 /// How one tensor is judged.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Criteria {

@@ -244,12 +244,35 @@ pub struct Rules {
     pub statistics: Statistics,
 }
 
+impl Rules {
+    /// How `stage`'s outputs are judged at `params`, the mean tested when
+    /// `summed` (the runner's isolated and chained judgement, and a pack's).
+    pub fn of_stage(stage: &crate::document::Stage, params: &TierParams, summed: bool) -> Rules {
+        Rules {
+            nan: stage.nan,
+            allowed_over_fraction: stage.mismatch_fraction,
+            statistics: Statistics::of(params, summed),
+        }
+    }
+
+    /// These rules for a tensor of `elements` (the allowed fraction as a
+    /// count), in the form `vips_verify_core` (and a device) applies them.
+    pub fn for_elements(&self, elements: u64) -> vips_verify_core::Rules {
+        vips_verify_core::Rules {
+            nan: self.nan.into(),
+            allowed_over: (self.allowed_over_fraction * elements as f64).floor() as u64,
+            rms_factor: self.statistics.rms_factor,
+            bias: self.statistics.bias,
+        }
+    }
+}
+
 /// The normalised error `e = (actual − reference) / bound` of one element:
 /// 0 inside an infinite bound, ±∞ past a zero one, and ∞ where a NaN or ±Inf
 /// differs from the reference (a NaN matches a NaN only under
 /// `NanPolicy::Allow`). Never NaN, whose comparisons would pin the worst.
 pub fn element_error(actual: f64, reference: f64, bound: f64, nan: NanPolicy) -> f64 {
-    vips_verify_core::element_error(actual, reference, bound, crate::replay::nan(nan))
+    vips_verify_core::element_error(actual, reference, bound, nan.into())
 }
 
 /// The tally of one block of elements starting at `at`, their |e| written
@@ -262,7 +285,7 @@ fn tally_block(
     nan: NanPolicy,
     e: &mut [f64],
 ) -> Tally {
-    let nan = crate::replay::nan(nan);
+    let nan = nan.into();
     let mut t = Tally::default();
     for (i, (((&x, &r), &b), m_out)) in a.iter().zip(reference).zip(bound).zip(e).enumerate() {
         *m_out = t.push((at + i) as u64, (x, r, b), sigma.map(|s| s[i]), nan);
@@ -319,12 +342,7 @@ pub fn judge(
         *e[..=upto].select_nth_unstable_by(k, f64::total_cmp).1
     };
     let stats = rules.statistics;
-    let core_rules = vips_verify_core::Rules {
-        nan: crate::replay::nan(rules.nan),
-        allowed_over: (rules.allowed_over_fraction * n as f64).floor() as u64,
-        rms_factor: stats.rms_factor,
-        bias: stats.bias,
-    };
+    let core_rules = rules.for_elements(n as u64);
     let allowed = core_rules.allowed_over;
     // The |e| the bound must reach for `allowed` elements at most to lie past it.
     let needed_e = if tally.over > allowed {

@@ -8,7 +8,7 @@ use crate::compare::Tier;
 use crate::document::Stage;
 use crate::error_map::{self, ErrorMap};
 use crate::error_model::{
-    self, Expected, NodeCheck, Precision, Rules, StageReference, Statistics, TierParams, Unkept,
+    self, Expected, NodeCheck, Precision, Rules, StageReference, TierParams, Unkept,
 };
 use crate::execution::Finding;
 use crate::isolation::Failure;
@@ -301,11 +301,8 @@ impl StageContext<'_> {
         let (stage, tier) = (self.stage, self.arithmetic());
         // An output's mean is tested where its error includes a dot
         // product's (`StageReference::summed`).
-        let rules = |name: &String| Rules {
-            nan: stage.nan,
-            allowed_over_fraction: stage.mismatch_fraction,
-            statistics: Statistics::of(self.params(), reference.summed.contains(name)),
-        };
+        let rules =
+            |name: &String| Rules::of_stage(stage, self.params(), reference.summed.contains(name));
         let mut passed = true;
         for name in &stage.outputs {
             let actual = &values[name];

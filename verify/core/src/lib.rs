@@ -31,7 +31,7 @@ pub mod replay;
 pub mod tally;
 
 pub use format::{DType, Frame, Header, Nan, Rules};
-pub use replay::{Event, Judge, Replay};
+pub use replay::{Judge, Replay};
 pub use tally::{element_error, Tally, TopErrors, Verdict};
 
 /// What went wrong while reading a pack or judging an output.

@@ -157,9 +157,6 @@ impl Default for Replay {
     }
 }
 
-/// The pack's order, and what each frame asks of the device.
-pub type Event<'f> = Frame<'f>;
-
 impl Replay {
     pub fn new() -> Replay {
         Replay {
@@ -197,7 +194,7 @@ impl Replay {
         &mut self,
         buf: &'f mut [u8],
         chunk: &[u8],
-    ) -> Result<(usize, Option<Event<'f>>), Error> {
+    ) -> Result<(usize, Option<Frame<'f>>), Error> {
         let r = self.feed_inner(buf, chunk);
         if r.is_err() {
             self.expect = Expect::Failed;
@@ -220,7 +217,7 @@ impl Replay {
         &mut self,
         buf: &'f mut [u8],
         chunk: &[u8],
-    ) -> Result<(usize, Option<Event<'f>>), Error> {
+    ) -> Result<(usize, Option<Frame<'f>>), Error> {
         self.check_buffer(buf)?;
         match self.expect {
             Expect::Failed => return Err(Error::Order("the pack already failed")),
@@ -460,10 +457,8 @@ impl Replay {
         let judge = self.judge.as_mut().ok_or(Error::Order("no output"))?;
         let size = judge.dtype.size();
         let (start, k) = self.pending;
+        // (Whole elements: `Judge::bytes` checks.)
         let n = bytes.len() / size;
-        if !bytes.len().is_multiple_of(size) {
-            return Err(Error::Size("output bytes split an element"));
-        }
         if n > k {
             return Err(Error::TooMuchOutput);
         }
