@@ -284,7 +284,11 @@ fn exit_zero_in_a_kernel_is_crashed_not_a_pass() {
 
 #[test]
 fn a_hang_times_out() {
-    let r = run(hostile::HANG, &["--timeout", "4"]);
+    // No first-call allowance: the hang is on gelu's first call.
+    let r = run(
+        hostile::HANG,
+        &["--timeout", "4", "--first-call-allowance", "0"],
+    );
     assert_eq!(r.code, 1, "{}", r.stdout);
     for round in ["main", "differential"] {
         assert_eq!(r.status(round, BAD), "timeout");
@@ -306,6 +310,8 @@ fn a_hang_costs_its_derived_timeout_and_later_stages_may_be_skipped() {
     }
     .arg("--after-timeout")
     .arg("skip")
+    .arg("--first-call-allowance")
+    .arg("0")
     .run();
     assert_eq!(r.code, 1, "{}", r.stdout);
     let given = r.stage("main", BAD)["timeout_seconds"].as_f64().unwrap();
@@ -328,6 +334,44 @@ fn a_hang_costs_its_derived_timeout_and_later_stages_may_be_skipped() {
     assert_eq!(r.stage("main", "block_01")["attempts"], 0);
     assert_eq!(r.status("main", "preprocess"), "pass");
     assert_eq!(r.report["settings"]["skip_after_timeout"], true);
+}
+
+/// A driver whose kernel's first call in a process is slow (a GPU's JIT
+/// compile, as the CUDA provider's first stage on an H200) passes: a stage
+/// calling a kernel its worker has not run gets the first-call allowance
+/// on top of its timeout. Without it, the same driver times out.
+#[test]
+fn a_kernels_slow_first_call_gets_the_first_call_allowance() {
+    let slow = hostile::SLOW_START_SECONDS as f64;
+    let r = run(hostile::SLOW_START, &["--timeout", "3"]);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    let given = r.stage("main", BAD)["timeout_seconds"].as_f64().unwrap();
+    let allowance = vips_sdk::runner::FIRST_CALL_ALLOWANCE.as_secs_f64();
+    assert_eq!(given, 3.0 + allowance);
+    // Warm by then: block_00 ran gelu in this worker.
+    let later = Cli {
+        stages: "{block_00,block_01}",
+        ..Cli::new(hostile::SLOW_START)
+    }
+    .arg("--timeout")
+    .arg("3")
+    .run();
+    assert_eq!(later.code, 0, "{}", later.stdout);
+    assert_eq!(
+        later.stage("main", "block_01")["timeout_seconds"].as_f64(),
+        Some(3.0)
+    );
+
+    let r = run(
+        hostile::SLOW_START,
+        &["--timeout", "3", "--first-call-allowance", "0"],
+    );
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    assert_eq!(r.status("main", BAD), "timeout", "{}", r.stdout);
+    assert!(slow > 3.0);
+    assert!(r
+        .reason("main", BAD)
+        .contains("no answer within 3.0 s while running `vsdk.gelu`@1"));
 }
 
 #[test]

@@ -36,6 +36,97 @@ fn a_worker_gets_every_protection_and_ends_with_nothing_left() {
     w.close().expect("a clean shutdown");
 }
 
+/// A provider directory holding a mount of its own (as a GPU machine's
+/// /usr holds /usr/local/nvidia): the kernel refuses a plain bind of such a
+/// tree in a user namespace, so the bind is recursive, and every mount of it
+/// read-only in the worker.
+#[test]
+fn a_bound_directory_with_a_mount_inside_is_shown_read_only_throughout() {
+    // SAFETY: plain system calls on this test process's own namespace (a
+    // process of its own under nextest): nothing of the host changes.
+    unsafe {
+        assert_eq!(
+            libc::unshare(libc::CLONE_NEWNS),
+            0,
+            "unshare: {}",
+            std::io::Error::last_os_error()
+        );
+        let root = c"/";
+        let none = std::ptr::null();
+        assert_eq!(
+            libc::mount(
+                none,
+                root.as_ptr(),
+                none,
+                libc::MS_REC | libc::MS_PRIVATE,
+                none.cast()
+            ),
+            0
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let library = dir.path().join("libvsdk_provider_cpu.so");
+    std::fs::copy(Provider::locate("cpu").unwrap(), &library).unwrap();
+    let sub = dir.path().join("firmware");
+    std::fs::create_dir(&sub).unwrap();
+    let target = std::ffi::CString::new(sub.to_str().unwrap()).unwrap();
+    // SAFETY: as above; the strings outlive the call.
+    let mounted = unsafe {
+        libc::mount(
+            c"tmpfs".as_ptr(),
+            target.as_ptr(),
+            c"tmpfs".as_ptr(),
+            0,
+            c"size=1m".as_ptr().cast(),
+        )
+    };
+    assert_eq!(mounted, 0, "tmpfs: {}", std::io::Error::last_os_error());
+    std::fs::write(sub.join("blob"), rand::random::<[u8; 16]>()).unwrap();
+
+    let command = WorkerCommand {
+        program: env!("CARGO_BIN_EXE_vips-sdk-worker").into(),
+        policy: Policy::for_library(&library, 1 << 20, None),
+    };
+    let w = Worker::new(command, library.clone(), 0);
+    w.open()
+        .expect("the provider loads from a directory holding a mount");
+    let facts = w.sandbox().expect("the worker reported its sandbox");
+    assert!(facts.missing.is_empty(), "{:?}", facts.missing);
+    // Seen from the sandboxed worker processes' root (not the launcher's,
+    // which still has the host's: it shows `unshown`): both mounts read-only.
+    let unshown = tempfile::tempdir().unwrap();
+    let mut seen = 0;
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let exe = std::fs::read_link(entry.path().join("exe")).ok();
+        if exe.as_deref() != Some(std::path::Path::new(env!("CARGO_BIN_EXE_vips-sdk-worker"))) {
+            continue;
+        }
+        let inside =
+            |p: &std::path::Path| entry.path().join("root").join(p.strip_prefix("/").unwrap());
+        if inside(unshown.path()).exists() {
+            continue;
+        }
+        for p in [dir.path(), sub.as_path()] {
+            let Ok(vfs) = nix::sys::statvfs::statvfs(&inside(p)) else {
+                continue;
+            };
+            assert!(
+                vfs.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY),
+                "{} is writable",
+                p.display()
+            );
+            seen += 1;
+        }
+        assert!(std::fs::write(inside(&sub).join("blob"), b"x").is_err());
+    }
+    assert!(
+        seen >= 2,
+        "no worker process showed {}",
+        dir.path().display()
+    );
+    w.close().expect("a clean shutdown");
+}
+
 fn library_dir() -> String {
     let lib = Provider::locate("cpu").unwrap().canonicalize().unwrap();
     lib.parent().unwrap().display().to_string()
@@ -80,6 +171,39 @@ fn the_environment_keeps_only_the_allowed_variables() {
     assert!(!has("VIPS_SIGN_KEY") && !has("SOME_TOKEN"));
     assert!(has("VSDK_HOSTILE_TARGET") && has("CUDA_VISIBLE_DEVICES"));
     assert!(env.iter().any(|(n, v)| n == "HOME" && v == "/tmp"));
+}
+
+/// The reference GPU providers' settings reach the worker, and what they
+/// name is shown to it: else a sandboxed CUDA provider cannot find the
+/// NVRTC its user pointed it at.
+#[test]
+fn the_gpu_providers_settings_reach_the_worker_with_their_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let (lib_dir, include) = (dir.path().join("nvrtc/lib"), dir.path().join("include"));
+    std::fs::create_dir_all(&lib_dir).unwrap();
+    std::fs::create_dir_all(&include).unwrap();
+    let nvrtc = lib_dir.join(format!("libnvrtc.so.{}", rand::random::<u16>()));
+    std::fs::write(&nvrtc, b"not a library").unwrap();
+    std::env::set_var("VIPS_NVRTC_LIBRARY", &nvrtc);
+    std::env::set_var("VIPS_CUDA_INCLUDE", &include);
+    std::env::set_var("VIPS_HIP_ARCH", "gfx90a");
+    std::env::set_var("VIPS_SIGN_KEY", "/secret/key.pem");
+    let env = worker_env();
+    let value = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    assert_eq!(value("VIPS_NVRTC_LIBRARY"), Some(nvrtc.clone().into()));
+    assert_eq!(value("VIPS_HIP_ARCH"), Some("gfx90a".into()));
+    assert_eq!(value("VIPS_SIGN_KEY"), None);
+
+    let library = dir.path().join("libvsdk_provider_x.so");
+    std::fs::write(&library, b"").unwrap();
+    let policy = Policy::for_library(&library, 0, None);
+    let shown: Vec<_> = policy.binds.iter().map(|b| b.path()).collect();
+    for p in [
+        lib_dir.canonicalize().unwrap(),
+        include.canonicalize().unwrap(),
+    ] {
+        assert!(shown.contains(&p), "{} not in {shown:?}", p.display());
+    }
 }
 
 /// The filter in a child process: a denied call is EPERM, an unlisted one

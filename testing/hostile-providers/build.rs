@@ -12,6 +12,7 @@ const VARIANTS: &[(&str, &str)] = &[
     ("abort", "-DHOSTILE_ABORT"),
     ("exit0", "-DHOSTILE_EXIT0"),
     ("hang", "-DHOSTILE_HANG"),
+    ("slow_start", "-DHOSTILE_SLOW_START"),
     ("flaky", "-DHOSTILE_FLAKY"),
     ("oob_near", "-DHOSTILE_OOB_NEAR"),
     ("oob_far", "-DHOSTILE_OOB_FAR"),

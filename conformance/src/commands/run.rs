@@ -47,6 +47,11 @@ pub struct Args {
     /// Enforced only with isolation.
     #[arg(long, value_name = "SECONDS")]
     timeout: Option<f64>,
+    /// Seconds added to that when a stage calls a kernel for the first time
+    /// in its worker process (a GPU driver compiles its kernels and sets up
+    /// its device on first use; a restarted worker pays again); default 30.
+    #[arg(long, value_name = "SECONDS")]
+    first_call_allowance: Option<f64>,
     /// After a kernel timed out: `run` every later stage anyway (each judged,
     /// as deqp-runner does), or `skip` those using that kernel (TIMEOUT, not
     /// run; the results and report say so).
@@ -350,7 +355,15 @@ pub fn run(args: Args) -> super::Outcome {
         if let Some(path) = key.as_ref().and_then(KeySource::path) {
             command.policy.mask(path);
         }
-        let worker = Worker::new(command, library, args.device);
+        let mut worker = Worker::new(command, library, args.device);
+        if let Some(t) = args.first_call_allowance {
+            if !(t.is_finite() && (0.0..=86_400.0).contains(&t)) {
+                return Err(format!(
+                    "--first-call-allowance {t}: expected seconds in [0, 86400]"
+                ));
+            }
+            worker = worker.with_first_call_allowance(Duration::from_secs_f64(t));
+        }
         // A library that does not load is a usage error, as in process; one
         // that crashes while loading gets its verdict (CRASHED).
         if let Err(Failure::Provider(m)) = worker.open() {

@@ -101,6 +101,16 @@ impl Backend {
         }
     }
 
+    /// Extra time for `program` when it calls a kernel for the first time
+    /// in its worker process ([`Worker::first_call_allowance`]); none in
+    /// process, where timeouts are not enforced.
+    pub fn first_call_allowance(&self, program: &Program) -> Duration {
+        match self {
+            Backend::InProcess(_) => Duration::ZERO,
+            Backend::Isolated(w) => w.first_call_allowance(program),
+        }
+    }
+
     /// The library file that runs (not what it claims to be).
     pub fn library(&self) -> std::path::PathBuf {
         match self {

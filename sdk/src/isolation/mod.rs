@@ -305,6 +305,9 @@ struct Live {
     requests: SyncSender<Vec<u8>>,
     replies: Receiver<Result<Message<Reply>, String>>,
     tail: Arc<(Mutex<Tail>, std::sync::Condvar)>,
+    /// Kernels (name, version) this process has already run: a later call
+    /// has paid its JIT compile and device set-up.
+    warm: std::collections::BTreeSet<(String, u32)>,
 }
 
 impl Live {
@@ -424,6 +427,9 @@ pub struct Worker {
     state: Mutex<State>,
     /// Every ended worker's processes were confirmed gone.
     confirmed: Arc<std::sync::atomic::AtomicBool>,
+    /// Added to a program's timeout when it calls a kernel this worker
+    /// process has not run yet ([`Worker::first_call_allowance`]).
+    first_call_allowance: Duration,
 }
 
 impl Worker {
@@ -446,6 +452,34 @@ impl Worker {
                 sandbox: None,
             }),
             confirmed: Arc::new(std::sync::atomic::AtomicBool::new(true)),
+            first_call_allowance: crate::runner::FIRST_CALL_ALLOWANCE,
+        }
+    }
+
+    /// Sets the extra time a kernel's first call in a worker process gets
+    /// (default [`crate::runner::FIRST_CALL_ALLOWANCE`]).
+    pub fn with_first_call_allowance(mut self, allowance: Duration) -> Worker {
+        self.first_call_allowance = allowance;
+        self
+    }
+
+    /// The time to add to `program`'s timeout: the allowance when it calls
+    /// a kernel the current worker process has not run (a GPU driver
+    /// compiles its kernels, creates its context and library handles on
+    /// first use; a restarted worker pays again), else zero.
+    pub fn first_call_allowance(&self, program: &Program) -> Duration {
+        let state = self.lock();
+        let cold = match &state.live {
+            None => true,
+            Some(live) => program
+                .steps
+                .iter()
+                .any(|s| !live.warm.contains(&(s.kernel.clone(), s.version))),
+        };
+        if cold {
+            self.first_call_allowance
+        } else {
+            Duration::ZERO
         }
     }
 
@@ -558,6 +592,7 @@ impl Worker {
             requests,
             replies,
             tail,
+            warm: Default::default(),
         };
         let mut encoded = Vec::new();
         protocol::write(&mut encoded, &Request::Sandbox(policy), &[])
@@ -865,6 +900,9 @@ impl Worker {
                     // A kernel that scribbled may have corrupted the worker:
                     // the next request gets a fresh one.
                     self.retire();
+                } else if let Some(live) = self.lock().live.as_mut() {
+                    live.warm
+                        .extend(program.steps.iter().map(|s| (s.kernel.clone(), s.version)));
                 }
                 Ok(executed)
             }

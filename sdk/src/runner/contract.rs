@@ -244,6 +244,7 @@ impl Contract<'_> {
         timeout: Duration,
     ) -> Result<Executed, Failure> {
         let args: Vec<(&str, &HostTensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
+        let timeout = timeout + self.backend.first_call_allowance(program);
         self.backend.run(program, &args, seed, timeout)
     }
 

@@ -36,7 +36,9 @@ use stage::StageContext;
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 use timeouts::TimedOut;
-pub use timeouts::{FLOOR as TIMEOUT_FLOOR, MULTIPLIER as TIMEOUT_MULTIPLIER};
+pub use timeouts::{
+    FIRST_CALL_ALLOWANCE, FLOOR as TIMEOUT_FLOOR, MULTIPLIER as TIMEOUT_MULTIPLIER,
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -176,15 +176,15 @@ impl StageContext<'_> {
             }
         };
         result.timings.reference = computed.elapsed().as_secs_f64();
-        let timeout = self
-            .timeout
-            .unwrap_or_else(|| super::timeouts::of_reference(cost));
-        result.timeout_seconds = timeout.as_secs_f64();
         let program = match execution {
             Execution::Decomposed => graph_program(self.arithmetic().float_dtype(), stage),
             Execution::Fused => fused_program(self.suite, stage, self.arithmetic()),
             Execution::Captured => unreachable!("planned for a device"),
         };
+        let timeout = self
+            .timeout
+            .unwrap_or_else(|| super::timeouts::of_reference(cost));
+        result.timeout_seconds = (timeout + backend.first_call_allowance(&program)).as_secs_f64();
         let running = Instant::now();
         let ran = run_program(backend, &program, stage, inputs, self.seed, timeout);
         let ran_for = running.elapsed().as_secs_f64();

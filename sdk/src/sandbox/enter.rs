@@ -155,7 +155,6 @@ fn err(what: impl std::fmt::Display, e: impl std::fmt::Display) -> String {
 struct Source {
     fd: OwnedFd,
     dir: bool,
-    flags: MsFlags,
 }
 
 impl Source {
@@ -167,29 +166,9 @@ impl Source {
             .map_err(|e| err(path.display(), e))?;
         // SAFETY: `open` returned a fresh descriptor that nothing else owns.
         let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) };
-        // A bind may not drop its source mount's locked flags (nosuid, nodev,
-        // noexec, atime): keep them when remounting read-only.
-        let flags = nix::sys::statvfs::statvfs(path)
-            .map(|s| {
-                use nix::sys::statvfs::FsFlags as S;
-                let f = s.flags();
-                [
-                    (S::ST_NOSUID, MsFlags::MS_NOSUID),
-                    (S::ST_NODEV, MsFlags::MS_NODEV),
-                    (S::ST_NOEXEC, MsFlags::MS_NOEXEC),
-                    (S::ST_NOATIME, MsFlags::MS_NOATIME),
-                    (S::ST_NODIRATIME, MsFlags::MS_NODIRATIME),
-                    (S::ST_RELATIME, MsFlags::MS_RELATIME),
-                ]
-                .into_iter()
-                .filter(|(s, _)| f.contains(*s))
-                .fold(MsFlags::empty(), |a, (_, m)| a | m)
-            })
-            .unwrap_or(MsFlags::empty());
         Ok(Source {
             fd,
             dir: meta.is_dir(),
-            flags,
         })
     }
 
@@ -198,7 +177,7 @@ impl Source {
     }
 
     /// Binds this source at `target` (created as a directory or an empty
-    /// file), read-only unless `writable`.
+    /// file) with the mounts under it, every one read-only unless `writable`.
     fn bind(&self, target: &Path, writable: bool) -> Result<(), String> {
         if self.dir {
             std::fs::create_dir_all(target).map_err(|e| err(target.display(), e))?;
@@ -210,32 +189,107 @@ impl Source {
                 std::fs::File::create(target).map_err(|e| err(target.display(), e))?;
             }
         }
+        // Recursive: in a user namespace the kernel refuses (EINVAL) a plain
+        // bind of a tree holding mounts inherited from the parent namespace
+        // (they are locked: a plain bind would uncover what they hide), e.g.
+        // a GPU machine's /usr/local/nvidia, or /sys's cgroups.
         mount(
             Some(&self.proc_path()),
             target,
             None::<&str>,
-            // Not recursive: a submount would stay writable under a
-            // read-only remount of the top.
-            MsFlags::MS_BIND,
+            MsFlags::MS_BIND | MsFlags::MS_REC,
             None::<&str>,
         )
         .map_err(|e| err(format!("bind {}", target.display()), e))?;
         if !writable {
-            mount(
-                None::<&str>,
-                target,
-                None::<&str>,
-                MsFlags::MS_BIND
-                    | MsFlags::MS_REMOUNT
-                    | MsFlags::MS_RDONLY
-                    | MsFlags::MS_NOSUID
-                    | self.flags,
-                None::<&str>,
-            )
-            .map_err(|e| err(format!("read-only {}", target.display()), e))?;
+            // Each mount of the tree: a remount of the top alone would leave
+            // its submounts writable.
+            for point in mounts_under(target)? {
+                mount(
+                    None::<&str>,
+                    &point,
+                    None::<&str>,
+                    MsFlags::MS_BIND
+                        | MsFlags::MS_REMOUNT
+                        | MsFlags::MS_RDONLY
+                        | MsFlags::MS_NOSUID
+                        | locked_flags(&point),
+                    None::<&str>,
+                )
+                .map_err(|e| err(format!("read-only {}", point.display()), e))?;
+            }
         }
         Ok(())
     }
+}
+
+/// A mount's flags that a bind remount may not drop (nosuid, nodev, noexec,
+/// atime): the kernel refuses a remount that clears a locked one.
+fn locked_flags(point: &Path) -> MsFlags {
+    use nix::sys::statvfs::FsFlags as S;
+    let Ok(vfs) = nix::sys::statvfs::statvfs(point) else {
+        return MsFlags::empty();
+    };
+    let set = vfs.flags();
+    [
+        (S::ST_NOSUID, MsFlags::MS_NOSUID),
+        (S::ST_NODEV, MsFlags::MS_NODEV),
+        (S::ST_NOEXEC, MsFlags::MS_NOEXEC),
+        (S::ST_NOATIME, MsFlags::MS_NOATIME),
+        (S::ST_NODIRATIME, MsFlags::MS_NODIRATIME),
+        (S::ST_RELATIME, MsFlags::MS_RELATIME),
+    ]
+    .into_iter()
+    .filter(|(s, _)| set.contains(*s))
+    .fold(MsFlags::empty(), |a, (_, m)| a | m)
+}
+
+/// The mount points at or under `top` in this mount namespace, from
+/// `/proc/self/mountinfo` (the host's /proc, still mounted at this point).
+fn mounts_under(top: &Path) -> Result<Vec<PathBuf>, String> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|e| err("/proc/self/mountinfo", e))?;
+    let mut points: Vec<PathBuf> = info
+        .lines()
+        .filter_map(|line| line.split(' ').nth(4).map(unescape_mount_point))
+        .filter(|p| p.starts_with(top))
+        .collect();
+    points.dedup();
+    if points.is_empty() {
+        return Err(format!(
+            "{}: not in /proc/self/mountinfo after its bind",
+            top.display()
+        ));
+    }
+    Ok(points)
+}
+
+/// A mountinfo path: space, tab, newline and backslash are written `\NNN`
+/// (octal).
+fn unescape_mount_point(field: &str) -> PathBuf {
+    use std::os::unix::ffi::OsStringExt;
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let octal = bytes
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(|b| (b'0'..=b'7').contains(b)));
+        match (bytes[i], octal) {
+            (b'\\', Some(d)) => {
+                out.push(
+                    d.iter()
+                        .fold(0u8, |a, b| a.wrapping_mul(8).wrapping_add(b - b'0')),
+                );
+                i += 4;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    PathBuf::from(std::ffi::OsString::from_vec(out))
 }
 
 /// How a host path appears in the new root.
@@ -439,4 +493,23 @@ fn device_nodes() -> Vec<String> {
     out.extend(list("/dev/dri", &|_| true));
     out.retain(|d| Path::new(d).exists() && !Path::new(d).is_dir());
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_paths_are_unescaped() {
+        let cases = [
+            (r"/usr/local/nvidia", "/usr/local/nvidia"),
+            (r"/mnt/a\040b\011c", "/mnt/a b\tc"),
+            (r"/x\134y\012", "/x\\y\n"),
+            (r"/odd\0", r"/odd\0"),
+            (r"/end\", r"/end\"),
+        ];
+        for (field, path) in cases {
+            assert_eq!(unescape_mount_point(field), PathBuf::from(path), "{field}");
+        }
+    }
 }

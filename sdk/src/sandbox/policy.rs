@@ -90,13 +90,39 @@ pub const ENV_PREFIXES: [&str; 11] = [
 ];
 pub const ENV_NAMES: [&str; 4] = ["LD_LIBRARY_PATH", "PATH", "LANG", "TZ"];
 
+/// The reference GPU providers' settings (vendors/cuda and vendors/hip
+/// READMEs): passed to the worker, and the files and directories they name
+/// shown to it read-only (a library's whole directory: NVRTC loads its
+/// builtins from beside itself). Named one by one: the `VIPS_` prefix holds
+/// `VIPS_SIGN_KEY`.
+pub const PROVIDER_SETTINGS: [(&str, Setting); 5] = [
+    ("VIPS_NVRTC_LIBRARY", Setting::Library),
+    ("VIPS_CUDA_INCLUDE", Setting::Directory),
+    ("VIPS_HIP_LIBRARY", Setting::Library),
+    ("VIPS_HIPRTC_LIBRARY", Setting::Library),
+    ("VIPS_HIP_ARCH", Setting::Value),
+];
+
+/// What a provider setting's value is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Setting {
+    /// A library file: its directory is shown.
+    Library,
+    /// A directory, shown.
+    Directory,
+    /// Not a path.
+    Value,
+}
+
 /// The environment a worker starts with: the allowed variables of this
 /// process's environment, and a home in its private /tmp.
 pub fn worker_env() -> Vec<(OsString, OsString)> {
     let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
         .filter(|(k, _)| {
             let k = k.to_string_lossy();
-            ENV_NAMES.contains(&k.as_ref()) || ENV_PREFIXES.iter().any(|p| k.starts_with(p))
+            ENV_NAMES.contains(&k.as_ref())
+                || ENV_PREFIXES.iter().any(|p| k.starts_with(p))
+                || PROVIDER_SETTINGS.iter().any(|(n, _)| *n == k)
         })
         .collect();
     env.push(("HOME".into(), "/tmp".into()));
@@ -106,8 +132,9 @@ pub fn worker_env() -> Vec<(OsString, OsString)> {
 
 impl Policy {
     /// The policy for a provider library: its directory, the provider search
-    /// path's directories (forwarding providers load others from there) and
-    /// the directories of LD_LIBRARY_PATH read-only; `stage_bytes`, the
+    /// path's directories (forwarding providers load others from there), the
+    /// directories of LD_LIBRARY_PATH and the paths of [`PROVIDER_SETTINGS`]
+    /// read-only; `stage_bytes`, the
     /// largest stage's tensors, sets the memory limit unless `memory` is given.
     pub fn for_library(library: &Path, stage_bytes: u64, memory: Option<u64>) -> Policy {
         let mut binds = Vec::new();
@@ -130,6 +157,22 @@ impl Policy {
         {
             if let Ok(dir) = dir.canonicalize() {
                 add(&dir);
+            }
+        }
+        for (name, setting) in PROVIDER_SETTINGS {
+            let Some(path) = std::env::var_os(name).map(PathBuf::from) else {
+                continue;
+            };
+            let shown = match setting {
+                Setting::Library => path
+                    .canonicalize()
+                    .ok()
+                    .and_then(|p| p.parent().map(Path::to_path_buf)),
+                Setting::Directory => path.canonicalize().ok(),
+                Setting::Value => None,
+            };
+            if let Some(p) = shown {
+                add(&p);
             }
         }
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;

@@ -1259,6 +1259,19 @@ static vsdk_status_t* f_execute(vsdk_provider_t* p, const vsdk_kernel_call_t* c)
     }
   }
 #endif
+#ifdef HOSTILE_SLOW_START
+  /* Not hostile: a driver that compiles the target kernel on its first call
+   * in a process (a GPU's JIT), taking 5 s (SLOW_START_SECONDS in lib.rs),
+   * then works. */
+  if (is_target(c)) {
+    static int compiled;
+    if (!__atomic_exchange_n(&compiled, 1, __ATOMIC_SEQ_CST)) {
+      struct timespec left = {5, 0};
+      while (nanosleep(&left, &left) != 0 && errno == EINTR) {
+      }
+    }
+  }
+#endif
 #ifdef HOSTILE_HANG
   /* A driver that deadlocks or waits forever on a device that never answers. */
   if (is_target(c)) {

@@ -62,6 +62,10 @@ pub const ABORT: &str = env!("VSDK_HOSTILE_ABORT");
 pub const EXIT0: &str = env!("VSDK_HOSTILE_EXIT0");
 /// `execute` never returns (loops on `pause()`).
 pub const HANG: &str = env!("VSDK_HOSTILE_HANG");
+/// Not hostile: the target kernel's first call in a process takes
+/// [`SLOW_START_SECONDS`] (a GPU driver's JIT compile), then it works.
+pub const SLOW_START: &str = env!("VSDK_HOSTILE_SLOW_START");
+pub const SLOW_START_SECONDS: u64 = 5;
 /// `execute` aborts the first time it runs while the file named by
 /// `VSDK_HOSTILE_MARKER` is absent (creating it), then works: a flake.
 pub const FLAKY: &str = env!("VSDK_HOSTILE_FLAKY");
@@ -157,6 +161,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("abort", ABORT),
     ("exit0", EXIT0),
     ("hang", HANG),
+    ("slow_start", SLOW_START),
     ("flaky", FLAKY),
     ("oob_near", OOB_NEAR),
     ("oob_far", OOB_FAR),

@@ -254,7 +254,7 @@ impl vsdk_gpu::Backend for Cuda {
     const NAME: &'static CStr = c"cuda";
     const VENDOR: &'static CStr = c"VIPS SDK reference";
     const DESCRIPTION: &'static str =
-        "CUDA reference provider: the shared GPU kernels compiled by NVRTC per device, cuBLAS for linears";
+        "CUDA reference provider: the shared GPU kernels compiled by NVRTC per device, cuBLAS for float32 linears";
     const DEVICE_TYPE: i32 = ffi::VSDK_DEVICE_CUDA;
 
     fn open_all() -> Result<Vec<Self>, String> {
