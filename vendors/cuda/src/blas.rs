@@ -15,13 +15,17 @@
 //! accumulation, never TF32) and the math mode forbids reduced-precision
 //! split-K reductions: on an H200 (2026-11-28, docs/validation.md "The CUDA
 //! provider on an H200") every linear of the DINOv2 and TRELLIS quick suites
-//! passed so. float16 and bfloat16 do not: there cuBLAS picks tensor-core
-//! kernels, whose float32 accumulation is not the catalog's (the products'
-//! alignment truncates), and `linear` failed its own bound in about 8 % of
-//! the qkv outputs (|e| up to 1.6-2.3). They run the kernel source's tiled
-//! GEMM instead (float32 FMA accumulation, checked at both types by the SIMT
-//! emulation). `CUBLAS_COMPUTE_32F_PEDANTIC` is the candidate to bring them
-//! back to cuBLAS, to be judged on a GPU first ([`conforms`]).
+//! passed so. float16 and bfloat16 do not: `linear` failed its own bound in
+//! about 2 % of the qkv outputs, each about one 16-bit step off where the
+//! exact value lies next to a representable one (|e| up to 1.7-2.3). That is
+//! what rounding twice gives (tools/linear_rounding_model.py: the product
+//! rounded to the output type, then the bias, 3 %, |e| 1.8; tensor cores'
+//! truncating accumulation alone stays inside): cuBLAS's 16-bit `β·C` with C
+//! in the output type is not the single rounding this module assumed. They
+//! run the kernel source's tiled GEMM instead (float32 FMA accumulation, one
+//! rounding; the SIMT emulation checks it at both types). Back to cuBLAS
+//! would be: a float32 output (`Ctype` `CUDA_R_32F`) pre-filled with the bias,
+//! then one conversion, judged on a GPU first ([`conforms`]).
 
 use crate::device::{load_first, missing_symbols, Cuda};
 use cudarc::cublas::sys as cb;
