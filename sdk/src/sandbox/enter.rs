@@ -254,6 +254,7 @@ fn mounts_under(top: &Path) -> Result<Vec<PathBuf>, String> {
         .filter_map(|line| line.split(' ').nth(4).map(unescape_mount_point))
         .filter(|p| p.starts_with(top))
         .collect();
+    points.sort();
     points.dedup();
     if points.is_empty() {
         return Err(format!(
