@@ -82,6 +82,26 @@ fn a_bound_directory_with_a_mount_inside_is_shown_read_only_throughout() {
     };
     assert_eq!(mounted, 0, "tmpfs: {}", std::io::Error::last_os_error());
     std::fs::write(sub.join("blob"), rand::random::<[u8; 16]>()).unwrap();
+    // And one under a directory only its owner may enter: the worker's
+    // user (nobody, under a root runner) cannot reach it by path.
+    let closed = dir.path().join("closed");
+    std::fs::create_dir(&closed).unwrap();
+    let deep = closed.join("mnt");
+    std::fs::create_dir(&deep).unwrap();
+    let target = std::ffi::CString::new(deep.to_str().unwrap()).unwrap();
+    // SAFETY: as above.
+    let mounted = unsafe {
+        libc::mount(
+            c"tmpfs".as_ptr(),
+            target.as_ptr(),
+            c"tmpfs".as_ptr(),
+            0,
+            c"size=1m".as_ptr().cast(),
+        )
+    };
+    assert_eq!(mounted, 0, "tmpfs: {}", std::io::Error::last_os_error());
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o700)).unwrap();
 
     let command = WorkerCommand {
         program: env!("CARGO_BIN_EXE_vips-sdk-worker").into(),
@@ -106,24 +126,81 @@ fn a_bound_directory_with_a_mount_inside_is_shown_read_only_throughout() {
         if inside(unshown.path()).exists() {
             continue;
         }
-        for p in [dir.path(), sub.as_path()] {
+        use nix::sys::statvfs::FsFlags;
+        for p in [dir.path(), sub.as_path(), deep.as_path()] {
             let Ok(vfs) = nix::sys::statvfs::statvfs(&inside(p)) else {
                 continue;
             };
-            assert!(
-                vfs.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY),
-                "{} is writable",
-                p.display()
-            );
+            for flag in [FsFlags::ST_RDONLY, FsFlags::ST_NOSUID, FsFlags::ST_NODEV] {
+                assert!(vfs.flags().contains(flag), "{} lacks {flag:?}", p.display());
+            }
             seen += 1;
         }
-        assert!(std::fs::write(inside(&sub).join("blob"), b"x").is_err());
+        let write = std::fs::write(inside(&sub).join("blob"), b"x");
+        assert_eq!(
+            write.map_err(|e| e.raw_os_error()),
+            Err(Some(libc::EROFS)),
+            "a write into the inner mount"
+        );
     }
     assert!(
-        seen >= 2,
+        seen >= 3,
         "no worker process showed {}",
         dir.path().display()
     );
+    w.close().expect("a clean shutdown");
+}
+
+/// Where /sys is shown (to GPU workers; here by a bind), its host-wide
+/// parts are not: the cgroup tree would list the host's processes.
+#[test]
+fn sys_is_shown_without_the_hosts_cgroups_or_kernel_interfaces() {
+    let library = Provider::locate("cpu").unwrap();
+    let mut policy = Policy::for_library(&library, 1 << 20, None);
+    policy.bind(std::path::Path::new("/sys"), false);
+    let command = WorkerCommand {
+        program: env!("CARGO_BIN_EXE_vips-sdk-worker").into(),
+        policy,
+    };
+    let w = Worker::new(command, library, 0);
+    w.open().expect("the provider loads with /sys shown");
+    let facts = w.sandbox().expect("the worker reported its sandbox");
+    assert!(facts.missing.is_empty(), "{:?}", facts.missing);
+    assert!(
+        std::fs::read_dir("/sys/fs/cgroup").unwrap().count() > 0,
+        "this host's cgroup tree is mounted (or the check below proves nothing)"
+    );
+    let unshown = tempfile::tempdir().unwrap();
+    let mut seen = 0;
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let exe = std::fs::read_link(entry.path().join("exe")).ok();
+        if exe.as_deref() != Some(std::path::Path::new(env!("CARGO_BIN_EXE_vips-sdk-worker"))) {
+            continue;
+        }
+        let root = entry.path().join("root");
+        if root
+            .join(unshown.path().strip_prefix("/").unwrap())
+            .exists()
+        {
+            continue;
+        }
+        let sys = root.join("sys");
+        assert!(
+            std::fs::read_dir(sys.join("devices")).unwrap().count() > 0,
+            "/sys/devices is shown"
+        );
+        let vfs = nix::sys::statvfs::statvfs(&sys).unwrap();
+        assert!(vfs.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY));
+        for hidden in vips_sdk::sandbox::HIDDEN_SYSTEM_DIRS {
+            let shown = root.join(hidden.strip_prefix('/').unwrap());
+            if let Ok(entries) = std::fs::read_dir(&shown) {
+                let names: Vec<_> = entries.flatten().map(|e| e.file_name()).collect();
+                assert!(names.is_empty(), "{hidden} shows {names:?}");
+            }
+        }
+        seen += 1;
+    }
+    assert!(seen > 0, "no sandboxed worker process found");
     w.close().expect("a clean shutdown");
 }
 
@@ -184,13 +261,23 @@ fn the_gpu_providers_settings_reach_the_worker_with_their_paths() {
     std::fs::create_dir_all(&include).unwrap();
     let nvrtc = lib_dir.join(format!("libnvrtc.so.{}", rand::random::<u16>()));
     std::fs::write(&nvrtc, b"not a library").unwrap();
-    std::env::set_var("VIPS_NVRTC_LIBRARY", &nvrtc);
+    // Named through a symbolic link the worker will not see: it gets the
+    // path the link resolves to, the one that is bound.
+    let alias = dir.path().join("libnvrtc.so");
+    std::os::unix::fs::symlink(&nvrtc, &alias).unwrap();
+    std::env::set_var("VIPS_NVRTC_LIBRARY", &alias);
     std::env::set_var("VIPS_CUDA_INCLUDE", &include);
     std::env::set_var("VIPS_HIP_ARCH", "gfx90a");
     std::env::set_var("VIPS_SIGN_KEY", "/secret/key.pem");
+    // Never the whole host, whatever a setting says.
+    let ld = std::env::var("LD_LIBRARY_PATH").unwrap_or_default();
+    std::env::set_var("LD_LIBRARY_PATH", format!("/:{ld}"));
     let env = worker_env();
     let value = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
-    assert_eq!(value("VIPS_NVRTC_LIBRARY"), Some(nvrtc.clone().into()));
+    assert_eq!(
+        value("VIPS_NVRTC_LIBRARY"),
+        Some(nvrtc.canonicalize().unwrap().into())
+    );
     assert_eq!(value("VIPS_HIP_ARCH"), Some("gfx90a".into()));
     assert_eq!(value("VIPS_SIGN_KEY"), None);
 
@@ -204,6 +291,10 @@ fn the_gpu_providers_settings_reach_the_worker_with_their_paths() {
     ] {
         assert!(shown.contains(&p), "{} not in {shown:?}", p.display());
     }
+    assert!(
+        !shown.iter().any(|p| p.parent().is_none()),
+        "the whole host is bound: {shown:?}"
+    );
 }
 
 /// The filter in a child process: a denied call is EPERM, an unlisted one

@@ -5,7 +5,7 @@
 
 use super::facts::{Facts, SECCOMP_FILTER};
 use super::launch::InitArgs;
-use super::policy::{Policy, ETC_FILES, SYSTEM_DIRS};
+use super::policy::{Policy, ETC_FILES, HIDDEN_SYSTEM_DIRS, SYSTEM_DIRS};
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -177,8 +177,8 @@ impl Source {
     }
 
     /// Binds this source at `target` (created as a directory or an empty
-    /// file) with the mounts under it, every one read-only unless `writable`.
-    fn bind(&self, target: &Path, writable: bool) -> Result<(), String> {
+    /// file) with the mounts under it, as `access` says.
+    fn bind(&self, target: &Path, access: Access) -> Result<(), String> {
         if self.dir {
             std::fs::create_dir_all(target).map_err(|e| err(target.display(), e))?;
         } else {
@@ -201,30 +201,91 @@ impl Source {
             None::<&str>,
         )
         .map_err(|e| err(format!("bind {}", target.display()), e))?;
-        if !writable {
-            // Each mount of the tree: a remount of the top alone would leave
-            // its submounts writable.
-            for point in mounts_under(target)? {
-                mount(
-                    None::<&str>,
-                    &point,
-                    None::<&str>,
-                    MsFlags::MS_BIND
-                        | MsFlags::MS_REMOUNT
-                        | MsFlags::MS_RDONLY
-                        | MsFlags::MS_NOSUID
-                        | locked_flags(&point),
-                    None::<&str>,
-                )
-                .map_err(|e| err(format!("read-only {}", point.display()), e))?;
+        let attrs = match access {
+            Access::ReadOnly => {
+                libc::MOUNT_ATTR_RDONLY | libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV
             }
+            Access::Writable => libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV,
+            Access::Device => return Ok(()),
+        };
+        match set_tree_attrs(target, attrs) {
+            Err(nix::errno::Errno::ENOSYS) => remount_each(target, attrs),
+            other => other.map_err(|e| err(format!("restricting {}", target.display()), e)),
         }
-        Ok(())
     }
 }
 
-/// A mount's flags that a bind remount may not drop (nosuid, nodev, noexec,
-/// atime): the kernel refuses a remount that clears a locked one.
+/// How a bound tree may be used: every mount of it nosuid and nodev (a
+/// tree holding a devtmpfs shows no devices), read-only unless writable;
+/// device nodes are bound alone, as they are.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Access {
+    ReadOnly,
+    Writable,
+    Device,
+}
+
+/// Sets `attrs` on every mount of the tree at `target` at once
+/// (`mount_setattr`, Linux 5.12): no lookups by path below the top, so a
+/// mount under a directory this user may not enter, or one hidden by
+/// another, is covered too; all or nothing.
+fn set_tree_attrs(target: &Path, attrs: u64) -> Result<(), nix::errno::Errno> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(target.as_os_str().as_bytes())
+        .map_err(|_| nix::errno::Errno::EINVAL)?;
+    let attr = libc::mount_attr {
+        attr_set: attrs,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: `path` is a NUL-terminated string and `attr` a mount_attr that
+    // both outlive the call; the size passed is the struct's.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            libc::AT_RECURSIVE as libc::c_uint,
+            &attr as *const libc::mount_attr,
+            std::mem::size_of::<libc::mount_attr>(),
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(nix::errno::Errno::last())
+    }
+}
+
+/// Before Linux 5.12: each mount of the tree remounted by path, keeping the
+/// flags the kernel locks. A mount below the top that this user cannot
+/// reach (EACCES, ENOENT) is left: the worker, with fewer rights, cannot
+/// reach it either.
+fn remount_each(target: &Path, attrs: u64) -> Result<(), String> {
+    let mut flags = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    if attrs & libc::MOUNT_ATTR_RDONLY != 0 {
+        flags |= MsFlags::MS_RDONLY;
+    }
+    for point in mounts_under(target)? {
+        let done = mount(
+            None::<&str>,
+            &point,
+            None::<&str>,
+            flags | locked_flags(&point),
+            None::<&str>,
+        );
+        match done {
+            Ok(()) => {}
+            Err(nix::errno::Errno::EACCES | nix::errno::Errno::ENOENT) if point != target => {}
+            Err(e) => return Err(err(format!("restricting {}", point.display()), e)),
+        }
+    }
+    Ok(())
+}
+
+/// A mount's flags that a bind remount may not drop (read-only, nosuid,
+/// noexec, atime): the kernel refuses a remount that clears a locked one.
 fn locked_flags(point: &Path) -> MsFlags {
     use nix::sys::statvfs::FsFlags as S;
     let Ok(vfs) = nix::sys::statvfs::statvfs(point) else {
@@ -232,6 +293,7 @@ fn locked_flags(point: &Path) -> MsFlags {
     };
     let set = vfs.flags();
     [
+        (S::ST_RDONLY, MsFlags::MS_RDONLY),
         (S::ST_NOSUID, MsFlags::MS_NOSUID),
         (S::ST_NODEV, MsFlags::MS_NODEV),
         (S::ST_NOEXEC, MsFlags::MS_NOEXEC),
@@ -376,7 +438,14 @@ fn private_root(policy: &Policy) -> Result<Root, String> {
                 std::os::unix::fs::symlink(link, &target).map_err(|e| err(target.display(), e))?
             }
             Shown::Bind(source, writable) => {
-                source.bind(&target, *writable)?;
+                source.bind(
+                    &target,
+                    if *writable {
+                        Access::Writable
+                    } else {
+                        Access::ReadOnly
+                    },
+                )?;
                 if *writable {
                     out.writable.push(name);
                 } else if policy.binds.iter().any(|b| b.path() == *path) {
@@ -397,7 +466,7 @@ fn private_root(policy: &Policy) -> Result<Root, String> {
     )
     .map_err(|e| err("tmpfs for /dev", e))?;
     for (name, source) in &devices {
-        source.bind(&under(root, Path::new(name)), true)?;
+        source.bind(&under(root, Path::new(name)), Access::Device)?;
         out.devices.push(name.clone());
     }
     for (link, to) in [
@@ -412,7 +481,7 @@ fn private_root(policy: &Policy) -> Result<Root, String> {
     std::fs::create_dir_all(&shm).map_err(|e| err("/dev/shm", e))?;
     private_tmp(&shm, policy.tmp_bytes)?;
     if let Some(sys) = &sys {
-        sys.bind(&root.join("sys"), false)?;
+        sys.bind(&root.join("sys"), Access::ReadOnly)?;
     }
     // A fresh /proc of this PID namespace: the runner's is not in it.
     let proc = root.join("proc");
@@ -425,8 +494,11 @@ fn private_root(policy: &Policy) -> Result<Root, String> {
         None::<&str>,
     )
     .map_err(|e| err("a new /proc", e))?;
-    // The signing key and the like, wherever a bind shows them.
-    for masked in &policy.masked {
+    // The signing key and the like, and /sys's host-wide parts, wherever a
+    // bind shows them. One this user cannot reach (debugfs is 0700) is
+    // out of the worker's reach too.
+    let hidden = HIDDEN_SYSTEM_DIRS.iter().map(|d| d.as_bytes());
+    for masked in policy.masked.iter().map(Vec::as_slice).chain(hidden) {
         use std::os::unix::ffi::OsStrExt;
         let path = Path::new(std::ffi::OsStr::from_bytes(masked));
         let target = under(root, path);
@@ -439,7 +511,7 @@ fn private_root(policy: &Policy) -> Result<Root, String> {
                 Some("size=4k"),
             )
             .map_err(|e| err(format!("masking {}", path.display()), e))?,
-            Ok(_) => null.bind(&target, false)?,
+            Ok(_) => null.bind(&target, Access::ReadOnly)?,
             Err(_) => {}
         }
     }

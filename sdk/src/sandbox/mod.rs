@@ -18,4 +18,7 @@ pub mod tree;
 pub use enter::enter;
 pub use facts::{Facts, NAMESPACES, SECCOMP_FILTER};
 pub use launch::{launch, read_init_args, InitArgs, SERVE_ARG};
-pub use policy::{worker_env, Bind, Policy, Setting, ENV_NAMES, ENV_PREFIXES, PROVIDER_SETTINGS};
+pub use policy::{
+    worker_env, Bind, Policy, Setting, ENV_NAMES, ENV_PREFIXES, HIDDEN_SYSTEM_DIRS,
+    PROVIDER_SETTINGS,
+};

@@ -82,6 +82,20 @@ pub const ETC_FILES: [&str; 9] = [
     "/etc/OpenCL",
 ];
 
+/// Parts of /sys hidden under an empty read-only tmpfs wherever /sys is
+/// shown (to GPU workers: drivers read /sys/bus/pci, /sys/devices,
+/// /sys/module): the cgroup tree lists the host's processes, and the rest
+/// are kernel interfaces no driver needs.
+pub const HIDDEN_SYSTEM_DIRS: [&str; 7] = [
+    "/sys/fs/cgroup",
+    "/sys/fs/bpf",
+    "/sys/fs/pstore",
+    "/sys/kernel/debug",
+    "/sys/kernel/tracing",
+    "/sys/kernel/security",
+    "/sys/firmware",
+];
+
 /// Environment variables a worker gets from the runner's environment, by
 /// prefix or name (anything else, `VIPS_SIGN_KEY` among it, is dropped):
 /// the SDK's own, the GPU runtimes', the threading libraries', the locale.
@@ -118,11 +132,22 @@ pub enum Setting {
 /// process's environment, and a home in its private /tmp.
 pub fn worker_env() -> Vec<(OsString, OsString)> {
     let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
-        .filter(|(k, _)| {
-            let k = k.to_string_lossy();
-            ENV_NAMES.contains(&k.as_ref())
-                || ENV_PREFIXES.iter().any(|p| k.starts_with(p))
-                || PROVIDER_SETTINGS.iter().any(|(n, _)| *n == k)
+        .filter_map(|(k, v)| {
+            let name = k.to_string_lossy();
+            if let Some((_, setting)) = PROVIDER_SETTINGS.iter().find(|(n, _)| *n == name) {
+                // The path as bound: a relative one, or one through a
+                // symbolic link outside the binds, would not resolve there.
+                let v = match setting {
+                    Setting::Value => v,
+                    _ => Path::new(&v)
+                        .canonicalize()
+                        .map_or(v, PathBuf::into_os_string),
+                };
+                return Some((k, v));
+            }
+            let kept = ENV_NAMES.contains(&name.as_ref())
+                || ENV_PREFIXES.iter().any(|p| name.starts_with(p));
+            kept.then_some((k, v))
         })
         .collect();
     env.push(("HOME".into(), "/tmp".into()));
@@ -138,8 +163,15 @@ impl Policy {
     /// largest stage's tensors, sets the memory limit unless `memory` is given.
     pub fn for_library(library: &Path, stage_bytes: u64, memory: Option<u64>) -> Policy {
         let mut binds = Vec::new();
+        // Never the whole host (`LD_LIBRARY_PATH=/`, a library in `/`): the
+        // worker would see every file the runner can read.
         let mut add = |p: &Path| {
-            if p.is_absolute() && p.exists() && !binds.iter().any(|b: &Bind| b.path() == p) {
+            let whole_host = p.parent().is_none();
+            if p.is_absolute()
+                && !whole_host
+                && p.exists()
+                && !binds.iter().any(|b: &Bind| b.path() == p)
+            {
                 binds.push(Bind::of(p, false));
             }
         };
