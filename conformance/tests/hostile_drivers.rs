@@ -374,6 +374,40 @@ fn a_kernels_slow_first_call_gets_the_first_call_allowance() {
         .contains("no answer within 3.0 s while running `vsdk.gelu`@1"));
 }
 
+/// A kernel that timed out with the first-call allowance never gets it
+/// again: a hanging driver's every later stage (each in a fresh, cold
+/// worker) costs its timeout alone.
+#[test]
+fn a_kernel_that_hung_with_the_allowance_is_not_given_it_again() {
+    let r = Cli {
+        stages: "{block_00,block_01}",
+        ..Cli::new(hostile::HANG)
+    }
+    .arg("--timeout")
+    .arg("2")
+    .arg("--first-call-allowance")
+    .arg("3")
+    .run();
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    assert_eq!(r.status("main", BAD), "timeout", "{}", r.stdout);
+    assert_eq!(r.stage("main", BAD)["timeout_seconds"].as_f64(), Some(5.0));
+    assert!(r
+        .reason("main", BAD)
+        .contains("no answer within 5.0 s while running `vsdk.gelu`@1"));
+    for (round, stage) in [
+        ("main", "block_01"),
+        ("differential", BAD),
+        ("differential", "block_01"),
+    ] {
+        assert_eq!(r.status(round, stage), "timeout", "{round} {stage}");
+        assert_eq!(
+            r.stage(round, stage)["timeout_seconds"].as_f64(),
+            Some(2.0),
+            "{round} {stage}"
+        );
+    }
+}
+
 #[test]
 fn a_write_just_past_an_output_is_out_of_bounds() {
     let r = run(hostile::OOB_NEAR, &[]);

@@ -85,8 +85,10 @@ impl Backend {
         }
     }
 
-    /// Runs `program` (twice, guarded: see [`run_guarded`]). In process
-    /// the timeout cannot be enforced.
+    /// Runs `program` (twice, guarded: see [`run_guarded`]) within
+    /// `timeout`, plus the first-call allowance where its worker process
+    /// has not run a kernel yet ([`Executed::allowance`]). In process the
+    /// timeout cannot be enforced.
     pub fn run(
         &self,
         program: &Program,
@@ -98,16 +100,6 @@ impl Backend {
             Backend::InProcess(d) => run_guarded(d, program, inputs, seed, &mut |_| {})
                 .map_err(|e| Failure::Provider(e.to_string())),
             Backend::Isolated(w) => w.run(program, inputs, seed, timeout),
-        }
-    }
-
-    /// Extra time for `program` when it calls a kernel for the first time
-    /// in its worker process ([`Worker::first_call_allowance`]); none in
-    /// process, where timeouts are not enforced.
-    pub fn first_call_allowance(&self, program: &Program) -> Duration {
-        match self {
-            Backend::InProcess(_) => Duration::ZERO,
-            Backend::Isolated(w) => w.first_call_allowance(program),
         }
     }
 

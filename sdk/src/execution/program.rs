@@ -327,4 +327,8 @@ pub struct Executed {
     /// Seconds inside the provider's `execute` calls, both runs (as the
     /// process that ran them measured: the worker's word in isolated mode).
     pub kernel_seconds: f64,
+    /// Added to the caller's timeout for kernels the worker process had not
+    /// run yet ([`crate::isolation::Worker`]'s first-call allowance; zero in
+    /// process, where timeouts are not enforced).
+    pub allowance: std::time::Duration,
 }

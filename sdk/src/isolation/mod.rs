@@ -406,6 +406,10 @@ struct State {
     last_open_failure: Option<Failure>,
     /// The weakest sandbox any worker ran in.
     sandbox: Option<crate::sandbox::Facts>,
+    /// Kernels of a program that timed out with the first-call allowance:
+    /// never given it again (a hanging driver would otherwise get it in
+    /// every restarted worker).
+    allowance_spent: std::collections::BTreeSet<(String, u32)>,
 }
 
 /// Appends where it happened to a crash or timeout.
@@ -450,6 +454,7 @@ impl Worker {
                 open_failures: 0,
                 last_open_failure: None,
                 sandbox: None,
+                allowance_spent: Default::default(),
             }),
             confirmed: Arc::new(std::sync::atomic::AtomicBool::new(true)),
             first_call_allowance: crate::runner::FIRST_CALL_ALLOWANCE,
@@ -463,24 +468,25 @@ impl Worker {
         self
     }
 
-    /// The time to add to `program`'s timeout: the allowance when it calls
-    /// a kernel the current worker process has not run (a GPU driver
-    /// compiles its kernels, creates its context and library handles on
-    /// first use; a restarted worker pays again), else zero.
-    pub fn first_call_allowance(&self, program: &Program) -> Duration {
-        let state = self.lock();
-        let cold = match &state.live {
-            None => true,
-            Some(live) => program
-                .steps
-                .iter()
-                .any(|s| !live.warm.contains(&(s.kernel.clone(), s.version))),
-        };
-        if cold {
-            self.first_call_allowance
-        } else {
+    /// The kernels of `program` that the current worker process has not
+    /// run, and the time to add to its timeout for them: the allowance (a
+    /// GPU driver compiles its kernels, creates its context and library
+    /// handles on first use; a restarted worker pays again), unless one of
+    /// them already timed out with it.
+    fn allowance(&self, state: &State, program: &Program) -> (Vec<(String, u32)>, Duration) {
+        let cold: Vec<(String, u32)> = program
+            .steps
+            .iter()
+            .map(|s| (s.kernel.clone(), s.version))
+            .filter(|k| state.live.as_ref().is_none_or(|l| !l.warm.contains(k)))
+            .collect();
+        let spent = cold.iter().any(|k| state.allowance_spent.contains(k));
+        let allowance = if cold.is_empty() || spent {
             Duration::ZERO
-        }
+        } else {
+            self.first_call_allowance
+        };
+        (cold, allowance)
     }
 
     /// Starts the worker and loads the provider: a load error is
@@ -840,7 +846,23 @@ impl Worker {
             seed,
         };
         let blobs: Vec<&[u8]> = inputs.iter().map(|(_, t)| t.bytes.as_slice()).collect();
-        let reply = self.request(&request, &blobs, timeout)?;
+        // One lock for the allowance, the call and what it teaches: a
+        // concurrent caller cannot restart the worker in between.
+        let (reply, allowance) = {
+            let mut state = self.lock();
+            self.ensure(&mut state)?;
+            let (cold, allowance) = self.allowance(&state, program);
+            let reply = Self::exchange(&mut state, &request, &blobs, timeout + allowance);
+            match (&reply, state.live.as_mut()) {
+                (Err(Failure::Timeout { .. }), _) if !allowance.is_zero() => {
+                    state.allowance_spent.extend(cold)
+                }
+                // Any answer: the kernels' first calls happened.
+                (Ok(_), Some(live)) => live.warm.extend(cold),
+                _ => {}
+            }
+            (reply?, allowance)
+        };
         match reply.header {
             Reply::Ran {
                 outputs,
@@ -895,14 +917,12 @@ impl Worker {
                     } else {
                         0.0
                     },
+                    allowance,
                 };
                 if scribbled {
                     // A kernel that scribbled may have corrupted the worker:
                     // the next request gets a fresh one.
                     self.retire();
-                } else if let Some(live) = self.lock().live.as_mut() {
-                    live.warm
-                        .extend(program.steps.iter().map(|s| (s.kernel.clone(), s.version)));
                 }
                 Ok(executed)
             }

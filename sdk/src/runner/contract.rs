@@ -191,8 +191,10 @@ impl Contract<'_> {
         let (p, inputs) = program(&only, &passing, THREADS);
         let seed = crate::execution::SplitMix::derive(self.seed, &[u64::from(THREADS)]);
         let timeout = timeout.saturating_mul(2);
+        r.timeout_seconds = timeout.as_secs_f64();
         match self.run(&p, &inputs, seed, timeout) {
             Ok(executed) => {
+                r.timeout_seconds = (timeout + executed.allowance).as_secs_f64();
                 let failed: Vec<(String, String)> = passing
                     .iter()
                     .map(|&i| {
@@ -232,7 +234,6 @@ impl Contract<'_> {
         }
         r.execution = Some(Execution::Decomposed);
         r.seconds = start.elapsed().as_secs_f64();
-        r.timeout_seconds = timeout.as_secs_f64();
         r
     }
 
@@ -244,7 +245,6 @@ impl Contract<'_> {
         timeout: Duration,
     ) -> Result<Executed, Failure> {
         let args: Vec<(&str, &HostTensor)> = inputs.iter().map(|(n, t)| (n.as_str(), t)).collect();
-        let timeout = timeout + self.backend.first_call_allowance(program);
         self.backend.run(program, &args, seed, timeout)
     }
 

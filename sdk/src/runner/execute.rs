@@ -102,6 +102,8 @@ pub(super) struct Ran {
     pub findings: Vec<Finding>,
     /// Seconds inside the provider's kernels ([`crate::execution::Executed`]).
     pub kernel_seconds: f64,
+    /// The first-call allowance it was given beside its timeout.
+    pub allowance: Duration,
 }
 
 /// Runs `program` from the stage's inputs, within `timeout` plus the first
@@ -119,7 +121,6 @@ pub(super) fn run_program(
         .iter()
         .map(|n| (n.as_str(), &inputs[n]))
         .collect();
-    let timeout = timeout + backend.first_call_allowance(program);
     let executed = backend.run(program, &args, seed, timeout)?;
     let with_inputs = |outputs: Vec<(String, HostTensor)>| {
         let mut values = inputs.clone();
@@ -140,5 +141,6 @@ pub(super) fn run_program(
         repeat,
         findings: executed.findings,
         kernel_seconds: executed.kernel_seconds,
+        allowance: executed.allowance,
     })
 }

@@ -79,6 +79,10 @@ pub(super) fn failed(result: &mut StageResult, failure: Failure) {
         Failure::ProcessesLeft { .. } => Status::ProcessesLeft,
         Failure::NotLoaded(_) => Status::Missing,
     };
+    // The limit it ran out of, the first-call allowance included.
+    if let Failure::Timeout { seconds, .. } = &failure {
+        result.timeout_seconds = *seconds;
+    }
     result.reason = Some(failure.to_string());
 }
 
@@ -184,7 +188,7 @@ impl StageContext<'_> {
         let timeout = self
             .timeout
             .unwrap_or_else(|| super::timeouts::of_reference(cost));
-        result.timeout_seconds = (timeout + backend.first_call_allowance(&program)).as_secs_f64();
+        result.timeout_seconds = timeout.as_secs_f64();
         let running = Instant::now();
         let ran = run_program(backend, &program, stage, inputs, self.seed, timeout);
         let ran_for = running.elapsed().as_secs_f64();
@@ -196,6 +200,7 @@ impl StageContext<'_> {
                 return finish(result, HashMap::new());
             }
         };
+        result.timeout_seconds = (timeout + ran.allowance).as_secs_f64();
         result.timings.provider = ran.kernel_seconds.min(ran_for);
         result.timings.io = ran_for - result.timings.provider;
         result.findings = ran.findings;
