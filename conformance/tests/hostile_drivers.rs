@@ -376,11 +376,12 @@ fn a_kernels_slow_first_call_gets_the_first_call_allowance() {
 
 /// A kernel that timed out with the first-call allowance never gets it
 /// again: a hanging driver's every later stage (each in a fresh, cold
-/// worker) costs its timeout alone.
+/// worker) costs its timeout alone. The other kernels of the stage that
+/// hung keep theirs.
 #[test]
 fn a_kernel_that_hung_with_the_allowance_is_not_given_it_again() {
     let r = Cli {
-        stages: "{block_00,block_01}",
+        stages: "{block_00,block_01,final_norm}",
         ..Cli::new(hostile::HANG)
     }
     .arg("--timeout")
@@ -406,6 +407,13 @@ fn a_kernel_that_hung_with_the_allowance_is_not_given_it_again() {
             "{round} {stage}"
         );
     }
+    // layer_norm was cold in block_00 too, but gelu hung: a fresh worker
+    // after block_01's timeout gives final_norm the allowance.
+    assert_eq!(r.status("main", "final_norm"), "pass", "{}", r.stdout);
+    assert_eq!(
+        r.stage("main", "final_norm")["timeout_seconds"].as_f64(),
+        Some(5.0)
+    );
 }
 
 #[test]

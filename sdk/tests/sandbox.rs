@@ -112,29 +112,22 @@ fn a_bound_directory_with_a_mount_inside_is_shown_read_only_throughout() {
         .expect("the provider loads from a directory holding a mount");
     let facts = w.sandbox().expect("the worker reported its sandbox");
     assert!(facts.missing.is_empty(), "{:?}", facts.missing);
-    // Seen from the sandboxed worker processes' root (not the launcher's,
-    // which still has the host's: it shows `unshown`): both mounts read-only.
-    let unshown = tempfile::tempdir().unwrap();
-    let mut seen = 0;
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let exe = std::fs::read_link(entry.path().join("exe")).ok();
-        if exe.as_deref() != Some(std::path::Path::new(env!("CARGO_BIN_EXE_vips-sdk-worker"))) {
-            continue;
-        }
-        let inside =
-            |p: &std::path::Path| entry.path().join("root").join(p.strip_prefix("/").unwrap());
-        if inside(unshown.path()).exists() {
-            continue;
-        }
-        use nix::sys::statvfs::FsFlags;
+    // Seen from the roots of this worker's sandboxed processes: all three
+    // mounts read-only, nosuid, nodev.
+    let roots = sandboxed_roots(dir.path());
+    assert!(
+        !roots.is_empty(),
+        "no worker process showed {}",
+        dir.path().display()
+    );
+    use nix::sys::statvfs::FsFlags;
+    for root in roots {
+        let inside = |p: &std::path::Path| root.join(p.strip_prefix("/").unwrap());
         for p in [dir.path(), sub.as_path(), deep.as_path()] {
-            let Ok(vfs) = nix::sys::statvfs::statvfs(&inside(p)) else {
-                continue;
-            };
+            let vfs = nix::sys::statvfs::statvfs(&inside(p)).unwrap();
             for flag in [FsFlags::ST_RDONLY, FsFlags::ST_NOSUID, FsFlags::ST_NODEV] {
                 assert!(vfs.flags().contains(flag), "{} lacks {flag:?}", p.display());
             }
-            seen += 1;
         }
         let write = std::fs::write(inside(&sub).join("blob"), b"x");
         assert_eq!(
@@ -143,12 +136,26 @@ fn a_bound_directory_with_a_mount_inside_is_shown_read_only_throughout() {
             "a write into the inner mount"
         );
     }
-    assert!(
-        seen >= 3,
-        "no worker process showed {}",
-        dir.path().display()
-    );
     w.close().expect("a clean shutdown");
+}
+
+/// The roots (`/proc/PID/root`) of the sandboxed worker processes that show
+/// `marker`, a directory only the test's own worker binds: other tests'
+/// workers run the same program, and the launcher (outside the new root)
+/// sees the host's tree, where `unshown` exists.
+fn sandboxed_roots(marker: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let unshown = tempfile::tempdir().unwrap();
+    let program = std::path::Path::new(env!("CARGO_BIN_EXE_vips-sdk-worker"));
+    let relative = |p: &std::path::Path| p.strip_prefix("/").unwrap().to_path_buf();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| std::fs::read_link(e.path().join("exe")).ok().as_deref() == Some(program))
+        .map(|e| e.path().join("root"))
+        .filter(|root| {
+            root.join(relative(marker)).exists() && !root.join(relative(unshown.path())).exists()
+        })
+        .collect()
 }
 
 /// Where /sys is shown (to GPU workers; here by a bind), its host-wide
@@ -158,6 +165,8 @@ fn sys_is_shown_without_the_hosts_cgroups_or_kernel_interfaces() {
     let library = Provider::locate("cpu").unwrap();
     let mut policy = Policy::for_library(&library, 1 << 20, None);
     policy.bind(std::path::Path::new("/sys"), false);
+    let marker = tempfile::tempdir().unwrap();
+    policy.bind(marker.path(), false);
     let command = WorkerCommand {
         program: env!("CARGO_BIN_EXE_vips-sdk-worker").into(),
         policy,
@@ -170,20 +179,9 @@ fn sys_is_shown_without_the_hosts_cgroups_or_kernel_interfaces() {
         std::fs::read_dir("/sys/fs/cgroup").unwrap().count() > 0,
         "this host's cgroup tree is mounted (or the check below proves nothing)"
     );
-    let unshown = tempfile::tempdir().unwrap();
-    let mut seen = 0;
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let exe = std::fs::read_link(entry.path().join("exe")).ok();
-        if exe.as_deref() != Some(std::path::Path::new(env!("CARGO_BIN_EXE_vips-sdk-worker"))) {
-            continue;
-        }
-        let root = entry.path().join("root");
-        if root
-            .join(unshown.path().strip_prefix("/").unwrap())
-            .exists()
-        {
-            continue;
-        }
+    let roots = sandboxed_roots(marker.path());
+    assert!(!roots.is_empty(), "no sandboxed worker process found");
+    for root in roots {
         let sys = root.join("sys");
         assert!(
             std::fs::read_dir(sys.join("devices")).unwrap().count() > 0,
@@ -198,9 +196,7 @@ fn sys_is_shown_without_the_hosts_cgroups_or_kernel_interfaces() {
                 assert!(names.is_empty(), "{hidden} shows {names:?}");
             }
         }
-        seen += 1;
     }
-    assert!(seen > 0, "no sandboxed worker process found");
     w.close().expect("a clean shutdown");
 }
 

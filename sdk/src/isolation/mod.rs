@@ -160,10 +160,12 @@ pub enum Failure {
     /// failure), so no more workers are started.
     NotLoaded(String),
     /// No answer within the timeout; the worker was killed. `during`: the
-    /// kernel it was running, when known.
+    /// kernel it was running, when known; `step`: that kernel's step of the
+    /// program.
     Timeout {
         seconds: f64,
         during: String,
+        step: Option<u32>,
         stderr: Vec<String>,
     },
     /// The worker's processes passed the sandbox's memory limit and the
@@ -205,6 +207,7 @@ impl std::fmt::Display for Failure {
                 seconds,
                 during,
                 stderr,
+                ..
             } => {
                 write!(f, "no answer within {seconds:.1} s")?;
                 if !during.is_empty() {
@@ -432,7 +435,7 @@ pub struct Worker {
     /// Every ended worker's processes were confirmed gone.
     confirmed: Arc<std::sync::atomic::AtomicBool>,
     /// Added to a program's timeout when it calls a kernel this worker
-    /// process has not run yet ([`Worker::first_call_allowance`]).
+    /// process has not run yet (see [`Worker::run`]).
     first_call_allowance: Duration,
 }
 
@@ -797,6 +800,7 @@ impl Worker {
                 Err(Failure::Timeout {
                     seconds: timeout.as_secs_f64(),
                     during: during(String::new()).trim().to_string(),
+                    step: running,
                     stderr,
                 })
             }
@@ -854,11 +858,24 @@ impl Worker {
             let (cold, allowance) = self.allowance(&state, program);
             let reply = Self::exchange(&mut state, &request, &blobs, timeout + allowance);
             match (&reply, state.live.as_mut()) {
-                (Err(Failure::Timeout { .. }), _) if !allowance.is_zero() => {
-                    state.allowance_spent.extend(cold)
+                // The kernel it hung in (every cold one when it hung
+                // outside a step: in a transfer, say).
+                (Err(Failure::Timeout { step, .. }), _) if !allowance.is_zero() => {
+                    let hung = step
+                        .and_then(|i| program.steps.get(i as usize))
+                        .map(|s| (s.kernel.clone(), s.version));
+                    match hung {
+                        Some(k) if cold.contains(&k) => {
+                            state.allowance_spent.insert(k);
+                        }
+                        Some(_) => {}
+                        None => state.allowance_spent.extend(cold),
+                    }
                 }
-                // Any answer: the kernels' first calls happened.
-                (Ok(_), Some(live)) => live.warm.extend(cold),
+                // Every kernel ran (a failed step stops the program).
+                (Ok(m), Some(live)) if matches!(m.header, Reply::Ran { .. }) => {
+                    live.warm.extend(cold)
+                }
                 _ => {}
             }
             (reply?, allowance)

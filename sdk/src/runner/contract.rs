@@ -119,13 +119,15 @@ impl Contract<'_> {
             Ok(executed) => {
                 for (i, case) in cases.iter().enumerate() {
                     tell(Tell::Started(&case.name));
-                    results.push(self.judge(
+                    let mut r = self.judge(
                         case,
                         &refs[i],
                         i,
                         &executed,
                         start.elapsed() / cases.len() as u32,
-                    ));
+                    );
+                    r.timeout_seconds = (timeout + executed.allowance).as_secs_f64();
+                    results.push(r);
                 }
             }
             // One bad case took the program down: each alone, so that every
@@ -136,7 +138,11 @@ impl Contract<'_> {
                     let one = Instant::now();
                     let (p, inputs) = program(&cases, &[i], 1);
                     let r = match self.run(&p, &inputs, self.seed, timeout) {
-                        Ok(executed) => self.judge(case, &refs[i], i, &executed, one.elapsed()),
+                        Ok(executed) => {
+                            let mut r = self.judge(case, &refs[i], i, &executed, one.elapsed());
+                            r.timeout_seconds = (timeout + executed.allowance).as_secs_f64();
+                            r
+                        }
                         Err(Failure::Provider(m)) if crate::is_unsupported_execute(&m) => {
                             let mut r = StageResult::empty(&case.name, self.tier, Round::Contract);
                             r.status = Status::NotSupported;

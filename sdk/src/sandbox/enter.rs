@@ -23,6 +23,14 @@ pub fn enter(args: &InitArgs) -> Facts {
         missing: args.missing.clone(),
         ..Facts::default()
     };
+    // Before the new root hides the host's cgroup tree.
+    let cgroup_version = args.cgroup.as_ref().map(|cg| {
+        if Path::new(cg).join("memory.max").exists() {
+            "cgroup v2"
+        } else {
+            "cgroup v1"
+        }
+    });
     if facts.namespaces.iter().any(|n| n == "mount") {
         match private_root(policy) {
             Ok(root) => {
@@ -30,6 +38,7 @@ pub fn enter(args: &InitArgs) -> Facts {
                 facts.binds = root.binds;
                 facts.writable = root.writable;
                 facts.device_nodes = root.devices;
+                facts.missing.extend(root.unhidden);
             }
             Err(e) => facts.missing.push(format!("private root: {e}")),
         }
@@ -38,7 +47,7 @@ pub fn enter(args: &InitArgs) -> Facts {
             .missing
             .push("private root: no mount namespace".to_string());
     }
-    limits(policy, args, &mut facts);
+    limits(policy, args, cgroup_version, &mut facts);
     if let Err(e) = drop_capabilities() {
         facts.missing.push(format!("dropping capabilities: {e}"));
     }
@@ -97,7 +106,7 @@ fn drop_capabilities() -> Result<(), String> {
     Ok(())
 }
 
-fn limits(policy: &Policy, args: &InitArgs, facts: &mut Facts) {
+fn limits(policy: &Policy, args: &InitArgs, cgroup: Option<&str>, facts: &mut Facts) {
     use nix::sys::resource::{setrlimit, Resource};
     let mut set = |what: Resource, name: &str, value: u64| match setrlimit(what, value, value) {
         Ok(()) => true,
@@ -124,12 +133,7 @@ fn limits(policy: &Policy, args: &InitArgs, facts: &mut Facts) {
     facts.core_dumps = !core;
     facts.max_processes = nproc.then_some(policy.max_processes);
     facts.max_file_bytes = fsize.then_some(policy.max_file_bytes);
-    if let Some(cg) = &args.cgroup {
-        let version = if Path::new(cg).join("memory.max").exists() {
-            "cgroup v2"
-        } else {
-            "cgroup v1"
-        };
+    if let Some(version) = cgroup {
         facts.memory_limit_by.push(version.to_string());
     }
     if data {
@@ -144,6 +148,8 @@ struct Root {
     binds: Vec<String>,
     writable: Vec<String>,
     devices: Vec<String>,
+    /// Parts of /sys that could not be hidden, and why.
+    unhidden: Vec<String>,
 }
 
 fn err(what: impl std::fmt::Display, e: impl std::fmt::Display) -> String {
@@ -155,6 +161,9 @@ fn err(what: impl std::fmt::Display, e: impl std::fmt::Display) -> String {
 struct Source {
     fd: OwnedFd,
     dir: bool,
+    /// A character or block device (one a `--sandbox-bind` names, say):
+    /// bound as it is, never `nodev`.
+    device: bool,
 }
 
 impl Source {
@@ -166,9 +175,12 @@ impl Source {
             .map_err(|e| err(path.display(), e))?;
         // SAFETY: `open` returned a fresh descriptor that nothing else owns.
         let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) };
+        use std::os::unix::fs::FileTypeExt;
+        let kind = meta.file_type();
         Ok(Source {
             fd,
-            dir: meta.is_dir(),
+            dir: kind.is_dir(),
+            device: kind.is_char_device() || kind.is_block_device(),
         })
     }
 
@@ -209,7 +221,11 @@ impl Source {
             Access::Device => return Ok(()),
         };
         match set_tree_attrs(target, attrs) {
-            Err(nix::errno::Errno::ENOSYS) => remount_each(target, attrs),
+            // Before Linux 5.12, or a container's filter refusing what it
+            // does not know (EPERM).
+            Err(nix::errno::Errno::ENOSYS | nix::errno::Errno::EPERM) => {
+                remount_each(target, attrs)
+            }
             other => other.map_err(|e| err(format!("restricting {}", target.display()), e)),
         }
     }
@@ -217,7 +233,7 @@ impl Source {
 
 /// How a bound tree may be used: every mount of it nosuid and nodev (a
 /// tree holding a devtmpfs shows no devices), read-only unless writable;
-/// device nodes are bound alone, as they are.
+/// a device node is bound alone, as it is.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Access {
     ReadOnly,
@@ -258,7 +274,7 @@ fn set_tree_attrs(target: &Path, attrs: u64) -> Result<(), nix::errno::Errno> {
     }
 }
 
-/// Before Linux 5.12: each mount of the tree remounted by path, keeping the
+/// Without `mount_setattr`: each mount of the tree remounted by path, keeping the
 /// flags the kernel locks. A mount below the top that this user cannot
 /// reach (EACCES, ENOENT) is left: the worker, with fewer rights, cannot
 /// reach it either.
@@ -424,6 +440,7 @@ fn private_root(policy: &Policy) -> Result<Root, String> {
         binds: Vec::new(),
         writable: Vec::new(),
         devices: Vec::new(),
+        unhidden: Vec::new(),
     };
     // The private /tmp first: binds of paths under the host's /tmp (a
     // provider in a temporary directory) land on it, not under it.
@@ -438,14 +455,12 @@ fn private_root(policy: &Policy) -> Result<Root, String> {
                 std::os::unix::fs::symlink(link, &target).map_err(|e| err(target.display(), e))?
             }
             Shown::Bind(source, writable) => {
-                source.bind(
-                    &target,
-                    if *writable {
-                        Access::Writable
-                    } else {
-                        Access::ReadOnly
-                    },
-                )?;
+                let access = match (source.device, writable) {
+                    (true, _) => Access::Device,
+                    (false, true) => Access::Writable,
+                    (false, false) => Access::ReadOnly,
+                };
+                source.bind(&target, access)?;
                 if *writable {
                     out.writable.push(name);
                 } else if policy.binds.iter().any(|b| b.path() == *path) {
@@ -494,25 +509,17 @@ fn private_root(policy: &Policy) -> Result<Root, String> {
         None::<&str>,
     )
     .map_err(|e| err("a new /proc", e))?;
-    // The signing key and the like, and /sys's host-wide parts, wherever a
-    // bind shows them. One this user cannot reach (debugfs is 0700) is
-    // out of the worker's reach too.
-    let hidden = HIDDEN_SYSTEM_DIRS.iter().map(|d| d.as_bytes());
-    for masked in policy.masked.iter().map(Vec::as_slice).chain(hidden) {
+    // The signing key and the like, wherever a bind shows them (a failure
+    // loses the private root: the key must never show), then /sys's
+    // host-wide parts (a failure is named in the facts). One this user
+    // cannot reach (debugfs is 0700) is out of the worker's reach too.
+    for masked in &policy.masked {
         use std::os::unix::ffi::OsStrExt;
-        let path = Path::new(std::ffi::OsStr::from_bytes(masked));
-        let target = under(root, path);
-        match std::fs::metadata(&target) {
-            Ok(m) if m.is_dir() => mount(
-                Some("tmpfs"),
-                &target,
-                Some("tmpfs"),
-                MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-                Some("size=4k"),
-            )
-            .map_err(|e| err(format!("masking {}", path.display()), e))?,
-            Ok(_) => null.bind(&target, Access::ReadOnly)?,
-            Err(_) => {}
+        mask(root, Path::new(std::ffi::OsStr::from_bytes(masked)), &null)?;
+    }
+    for hidden in HIDDEN_SYSTEM_DIRS {
+        if let Err(e) = mask(root, Path::new(hidden), &null) {
+            out.unhidden.push(e);
         }
     }
     mount(
@@ -530,6 +537,24 @@ fn private_root(policy: &Policy) -> Result<Root, String> {
     nix::unistd::chdir("/").map_err(|e| err("chdir /", e))?;
     drop((plan, devices, null, sys));
     Ok(out)
+}
+
+/// Hides `path` in the new root, if a bind shows it: an empty read-only
+/// tmpfs over a directory, `/dev/null` (unopenable: nodev) over a file.
+fn mask(root: &Path, path: &Path, null: &Source) -> Result<(), String> {
+    let target = under(root, path);
+    match std::fs::metadata(&target) {
+        Ok(m) if m.is_dir() => mount(
+            Some("tmpfs"),
+            &target,
+            Some("tmpfs"),
+            MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+            Some("size=4k"),
+        )
+        .map_err(|e| err(format!("masking {}", path.display()), e)),
+        Ok(_) => null.bind(&target, Access::ReadOnly),
+        Err(_) => Ok(()),
+    }
 }
 
 /// A tmpfs of `bytes` at `target`, writable by all (sticky).
