@@ -69,18 +69,7 @@ fn a_bound_directory_with_a_mount_inside_is_shown_read_only_throughout() {
     std::fs::copy(Provider::locate("cpu").unwrap(), &library).unwrap();
     let sub = dir.path().join("firmware");
     std::fs::create_dir(&sub).unwrap();
-    let target = std::ffi::CString::new(sub.to_str().unwrap()).unwrap();
-    // SAFETY: as above; the strings outlive the call.
-    let mounted = unsafe {
-        libc::mount(
-            c"tmpfs".as_ptr(),
-            target.as_ptr(),
-            c"tmpfs".as_ptr(),
-            0,
-            c"size=1m".as_ptr().cast(),
-        )
-    };
-    assert_eq!(mounted, 0, "tmpfs: {}", std::io::Error::last_os_error());
+    mount_tmpfs(&sub);
     std::fs::write(sub.join("blob"), rand::random::<[u8; 16]>()).unwrap();
     // And one under a directory only its owner may enter: the worker's
     // user (nobody, under a root runner) cannot reach it by path.
@@ -88,18 +77,7 @@ fn a_bound_directory_with_a_mount_inside_is_shown_read_only_throughout() {
     std::fs::create_dir(&closed).unwrap();
     let deep = closed.join("mnt");
     std::fs::create_dir(&deep).unwrap();
-    let target = std::ffi::CString::new(deep.to_str().unwrap()).unwrap();
-    // SAFETY: as above.
-    let mounted = unsafe {
-        libc::mount(
-            c"tmpfs".as_ptr(),
-            target.as_ptr(),
-            c"tmpfs".as_ptr(),
-            0,
-            c"size=1m".as_ptr().cast(),
-        )
-    };
-    assert_eq!(mounted, 0, "tmpfs: {}", std::io::Error::last_os_error());
+    mount_tmpfs(&deep);
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o700)).unwrap();
 
@@ -137,6 +115,23 @@ fn a_bound_directory_with_a_mount_inside_is_shown_read_only_throughout() {
         );
     }
     w.close().expect("a clean shutdown");
+}
+
+/// A small tmpfs at `dir`, in this test process's own mount namespace.
+fn mount_tmpfs(dir: &std::path::Path) {
+    let target = std::ffi::CString::new(dir.to_str().unwrap()).unwrap();
+    // SAFETY: a plain system call on the test's private mount namespace;
+    // the strings outlive the call.
+    let mounted = unsafe {
+        libc::mount(
+            c"tmpfs".as_ptr(),
+            target.as_ptr(),
+            c"tmpfs".as_ptr(),
+            0,
+            c"size=1m".as_ptr().cast(),
+        )
+    };
+    assert_eq!(mounted, 0, "tmpfs: {}", std::io::Error::last_os_error());
 }
 
 /// The roots (`/proc/PID/root`) of the sandboxed worker processes that show
