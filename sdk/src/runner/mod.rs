@@ -896,13 +896,6 @@ fn run_tiers(
     };
     let mut tiers = Vec::new();
     for (tier_index, &tier) in opts.tiers.iter().enumerate() {
-        let mut chain = Chain::default();
-        // Every stage's output digests, for the differential round's replay check.
-        let mut main_outputs: HashMap<String, differential::Digests> = HashMap::new();
-        let mut results = Vec::new();
-        // Whether the provider runs each stage (decided before a baseline
-        // turns NOT SUPPORTED into EXPECTED FAIL).
-        let mut supported = Vec::new();
         let tier_at = TierContext {
             suite,
             tier,
@@ -912,110 +905,25 @@ fn run_tiers(
             opts,
             cache: cache.as_ref(),
         };
-        progress.planned(tier, Round::Main, stages.len());
-        for (stage_index, stage) in stages.iter().enumerate() {
-            if progress.stopped.is_some() {
-                results.push(progress.missing(stage, tier, Round::Main));
-                supported.push(true);
-                continue;
-            }
-            if let Some(skipped) = progress.skipped(stage, tier, Round::Main) {
-                results.push(skipped);
-                supported.push(false);
-                continue;
-            }
-            // `check` judges an exact stage through what produced its input.
-            let composed = match source {
-                Source::Captured(c) if opts.mode == Mode::Chained => {
-                    captured::through_producers(suite, stage, c)
-                }
-                _ => None,
-            };
-            let judged = composed.as_ref().map_or(*stage, |(s, _)| s);
-            let mut inputs = chain.inputs(suite, judged, tier, opts.mode, source)?;
-            inputs
-                .notes
-                .extend(composed.as_ref().map(|(_, n)| n.clone()));
-            progress.started(tier, Round::Main, &stage.name);
-            let (mut result, outputs) = with_retries(opts.flake_retries, |attempt| {
-                tier_at
-                    .stage(
-                        judged,
-                        inputs.golden,
-                        Round::Main,
-                        [stage_index as u64, attempt.into()],
-                    )
-                    .run(&inputs.values)
-            })?;
-            result.notes.splice(0..0, inputs.notes);
-            if let Some(upstream) = inputs.diverged_upstream {
-                // Whatever drill-down found, say first where the inputs came from.
-                result.drill_down_note = Some(match result.drill_down_note.take() {
-                    Some(n) => format!("{upstream}; {n}"),
-                    None => upstream,
-                });
-            }
-            if let Source::Captured(_) = source {
-                captured::isolated_hint(stage, opts.mode, &mut result);
-            }
-            if opts.mode == Mode::Chained {
-                chain.record(stage, &outputs, result.status);
-                chain.release(&stages, stage_index);
-            }
-            supported.push(result.status != Status::NotSupported);
-            results.push(progress.record(result));
-            (progress.observer)(Event::Outputs {
-                tier,
-                outputs: &outputs,
-            });
-            if opts.differential {
-                main_outputs.insert(stage.name.clone(), differential::digests(&outputs));
-            }
-            release_after(suite, opts, &stages, stage_index);
-        }
+        let main = tier_at.main_round(&stages, &mut progress)?;
         let first_divergent_stage = (opts.mode == Mode::Chained)
             .then(|| {
-                results
+                main.results
                     .iter()
                     .find(|r| r.status != Status::Pass)
                     .map(|r| r.stage.clone())
             })
             .flatten();
         let end_to_end = if opts.mode == Mode::Chained {
-            end_to_end(suite, &stages, tier, &chain.produced)?
+            end_to_end(suite, &stages, tier, &main.chain.produced)?
         } else {
             Vec::new()
         };
-        let mut differential = Vec::new();
-        if opts.differential {
-            let runs = supported.iter().filter(|&&runs| runs).count();
-            progress.planned(tier, Round::Differential, runs);
-            for (stage_index, (stage, &runs)) in stages.iter().zip(&supported).enumerate() {
-                if progress.stopped.is_some() {
-                    differential.push(progress.missing(stage, tier, Round::Differential));
-                    continue;
-                }
-                if !runs {
-                    continue;
-                }
-                if let Some(skipped) = progress.skipped(stage, tier, Round::Differential) {
-                    differential.push(skipped);
-                    continue;
-                }
-                let ctx = tier_at.stage(
-                    stage,
-                    false,
-                    Round::Differential,
-                    [stage_index as u64, opts.nonce],
-                );
-                progress.started(tier, Round::Differential, &stage.name);
-                let result = differential::round(&ctx, main_outputs.get(&stage.name), |name| {
-                    Ok(to_tier(&*suite.tensor(name)?, stage.arithmetic(tier)))
-                })?;
-                differential.push(progress.record(result));
-                release_after(suite, opts, &stages, stage_index);
-            }
-        }
+        let differential = if opts.differential {
+            tier_at.differential_round(&stages, &main, &mut progress)?
+        } else {
+            Vec::new()
+        };
         let contract = match source {
             Source::Provider(backend) if opts.contract && progress.stopped.is_none() => {
                 tier_at.contract(backend, &stages, &mut progress)
@@ -1025,7 +933,7 @@ fn run_tiers(
         tiers.push(TierReport {
             tier,
             mode: opts.mode,
-            stages: results,
+            stages: main.results,
             first_divergent_stage,
             end_to_end,
             differential,
@@ -1033,6 +941,18 @@ fn run_tiers(
         });
     }
     Ok((tiers, progress.stopped))
+}
+
+/// What a tier's main round leaves for the rest of the tier.
+struct MainRound {
+    results: Vec<StageResult>,
+    /// Whether the provider ran each stage (decided before a baseline turns
+    /// NOT SUPPORTED into EXPECTED FAIL): the differential round runs those.
+    supported: Vec<bool>,
+    /// Each stage's output digests, for the differential round's replay check.
+    digests: HashMap<String, differential::Digests>,
+    /// In chained mode, what flowed from stage to stage.
+    chain: Chain,
 }
 
 /// What every stage of one tier shares.
@@ -1047,6 +967,124 @@ struct TierContext<'a> {
 }
 
 impl<'a> TierContext<'a> {
+    /// Every stage in order, from golden inputs (isolated) or from the
+    /// stages before (chained).
+    fn main_round(
+        &self,
+        stages: &[&Stage],
+        progress: &mut Progress,
+    ) -> Result<MainRound, SuiteError> {
+        let (suite, tier, source, opts) = (self.suite, self.tier, self.source, self.opts);
+        let mut main = MainRound {
+            results: Vec::new(),
+            supported: Vec::new(),
+            digests: HashMap::new(),
+            chain: Chain::default(),
+        };
+        progress.planned(tier, Round::Main, stages.len());
+        for (stage_index, stage) in stages.iter().enumerate() {
+            if progress.stopped.is_some() {
+                main.results
+                    .push(progress.missing(stage, tier, Round::Main));
+                main.supported.push(true);
+                continue;
+            }
+            if let Some(skipped) = progress.skipped(stage, tier, Round::Main) {
+                main.results.push(skipped);
+                main.supported.push(false);
+                continue;
+            }
+            // `check` judges an exact stage through what produced its input.
+            let composed = match source {
+                Source::Captured(c) if opts.mode == Mode::Chained => {
+                    captured::through_producers(suite, stage, c)
+                }
+                _ => None,
+            };
+            let judged = composed.as_ref().map_or(*stage, |(s, _)| s);
+            let mut inputs = main.chain.inputs(suite, judged, tier, opts.mode, source)?;
+            inputs
+                .notes
+                .extend(composed.as_ref().map(|(_, n)| n.clone()));
+            progress.started(tier, Round::Main, &stage.name);
+            let (mut result, outputs) = with_retries(opts.flake_retries, |attempt| {
+                self.stage(
+                    judged,
+                    inputs.golden,
+                    Round::Main,
+                    [stage_index as u64, attempt.into()],
+                )
+                .run(&inputs.values)
+            })?;
+            result.notes.splice(0..0, inputs.notes);
+            if let Some(upstream) = inputs.diverged_upstream {
+                // Whatever drill-down found, say first where the inputs came from.
+                result.drill_down_note = Some(match result.drill_down_note.take() {
+                    Some(n) => format!("{upstream}; {n}"),
+                    None => upstream,
+                });
+            }
+            if let Source::Captured(_) = source {
+                captured::isolated_hint(stage, opts.mode, &mut result);
+            }
+            if opts.mode == Mode::Chained {
+                main.chain.record(stage, &outputs, result.status);
+                main.chain.release(stages, stage_index);
+            }
+            main.supported.push(result.status != Status::NotSupported);
+            main.results.push(progress.record(result));
+            (progress.observer)(Event::Outputs {
+                tier,
+                outputs: &outputs,
+            });
+            if opts.differential {
+                main.digests
+                    .insert(stage.name.clone(), differential::digests(&outputs));
+            }
+            release_after(suite, opts, stages, stage_index);
+        }
+        Ok(main)
+    }
+
+    /// Every stage the provider ran, again on fresh inputs.
+    fn differential_round(
+        &self,
+        stages: &[&Stage],
+        main: &MainRound,
+        progress: &mut Progress,
+    ) -> Result<Vec<StageResult>, SuiteError> {
+        let (suite, tier) = (self.suite, self.tier);
+        let mut results = Vec::new();
+        let runs = main.supported.iter().filter(|&&runs| runs).count();
+        progress.planned(tier, Round::Differential, runs);
+        for (stage_index, (stage, &runs)) in stages.iter().zip(&main.supported).enumerate() {
+            if progress.stopped.is_some() {
+                results.push(progress.missing(stage, tier, Round::Differential));
+                continue;
+            }
+            if !runs {
+                continue;
+            }
+            if let Some(skipped) = progress.skipped(stage, tier, Round::Differential) {
+                results.push(skipped);
+                continue;
+            }
+            let ctx = self.stage(
+                stage,
+                false,
+                Round::Differential,
+                [stage_index as u64, self.opts.nonce],
+            );
+            progress.started(tier, Round::Differential, &stage.name);
+            let result = differential::round(&ctx, main.digests.get(&stage.name), |name| {
+                Ok(to_tier(&*suite.tensor(name)?, stage.arithmetic(tier)))
+            })?;
+            results.push(progress.record(result));
+            release_after(suite, self.opts, stages, stage_index);
+        }
+        Ok(results)
+    }
+
     /// The kernel contract for the kernels of `stages` (of every stage when
     /// the run is one shard: shard 1 runs it, for the whole component).
     fn contract(
