@@ -323,10 +323,11 @@ fn locked_flags(point: &Path) -> MsFlags {
 }
 
 /// The mount points at or under `top` in this mount namespace, from
-/// `/proc/self/mountinfo` (the host's /proc, still mounted at this point).
+/// `/proc/thread-self/mountinfo` (the host's /proc, still mounted at this point;
+/// the calling thread's: a mount namespace belongs to a thread).
 fn mounts_under(top: &Path) -> Result<Vec<PathBuf>, String> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo")
-        .map_err(|e| err("/proc/self/mountinfo", e))?;
+    let info = std::fs::read_to_string("/proc/thread-self/mountinfo")
+        .map_err(|e| err("/proc/thread-self/mountinfo", e))?;
     let mut points: Vec<PathBuf> = info
         .lines()
         .filter_map(|line| line.split(' ').nth(4).map(unescape_mount_point))
@@ -336,7 +337,7 @@ fn mounts_under(top: &Path) -> Result<Vec<PathBuf>, String> {
     points.dedup();
     if points.is_empty() {
         return Err(format!(
-            "{}: not in /proc/self/mountinfo after its bind",
+            "{}: not in /proc/thread-self/mountinfo after its bind",
             top.display()
         ));
     }
@@ -608,6 +609,76 @@ mod tests {
         ];
         for (field, path) in cases {
             assert_eq!(unescape_mount_point(field), PathBuf::from(path), "{field}");
+        }
+    }
+
+    /// Both ways of restricting a bound tree (mount_setattr, and the
+    /// remount by path of kernels without it) leave every mount of it
+    /// read-only, nosuid and nodev, and a writable bind nosuid and nodev.
+    #[test]
+    fn a_bound_tree_is_restricted_throughout_either_way() {
+        use nix::sys::statvfs::{statvfs, FsFlags};
+        // SAFETY: a private mount namespace for this test process (nextest
+        // runs each test in its own): nothing of the host changes.
+        let unshared = unsafe { libc::unshare(libc::CLONE_NEWNS) };
+        assert_eq!(unshared, 0, "{}", std::io::Error::last_os_error());
+        mount(
+            None::<&str>,
+            "/",
+            None::<&str>,
+            MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+            None::<&str>,
+        )
+        .unwrap();
+        let host = tempfile::tempdir().unwrap();
+        let inner = host.path().join("inner");
+        std::fs::create_dir(&inner).unwrap();
+        // Neither nosuid nor nodev of its own.
+        mount(
+            Some("tmpfs"),
+            &inner,
+            Some("tmpfs"),
+            MsFlags::empty(),
+            Some("size=1m"),
+        )
+        .unwrap();
+        let source = Source::open(host.path()).unwrap();
+        let shown = tempfile::tempdir().unwrap();
+        type Restrict = fn(&Path, u64) -> Result<(), String>;
+        let by_setattr: Restrict = |t, a| set_tree_attrs(t, a).map_err(|e| e.to_string());
+        for (how, restrict) in [("mount_setattr", by_setattr), ("remount", remount_each)] {
+            for writable in [false, true] {
+                let target = shown.path().join(format!("{how}-{writable}"));
+                // The bind alone, then the restriction under test.
+                std::fs::create_dir(&target).unwrap();
+                mount(
+                    Some(&source.proc_path()),
+                    &target,
+                    None::<&str>,
+                    MsFlags::MS_BIND | MsFlags::MS_REC,
+                    None::<&str>,
+                )
+                .unwrap();
+                let mut attrs = libc::MOUNT_ATTR_NOSUID | libc::MOUNT_ATTR_NODEV;
+                if !writable {
+                    attrs |= libc::MOUNT_ATTR_RDONLY;
+                }
+                restrict(&target, attrs).unwrap();
+                for point in [target.clone(), target.join("inner")] {
+                    let flags = statvfs(&point).unwrap().flags();
+                    assert!(
+                        flags.contains(FsFlags::ST_NOSUID | FsFlags::ST_NODEV),
+                        "{how} {point:?}"
+                    );
+                    assert_eq!(
+                        flags.contains(FsFlags::ST_RDONLY),
+                        !writable,
+                        "{how} {point:?}"
+                    );
+                }
+                let write = std::fs::write(target.join("inner/blob"), b"x");
+                assert_eq!(write.is_ok(), writable, "{how} {writable}");
+            }
         }
     }
 }
