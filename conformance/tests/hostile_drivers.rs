@@ -348,6 +348,13 @@ fn a_kernels_slow_first_call_gets_the_first_call_allowance() {
     let given = r.stage("main", BAD)["timeout_seconds"].as_f64().unwrap();
     let allowance = vips_sdk::runner::FIRST_CALL_ALLOWANCE.as_secs_f64();
     assert_eq!(given, 3.0 + allowance);
+    // Every kernel-contract case records the limit it ran under too.
+    let contract = r.report["tiers"][0]["contract"].as_array().unwrap();
+    assert!(!contract.is_empty(), "{}", r.stdout);
+    for case in contract {
+        let limit = case["timeout_seconds"].as_f64().unwrap_or_default();
+        assert!(limit >= 3.0, "{}: {limit}", case["stage"]);
+    }
     // Warm by then: block_00 ran gelu in this worker.
     let later = Cli {
         stages: "{block_00,block_01}",

@@ -184,6 +184,9 @@ fn sys_is_shown_without_the_hosts_cgroups_or_kernel_interfaces() {
         );
         let vfs = nix::sys::statvfs::statvfs(&sys).unwrap();
         assert!(vfs.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY));
+        // The one that matters most, required readable (an empty tmpfs).
+        let cgroup = std::fs::read_dir(sys.join("fs/cgroup")).expect("/sys/fs/cgroup is shown");
+        assert_eq!(cgroup.count(), 0, "/sys/fs/cgroup is not empty");
         for hidden in vips_sdk::sandbox::HIDDEN_SYSTEM_DIRS {
             let shown = root.join(hidden.strip_prefix('/').unwrap());
             if let Ok(entries) = std::fs::read_dir(&shown) {

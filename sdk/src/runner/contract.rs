@@ -119,15 +119,14 @@ impl Contract<'_> {
             Ok(executed) => {
                 for (i, case) in cases.iter().enumerate() {
                     tell(Tell::Started(&case.name));
-                    let mut r = self.judge(
+                    results.push(self.judge(
                         case,
                         &refs[i],
                         i,
                         &executed,
                         start.elapsed() / cases.len() as u32,
-                    );
-                    r.timeout_seconds = (timeout + executed.allowance).as_secs_f64();
-                    results.push(r);
+                        timeout,
+                    ));
                 }
             }
             // One bad case took the program down: each alone, so that every
@@ -139,9 +138,7 @@ impl Contract<'_> {
                     let (p, inputs) = program(&cases, &[i], 1);
                     let r = match self.run(&p, &inputs, self.seed, timeout) {
                         Ok(executed) => {
-                            let mut r = self.judge(case, &refs[i], i, &executed, one.elapsed());
-                            r.timeout_seconds = (timeout + executed.allowance).as_secs_f64();
-                            r
+                            self.judge(case, &refs[i], i, &executed, one.elapsed(), timeout)
                         }
                         Err(Failure::Provider(m)) if crate::is_unsupported_execute(&m) => {
                             let mut r = StageResult::empty(&case.name, self.tier, Round::Contract);
@@ -207,7 +204,7 @@ impl Contract<'_> {
                         let (case, reference) = &cases[i];
                         (
                             case,
-                            self.judge(case, reference, i, &executed, Duration::ZERO),
+                            self.judge(case, reference, i, &executed, Duration::ZERO, timeout),
                         )
                     })
                     .filter(|(_, j)| j.status != Status::Pass)
@@ -269,10 +266,12 @@ impl Contract<'_> {
         i: usize,
         executed: &Executed,
         seconds: Duration,
+        timeout: Duration,
     ) -> StageResult {
         let mut r = StageResult::empty(&case.name, self.tier, Round::Contract);
         r.execution = Some(Execution::Decomposed);
         r.seconds = seconds.as_secs_f64();
+        r.timeout_seconds = (timeout + executed.allowance).as_secs_f64();
         let p = prefix(i);
         let out = format!("{p}{}", case.node.output);
         let find = |values: &[(String, HostTensor)]| {

@@ -234,7 +234,7 @@ impl Source {
 /// How a bound tree may be used: every mount of it nosuid and nodev (a
 /// tree holding a devtmpfs shows no devices), read-only unless writable;
 /// a device node is bound alone, as it is.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 enum Access {
     ReadOnly,
     Writable,
@@ -384,9 +384,9 @@ fn under(root: &Path, path: &Path) -> PathBuf {
     root.join(path.strip_prefix("/").unwrap_or(path))
 }
 
-/// Builds the new root in a tmpfs, then pivots into it.
-fn private_root(policy: &Policy) -> Result<Root, String> {
-    let root = Path::new(NEW_ROOT);
+/// Makes every mount of this namespace private: nothing done here reaches
+/// the host's namespace, nor the other way.
+fn make_mounts_private() -> Result<(), String> {
     mount(
         None::<&str>,
         "/",
@@ -394,7 +394,13 @@ fn private_root(policy: &Policy) -> Result<Root, String> {
         MsFlags::MS_REC | MsFlags::MS_PRIVATE,
         None::<&str>,
     )
-    .map_err(|e| err("making mounts private", e))?;
+    .map_err(|e| err("making mounts private", e))
+}
+
+/// Builds the new root in a tmpfs, then pivots into it.
+fn private_root(policy: &Policy) -> Result<Root, String> {
+    let root = Path::new(NEW_ROOT);
+    make_mounts_private()?;
     // Every source opened while the host's tree is still visible.
     let mut plan: Vec<(PathBuf, Shown)> = Vec::new();
     let system = SYSTEM_DIRS.iter().chain(&ETC_FILES).map(PathBuf::from);
@@ -622,14 +628,7 @@ mod tests {
         // runs each test in its own): nothing of the host changes.
         let unshared = unsafe { libc::unshare(libc::CLONE_NEWNS) };
         assert_eq!(unshared, 0, "{}", std::io::Error::last_os_error());
-        mount(
-            None::<&str>,
-            "/",
-            None::<&str>,
-            MsFlags::MS_REC | MsFlags::MS_PRIVATE,
-            None::<&str>,
-        )
-        .unwrap();
+        make_mounts_private().unwrap();
         let host = tempfile::tempdir().unwrap();
         let inner = host.path().join("inner");
         std::fs::create_dir(&inner).unwrap();
