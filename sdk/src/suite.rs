@@ -45,8 +45,12 @@ pub enum SuiteError {
 pub struct Suite {
     pub document: Document,
     pub golden: GoldenFile,
-    /// The spec of every tensor, stage outputs and graph intermediates included.
+    /// The spec of every declared tensor (stage outputs included).
     specs: HashMap<String, TensorSpec>,
+    /// Each stage's graph intermediates (node outputs the document does not
+    /// declare), by stage: local to their stage, so two stages may each
+    /// name one `t` with different shapes.
+    local: HashMap<String, HashMap<String, TensorSpec>>,
     cache: Mutex<HashMap<String, Arc<HostTensor>>>,
     /// Seeded tensors whose values matched their recorded hash once: the
     /// generator is deterministic, so a regeneration after [`Suite::release`]
@@ -152,17 +156,31 @@ impl Suite {
             specs.insert(t.name.clone(), g.spec.clone());
         }
         // Every graph must type-check with the golden shapes, and produce
-        // exactly the declared outputs.
+        // exactly the declared outputs; its intermediates are its own.
+        let mut local = HashMap::new();
         for stage in &document.stages {
+            let mut intermediates: HashMap<String, TensorSpec> = HashMap::new();
             for node in &stage.graph {
-                let inputs: Vec<TensorSpec> =
-                    node.inputs.iter().map(|i| specs[i].clone()).collect();
+                let inputs = node
+                    .inputs
+                    .iter()
+                    .map(|i| {
+                        intermediates.get(i).or_else(|| specs.get(i)).cloned().ok_or_else(|| {
+                            mismatch(
+                                &node.at,
+                                format!("stage `{}`: `{i}` has no type (neither declared nor computed before this node)", stage.name),
+                            )
+                        })
+                    })
+                    .collect::<Result<Vec<TensorSpec>, _>>()?;
                 let (_, out) = Node::infer(node.op, &node.attrs, &inputs)
                     .map_err(|e| mismatch(&node.at, format!("stage `{}`: {e}", stage.name)))?;
-                let out = out
-                    .into_iter()
-                    .next()
-                    .expect("catalog v1 kernels have one output");
+                let Some(out) = out.into_iter().next() else {
+                    return Err(mismatch(
+                        &node.at,
+                        format!("stage `{}`: {} has no output", stage.name, node.op.name()),
+                    ));
+                };
                 if let Some(declared) = specs.get(&node.output) {
                     if *declared != out {
                         return Err(mismatch(
@@ -178,14 +196,17 @@ impl Suite {
                             ),
                         ));
                     }
+                } else {
+                    intermediates.insert(node.output.clone(), out);
                 }
-                specs.insert(node.output.clone(), out);
             }
+            local.insert(stage.name.clone(), intermediates);
         }
         Ok(Suite {
             document,
             golden,
             specs,
+            local,
             cache: Mutex::new(HashMap::new()),
             verified: Mutex::new(HashSet::new()),
             reference: OnceLock::new(),
@@ -194,8 +215,19 @@ impl Suite {
         })
     }
 
+    /// The spec of a declared tensor (golden file shapes). Graph
+    /// intermediates are local to their stage: [`Suite::spec_in`].
     pub fn spec(&self, name: &str) -> Option<&TensorSpec> {
         self.specs.get(name)
+    }
+
+    /// The spec of `name` as stage `stage` sees it: one of its graph
+    /// intermediates, else a declared tensor.
+    pub fn spec_in(&self, stage: &str, name: &str) -> Option<&TensorSpec> {
+        self.local
+            .get(stage)
+            .and_then(|l| l.get(name))
+            .or_else(|| self.specs.get(name))
     }
 
     /// Anchored tensors are regenerated on `reference` (the run's reference

@@ -161,6 +161,68 @@ fn an_unknown_operator_is_located() {
 }
 
 #[test]
+fn every_unknown_kernel_is_named_at_once() {
+    // Three unknown kernels in two stages (the first and the last).
+    let text = demo_text()
+        .replace("{ op: vsdk.gelu,", "{ op: vsdk.gelu_fast,")
+        .replace(
+            "{ op: vsdk.linear, inputs: [n, w2, b2]",
+            "{ op: vsdk.dense, inputs: [n, w2, b2]",
+        )
+        .replace("{ op: vsdk.softmax,", "{ op: vsdk.softmax@2,");
+    let e = Document::parse(Path::new("doc.yaml"), &text).unwrap_err();
+    assert_eq!(e.also.len(), 2, "{e}");
+    let shown = e.to_string();
+    let lines: Vec<&str> = shown.lines().collect();
+    assert_eq!(lines.len(), 3, "{shown}");
+    let wanted = [
+        (
+            "stages[0].graph[1].op",
+            "`vsdk.gelu_fast@1` in stage `fc1_gelu` (node 1, output `h`",
+        ),
+        (
+            "stages[2].graph[0].op",
+            "`vsdk.dense@1` in stage `head` (node 0, output `logits`)",
+        ),
+        (
+            "stages[2].graph[1].op",
+            "`vsdk.softmax@2` in stage `head` (node 1, output `p`)",
+        ),
+    ];
+    for (line, (path, kernel)) in lines.iter().zip(wanted) {
+        // file:line:column: path: message, on every line.
+        let parts: Vec<&str> = line.splitn(5, ": ").collect();
+        let place: Vec<&str> = parts[0].split(':').collect();
+        assert_eq!(place[0], "doc.yaml", "{line}");
+        assert!(place[1].parse::<usize>().unwrap() > 0, "{line}");
+        assert!(place[2].parse::<usize>().unwrap() > 0, "{line}");
+        assert_eq!(parts[1], path, "{line}");
+        assert!(
+            parts[2].starts_with(&format!("unknown kernel {kernel}")),
+            "{line}"
+        );
+    }
+    // What the catalog knows is said once.
+    assert_eq!(shown.matches("catalog v1 knows").count(), 1, "{shown}");
+}
+
+#[test]
+fn an_intermediate_may_not_stand_for_a_declared_tensor() {
+    // `head` names its intermediate `h`, the declared output of `fc1_gelu`.
+    let text = demo_text()
+        .replace("outputs: [logits] }", "outputs: [h] }")
+        .replace(
+            "inputs: [logits], outputs: [p]",
+            "inputs: [h], outputs: [p]",
+        );
+    let e = parse_err(&text);
+    assert!(
+        e.contains("stages[2].graph[0].outputs[0]: `h` is a declared tensor but not an output of this stage"),
+        "{e}"
+    );
+}
+
+#[test]
 fn a_reference_to_a_missing_tensor_is_located() {
     let text = demo_text().replace("inputs: [n, w2, b2]", "inputs: [n, w3, b2]");
     let e = parse_err(&text);

@@ -196,3 +196,86 @@ stages:
         Some(runner::Execution::Decomposed)
     );
 }
+
+/// Graph intermediates are local to their stage (docs/vips-format.md,
+/// "Graph intermediates are not declared"): two stages that each name one
+/// `t`, of different shapes, generate, type-check and run.
+#[test]
+fn two_stages_may_each_name_an_intermediate_alike() {
+    use vips_sdk::golden::GoldenFile;
+    let seed = rand::random::<u32>() as u64;
+    eprintln!("seed {seed}");
+    let text = format!(
+        r#"vips: 1
+component: {{ id: scoped, version: 0.1.0, title: "intermediates scoped per stage" }}
+tensors:
+  x:  {{ dtype: float32, shape: [4, 16], source: {{ seeded: {{ seed: {s0}, normal: [0.0, 1.0] }} }} }}
+  w1: {{ dtype: float32, shape: [32, 16], source: {{ seeded: {{ seed: {s1}, normal: [0.0, 0.3] }} }} }}
+  w2: {{ dtype: float32, shape: [8, 32], source: {{ seeded: {{ seed: {s2}, normal: [0.0, 0.3] }} }} }}
+  h:  {{ dtype: float32, shape: [4, 32], source: golden }}
+  y:  {{ dtype: float32, shape: [4, 8], source: golden }}
+stages:
+  - stage: a
+    algorithm: "h = GELU(x · w1ᵀ)"
+    impl: "torch.nn.Linear(16, 32, bias=False) then torch.nn.GELU()"
+    inputs: [x, w1]
+    outputs: [h]
+    graph:
+      - {{ op: vsdk.linear, inputs: [x, w1], outputs: [t] }}
+      - {{ op: vsdk.gelu, inputs: [t], outputs: [h] }}
+  - stage: b
+    algorithm: "y = GELU(h · w2ᵀ)"
+    impl: "torch.nn.Linear(32, 8, bias=False) then torch.nn.GELU()"
+    inputs: [h, w2]
+    outputs: [y]
+    graph:
+      - {{ op: vsdk.linear, inputs: [h, w2], outputs: [t] }}
+      - {{ op: vsdk.gelu, inputs: [t], outputs: [y] }}
+"#,
+        s0 = seed,
+        s1 = seed + 1,
+        s2 = seed + 2
+    );
+    let doc = vips_sdk::document::Document::parse(Path::new("scoped.yaml"), &text).unwrap();
+    let cpu = device("cpu");
+    let bytes = vips_sdk::generate::generate(&doc, &cpu, &[]).unwrap();
+    let suite = Suite::new(
+        doc,
+        GoldenFile::from_bytes(Path::new("scoped.golden"), bytes).unwrap(),
+    )
+    .unwrap();
+    let shape = |stage: &str| suite.spec_in(stage, "t").map(|s| s.shape.clone());
+    assert_eq!(shape("a"), Some(vec![4, 32]));
+    assert_eq!(shape("b"), Some(vec![4, 8]));
+    assert!(
+        suite.spec("t").is_none(),
+        "an intermediate is no suite tensor"
+    );
+    assert_eq!(
+        suite.spec_in("b", "h").map(|s| s.shape.clone()),
+        Some(vec![4, 32])
+    );
+    // Every GELU is found by the contract, whose input is `t` in both stages.
+    let stages: Vec<_> = suite.document.stages.iter().collect();
+    let needed = vips_sdk::contract::needed(&suite, &stages, Tier::Fp32);
+    assert!(
+        needed.iter().any(|n| n.op == vips_sdk::Op::Gelu),
+        "{:?}",
+        needed.iter().map(|n| n.op).collect::<Vec<_>>()
+    );
+    for mode in [Mode::Isolated, Mode::Chained] {
+        let r = runner::run(&suite, &cpu, &cpu, &opts(mode, &[Tier::Fp32])).unwrap();
+        let statuses: Vec<Status> = r.tiers[0].stages.iter().map(|s| s.status).collect();
+        assert_eq!(statuses, vec![Status::Pass; 2], "{mode:?}");
+    }
+    // A wrong GELU: drill-down locates it in stage `b` too, fed `b`'s `t`.
+    let mutant = device(vsdk_broken_providers::MUTANT_GELU_TANH);
+    let r = runner::run(&suite, &mutant, &cpu, &opts(Mode::Isolated, &[Tier::Fp32])).unwrap();
+    let b = &r.tiers[0].stages[1];
+    assert_eq!(b.status, Status::Fail);
+    let d = b.drill_down.as_ref().expect("drill-down ran");
+    assert_eq!(
+        (d.node, d.op.as_str(), d.output.as_str()),
+        (1, "vsdk.gelu@1", "y")
+    );
+}

@@ -64,14 +64,14 @@ pub struct Needed {
 /// own `precision` uses its kernels at that precision).
 pub fn needed(suite: &Suite, stages: &[&Stage], tier: Tier) -> Vec<Needed> {
     let mut out: Vec<Needed> = Vec::new();
-    for (node, tier) in stages
+    for (stage, node, tier) in stages
         .iter()
-        .flat_map(|s| s.graph.iter().map(move |n| (n, s.arithmetic(tier))))
+        .flat_map(|s| s.graph.iter().map(move |n| (s, n, s.arithmetic(tier))))
     {
         let specs: Vec<TensorSpec> = node
             .inputs
             .iter()
-            .filter_map(|n| suite.spec(n))
+            .filter_map(|n| suite.spec_in(&stage.name, n))
             .map(|s| crate::runner::tier_spec(s, tier))
             .collect();
         let Some(dtype) = specs.first().map(|s| s.dtype) else {

@@ -48,15 +48,37 @@ fn at<T>(s: &Spanned<T>) -> Location {
         .unwrap_or_default()
 }
 
-/// A document that cannot be used: where, which field, and why.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{}:{location}: {path}{}{message}", file.display(), if path.is_empty() { "" } else { ": " })]
+/// A document that cannot be used: where, which field, and why; `also`
+/// holds more problems of the same kind found in the same pass (every
+/// unknown kernel of the document), each shown on a line of its own.
+#[derive(Debug, Clone, PartialEq)]
 pub struct DocumentError {
     pub file: PathBuf,
     pub location: Location,
     pub path: String,
     pub message: String,
+    pub also: Vec<DocumentError>,
 }
+
+impl fmt::Display for DocumentError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let sep = if self.path.is_empty() { "" } else { ": " };
+        write!(
+            f,
+            "{}:{}: {}{sep}{}",
+            self.file.display(),
+            self.location,
+            self.path,
+            self.message
+        )?;
+        for e in &self.also {
+            write!(f, "\n{e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for DocumentError {}
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Component {
@@ -251,6 +273,7 @@ impl Document {
             location: Location::default(),
             path: String::new(),
             message,
+            also: Vec::new(),
         })?;
         let doc = Document::parse(path, &text)?;
         doc.check_uses()?;
@@ -266,6 +289,7 @@ impl Document {
                 location: u.at.clone(),
                 path: format!("uses[{i}]"),
                 message,
+                also: Vec::new(),
             };
             let text =
                 read_text(&u.path).map_err(|e| fail(format!("{}: {e}", u.path.display())))?;
@@ -302,6 +326,7 @@ impl Document {
             location,
             path: field.to_string(),
             message,
+            also: Vec::new(),
         };
         // The parser recurses and buffers: bound the input before it runs.
         if text.len() as u64 > MAX_DOCUMENT_BYTES {
@@ -476,6 +501,7 @@ impl<F: Fn(Location, &str, String) -> DocumentError> Validator<'_, F> {
             .map(|t| (t, TierParams::default_for(t)))
             .collect();
         let defaults = self.tolerances("tolerances", &raw.tolerances, &sdk_defaults)?;
+        self.known_kernels(&raw.stages)?;
         let mut stages: Vec<Stage> = Vec::new();
         for (i, s) in raw.stages.into_iter().enumerate() {
             let field = format!("stages[{i}]");
@@ -522,6 +548,54 @@ impl<F: Fn(Location, &str, String) -> DocumentError> Validator<'_, F> {
             stages,
             golden_budget,
         })
+    }
+
+    /// Every graph node names a catalog kernel: one error listing every
+    /// unknown kernel of the document, each with its place, stage and node
+    /// (the first also with what the catalog knows).
+    fn known_kernels(&self, stages: &[RawStage]) -> Result<(), DocumentError> {
+        let mut unknown: Vec<DocumentError> = Vec::new();
+        for (i, s) in stages.iter().enumerate() {
+            for (j, n) in s.graph.iter().enumerate() {
+                let (name, version) = split_kernel(&n.op);
+                let Err(e) = Op::lookup(name, version) else {
+                    continue;
+                };
+                let node = match n.outputs.first() {
+                    Some(out) => format!("node {j}, output `{}`", out.as_str()),
+                    None => format!("node {j}"),
+                };
+                let message = match e {
+                    vsdk_catalog::CatalogError::UnknownKernel {
+                        name,
+                        version,
+                        known,
+                    } => {
+                        let known = if unknown.is_empty() {
+                            format!("; catalog v1 knows: {known}")
+                        } else {
+                            String::new()
+                        };
+                        format!(
+                            "unknown kernel `{name}@{version}` in stage `{}` ({node}{known})",
+                            s.stage.as_str()
+                        )
+                    }
+                    other => format!("{other} (stage `{}`, {node})", s.stage.as_str()),
+                };
+                unknown.push((self.fail)(
+                    at(&n.op),
+                    &format!("stages[{i}].graph[{j}].op"),
+                    message,
+                ));
+            }
+        }
+        if unknown.is_empty() {
+            return Ok(());
+        }
+        let mut first = unknown.remove(0);
+        first.also = unknown;
+        Err(first)
     }
 
     /// `layout.tokens`: 2 or 3 sides of at least 1, at most
@@ -829,6 +903,17 @@ impl<F: Fn(Location, &str, String) -> DocumentError> Validator<'_, F> {
                     at(&n.outputs[0]),
                     &format!("{nf}.outputs[0]"),
                     format!("`{output}` is already defined in this stage"),
+                );
+            }
+            // Intermediates are local to their stage, and never stand for a
+            // declared tensor (which another stage may read or produce).
+            if self.tensors.contains_key(&output) && !outputs.contains(&output) {
+                return self.err(
+                    at(&n.outputs[0]),
+                    &format!("{nf}.outputs[0]"),
+                    format!(
+                        "`{output}` is a declared tensor but not an output of this stage: name the intermediate otherwise"
+                    ),
                 );
             }
             let mut attrs = Attrs::new();

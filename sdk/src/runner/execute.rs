@@ -20,7 +20,7 @@ pub(super) fn plan(
 ) -> Result<Result<Execution, String>, Failure> {
     let dtype_of = |name: &str| {
         suite
-            .spec(name)
+            .spec_in(&stage.name, name)
             .map(|s| tier_spec(s, tier).dtype)
             .expect("suite typed every stage and graph tensor")
     };

@@ -840,7 +840,7 @@ pub fn stage_bytes(suite: &Suite, stage: &Stage) -> usize {
         .inputs
         .iter()
         .chain(stage.graph.iter().map(|n| &n.output))
-        .filter_map(|n| suite.spec(n))
+        .filter_map(|n| suite.spec_in(&stage.name, n))
         .map(|s| s.size_bytes())
         .sum()
 }
