@@ -1,0 +1,89 @@
+"""Five architectures of different families exported from ONNX in one command each: the suite is
+written, the model passes it at fp32/fp16/bf16 in both modes, and the CPU provider passes `run`."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import FIXTURES, MODELS, sdk, vips_export
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_a_model_exports_in_one_command_and_passes_its_own_suite(name: str, tmp_path: Path, conformance: str) -> None:
+    out = tmp_path / name
+    r = vips_export([str(FIXTURES / f"{name}.onnx"), "-o", str(out)])
+    assert r.returncode == 0, r.stderr + r.stdout
+    doc = yaml.safe_load((out / "suite.yaml").read_text())
+    assert len(doc["stages"]) >= 3
+    # Weights by reference: the golden file holds none of them.
+    weights = (out / "weights.safetensors").stat().st_size
+    assert (out / "suite.golden").stat().st_size < weights, "the weights were copied into the golden file"
+    v = json.loads((out / "validation.json").read_text())
+    assert v["passed"], v
+    assert {(c["tier"], c["mode"]) for c in v["checks"]} == {(t, m) for t in ("fp32", "fp16", "bf16") for m in ("chained", "isolated")}
+    run = sdk(conformance, ["run", str(out), "--tier", "fp32", "--quiet"])
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+
+
+def test_the_vit_document_reads_as_the_model(tmp_path: Path, conformance: str) -> None:
+    out = tmp_path / "vit"
+    r = vips_export([str(FIXTURES / "vit.onnx"), "-o", str(out), "--tiers", "fp32"])
+    assert r.returncode == 0, r.stderr
+    doc = yaml.safe_load((out / "suite.yaml").read_text())
+    names = [s["stage"] for s in doc["stages"]]
+    assert names == ["patch_embed", "cls_token_pos_embed", "blocks.0", "blocks.1", "norm", "head"], names
+    block = doc["stages"][2]
+    ops = [n["op"] for n in block["graph"]]
+    # The decompositions torch.onnx wrote are fused back.
+    assert ops.count("vsdk.sdpa") == 1 and ops.count("vsdk.gelu") == 1 and ops.count("vsdk.layer_norm") == 2
+    assert ops.count("vsdk.linear") == 4
+    assert "blocks.0.attn.qkv.weight" in block["inputs"], block["inputs"]
+    ln = next(n for n in block["graph"] if n["op"] == "vsdk.layer_norm")
+    assert ln["attrs"]["eps"] == pytest.approx(1e-6)
+    sdpa = next(n for n in block["graph"] if n["op"] == "vsdk.sdpa")
+    assert sdpa["attrs"]["scale"] == pytest.approx(16 ** -0.5, rel=1e-6)
+    # Intermediates are local to their stage: both blocks name theirs alike.
+    inner0 = {n["outputs"][0] for n in doc["stages"][2]["graph"]} - set(doc["stages"][2]["outputs"])
+    inner1 = {n["outputs"][0] for n in doc["stages"][3]["graph"]} - set(doc["stages"][3]["outputs"])
+    assert inner0 == inner1 and "attn.sdpa" in inner0
+    assert doc["weights"]["file"] == "weights.safetensors" and len(doc["weights"]["sha256"]) == 64
+
+
+def test_stages_cut_where_the_user_says(tmp_path: Path, conformance: str) -> None:
+    out = tmp_path / "vit"
+    r = vips_export([str(FIXTURES / "vit.onnx"), "-o", str(out), "--tiers", "", "--stage", "blocks.*.attn", "--stage", "blocks.*.mlp"])
+    assert r.returncode == 0, r.stderr
+    names = [s["stage"] for s in yaml.safe_load((out / "suite.yaml").read_text())["stages"]]
+    assert "blocks.0.attn" in names and "blocks.1.mlp" in names, names
+
+
+def test_notes_are_merged_into_the_document(tmp_path: Path, conformance: str) -> None:
+    notes = tmp_path / "notes.yaml"
+    notes.write_text(
+        'paper: "Dosovitskiy et al. 2020, arXiv:2010.11929"\n'
+        "component:\n  - \"Trained at 224; exported at 32x32.\"\n"
+        "stages:\n  \"blocks.*\":\n    - \"LayerNorm eps is 1e-6, not PyTorch's 1e-5.\"\n"
+    )
+    out = tmp_path / "vit"
+    r = vips_export([str(FIXTURES / "vit.onnx"), "-o", str(out), "--tiers", "", "--notes", str(notes), "--id", "my-vit"])
+    assert r.returncode == 0, r.stderr
+    doc = yaml.safe_load((out / "suite.yaml").read_text())
+    assert doc["component"]["id"] == "my-vit"
+    assert doc["component"]["paper"].startswith("Dosovitskiy")
+    assert "Trained at 224; exported at 32x32." in doc["component"]["notes"]
+    blocks = [s for s in doc["stages"] if s["stage"].startswith("blocks.")]
+    assert blocks and all("LayerNorm eps is 1e-6, not PyTorch's 1e-5." in s["notes"] for s in blocks)
+    head = next(s for s in doc["stages"] if s["stage"] == "head")
+    assert "LayerNorm eps is 1e-6, not PyTorch's 1e-5." not in head.get("notes", [])
+
+
+def test_an_existing_folder_is_not_replaced_without_force(tmp_path: Path, conformance: str) -> None:
+    out = tmp_path / "vit"
+    out.mkdir()
+    (out / "mine.txt").write_text("keep me")
+    r = vips_export([str(FIXTURES / "vit.onnx"), "-o", str(out), "--tiers", ""])
+    assert r.returncode == 2 and "--force" in r.stderr
+    assert (out / "mine.txt").read_text() == "keep me"

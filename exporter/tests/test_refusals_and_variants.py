@@ -1,0 +1,86 @@
+"""What the exporter must refuse, and wrong models its suites must fail."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+from conftest import FIXTURES, sdk, vips_export
+from vips_export.document import plan
+from vips_export.frontends.onnx import OnnxRunner, load
+from vips_export.stages import cut
+from vips_export.validate import captures
+
+
+def test_resnet18_is_refused_with_every_missing_operator_at_once(tmp_path: Path) -> None:
+    out = tmp_path / "resnet18"
+    r = vips_export([str(FIXTURES / "resnet18.graph.onnx"), "-o", str(out)])
+    assert r.returncode == 2, r.stdout + r.stderr
+    for op in ("Relu ×17", "BatchNormalization ×20", "MaxPool ×1", "GlobalAveragePool ×1"):
+        assert op in r.stderr, r.stderr
+    # Every use, with its node and stage, in one message.
+    assert r.stderr.count("Relu at ") == 17 and "/layer4/layer4.1/act2/Relu" in r.stderr
+    assert "stage layer3.0" in r.stderr
+    assert not out.exists() and not any(tmp_path.iterdir()), "something partial was written"
+
+
+def _variant(src: Path, dst: Path, edit) -> Path:
+    m = onnx.load(str(src))
+    edit(m.graph)
+    onnx.save(m, str(dst))
+    return dst
+
+
+def _eps_1e5(g) -> None:
+    for n in g.node:
+        if n.op_type == "LayerNormalization":
+            for a in n.attribute:
+                if a.name == "epsilon":
+                    a.f = 1e-5
+
+
+def _tanh_gelu(g) -> None:
+    """Each exact GELU's erf(x/√2) replaced by tanh(√(2/π)(x + 0.044715x³)): the tanh approximation."""
+    producers = {o: n for n in g.node for o in n.output}
+    for k, e in enumerate([n for n in g.node if n.op_type == "Erf"]):
+        x = producers[e.input[0]].input[0]
+        c = lambda name, v: g.initializer.append(onnx.numpy_helper.from_array(np.array(v, np.float32), name))
+        c(f"tg{k}_a", 0.044715)
+        c(f"tg{k}_b", float(np.sqrt(2 / np.pi)))
+        new = [
+            helper.make_node("Mul", [x, x], [f"tg{k}_x2"]),
+            helper.make_node("Mul", [f"tg{k}_x2", x], [f"tg{k}_x3"]),
+            helper.make_node("Mul", [f"tg{k}_x3", f"tg{k}_a"], [f"tg{k}_ax3"]),
+            helper.make_node("Add", [x, f"tg{k}_ax3"], [f"tg{k}_in"]),
+            helper.make_node("Mul", [f"tg{k}_in", f"tg{k}_b"], [f"tg{k}_s"]),
+            helper.make_node("Tanh", [f"tg{k}_s"], [e.output[0]]),
+        ]
+        i = list(g.node).index(e)
+        g.node.remove(e)
+        for j, n in enumerate(new):
+            g.node.insert(i + j, n)
+
+
+@pytest.mark.parametrize("edit,operator", [(_eps_1e5, "vsdk.layer_norm"), (_tanh_gelu, "vsdk.gelu")])
+def test_a_wrong_variant_of_the_model_fails_the_suite(edit, operator: str, tmp_path: Path, conformance: str) -> None:
+    model = FIXTURES / "vit.onnx"
+    out = tmp_path / "vit"
+    r = vips_export([str(model), "-o", str(out), "--tiers", "fp32"])
+    assert r.returncode == 0, r.stderr
+    wrong = _variant(model, tmp_path / "wrong.onnx", edit)
+    g = load(model)
+    p = plan(g, cut(g))  # the same plan the exporter made: names are deterministic
+    caps = captures(p, OnnxRunner(wrong), "fp32")
+    np.savez(tmp_path / "wrong.npz", **caps)
+    for mode in ("chained", "isolated"):
+        c = sdk(conformance, ["check", str(out), "--tensors", str(tmp_path / "wrong.npz"), "--mode", mode])
+        assert c.returncode == 1, c.stdout[-3000:] + c.stderr
+        assert "FAIL" in c.stdout and f"`{operator}@1`" in c.stdout, c.stdout[-3000:]
+    # The right model's captures of the same run pass (the test can tell the two apart).
+    good = captures(p, OnnxRunner(model), "fp32")
+    np.savez(tmp_path / "good.npz", **good)
+    c = sdk(conformance, ["check", str(out), "--tensors", str(tmp_path / "good.npz"), "--mode", "chained"])
+    assert c.returncode == 0, c.stdout[-3000:]

@@ -1,0 +1,95 @@
+"""`vips-export`: a model to a VIPS suite folder in one command (docs/authoring.md).
+
+    vips-export model.onnx -o suites/my-model
+    vips-export --torch my_pkg.models:make_model --input-shape x=1,3,64,64 -o suites/my-model
+
+Exit codes: 0 the suite was written and the model passed it; 1 the model failed its own suite (kept
+beside as DIR.rejected); 2 a usage error, an unreadable model or operators without a lowering (all
+listed, nothing written).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+from .errors import ExportError, ValidationFailed
+from .export import TIERS, export
+
+
+def _shapes(items: Sequence[str]) -> Dict[str, List[int]]:
+    shapes = {}
+    for item in items:
+        name, _, dims = item.partition("=")
+        try:
+            shapes[name] = [int(d) for d in dims.split(",") if d]
+        except ValueError:
+            raise ExportError(f"--input-shape {item}: expected NAME=D0,D1,... with integer sizes") from None
+        if not name or not shapes[name]:
+            raise ExportError(f"--input-shape {item}: expected NAME=D0,D1,...")
+    return shapes
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="vips-export", description="Turn an ONNX or PyTorch model into a VIPS conformance suite.")
+    p.add_argument("model", nargs="?", help="an .onnx file")
+    p.add_argument("--torch", metavar="MODULE:FACTORY", help="a PyTorch model: a function returning an nn.Module (or (module, example_inputs))")
+    p.add_argument("-o", "--out", required=True, type=Path, help="the suite folder to write (vips-conformance run ./DIR takes it)")
+    p.add_argument("--stage", action="append", default=[], metavar="GLOB", help="cut stages at module paths matching GLOB (repeatable); default: each repeated block, each top-level module")
+    p.add_argument("--notes", type=Path, help="a YAML file of notes merged into the document (component, stages: {glob: [...]})")
+    p.add_argument("--id", help="the component id (default: from the model's name)")
+    p.add_argument("--title", help="the component's title")
+    p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0,D1,...", help="the shape of an input (required for symbolic sizes other than a batch)")
+    p.add_argument("--tiers", default=",".join(TIERS), help="tiers the model is validated at (default fp32,fp16,bf16; empty: no validation)")
+    p.add_argument("--conformance", help="the vips-conformance program (default: PATH, $VSDK_CONFORMANCE, this checkout's build)")
+    p.add_argument("--force", action="store_true", help="replace DIR if it exists")
+    return p
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        if bool(args.model) == bool(args.torch):
+            raise ExportError("give either an .onnx file or --torch MODULE:FACTORY")
+        shapes = _shapes(args.input_shape)
+        tiers = [t for t in args.tiers.split(",") if t]
+        if args.torch:
+            from .frontends.torch import load_factory
+
+            graph, runner, label = load_factory(args.torch, shapes)
+        else:
+            from .frontends.onnx import OnnxRunner, load
+
+            graph = load(args.model, shapes)
+            runner = OnnxRunner(args.model)
+            label = Path(args.model).name
+        result = export(
+            graph,
+            runner,
+            args.out,
+            model_label=label,
+            component=args.id,
+            title=args.title,
+            stage_globs=args.stage,
+            notes_file=args.notes,
+            tiers=tiers,
+            conformance=args.conformance,
+            force=args.force,
+        )
+    except ValidationFailed as e:
+        print(f"vips-export: {e}", file=sys.stderr)
+        return 1
+    except ExportError as e:
+        print(f"vips-export: {e}", file=sys.stderr)
+        return 2
+    p = result.plan
+    print(f"wrote {result.suite}: {len(p.stages)} stages, {sum(len(s.nodes) for s in p.stages)} operators, {len(p.weights)} weights by reference")
+    if result.validation:
+        print(result.validation.table())
+    print(f"next: vips-conformance run {result.suite}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

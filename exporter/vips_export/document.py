@@ -1,0 +1,262 @@
+"""The suite document (suite.yaml) a reviewer reads, and the tensors it pins.
+
+Model inputs are seeded (a few bytes, regenerated bit for bit: seeded.py); weights are the model's own,
+in `weights.safetensors` beside the document, pinned by its SHA-256 (docs/vips-format.md, `weights`);
+constants of a few elements are written in the document. Stage outputs are golden: `generate` computes
+them with the float64 reference.
+"""
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+
+from . import seeded
+from .graph import Graph, Spec
+from .stages import Stage, local_names, stage_output_names
+
+SMALL = 16  # constants of at most this many elements are written in the document
+
+
+@dataclass
+class Plan:
+    """Everything the document names, and the values the model runs on."""
+
+    graph: Graph
+    stages: List[Stage]
+    names: Dict[str, str]  # a global value -> its document name
+    local: Dict[str, Dict[str, str]]  # stage -> intermediate value -> local name
+    weights: Dict[str, np.ndarray]  # document name -> array, for weights.safetensors
+    values: Dict[str, np.ndarray]  # document name -> small constant
+    inputs: Dict[str, np.ndarray]  # model input value -> the seeded array the model runs on
+    seeds: Dict[str, int] = field(default_factory=dict)
+
+    def stage_of(self, name: str) -> Optional[Stage]:
+        return next((s for s in self.stages if s.name == name), None)
+
+
+def plan(graph: Graph, stages: List[Stage], input_seed: int = 0) -> Plan:
+    names: Dict[str, str] = {}
+    for v in graph.inputs:
+        names[v] = v
+    taken = set(names.values())
+
+    def unique(base: str) -> str:
+        name, k = base, 1
+        while name in taken:
+            k += 1
+            name = f"{base}_{k}"
+        taken.add(name)
+        return name
+
+    producers = {}
+    for n in graph.nodes:
+        for i in n.inputs:
+            producers.setdefault(i, n)
+    weights: Dict[str, np.ndarray] = {}
+    values: Dict[str, np.ndarray] = {}
+    for c, a in graph.consts.items():
+        if c not in producers:
+            continue
+        user = producers[c]
+        base = graph.const_names.get(c) or c
+        name = unique(base)
+        names[c] = name
+        (values if a.size <= SMALL else weights)[name] = a
+    outs = {o: o for o in graph.outputs}
+    for v, name in stage_output_names(stages, graph, outs).items():
+        names[v] = unique(name)
+    local = {s.name: local_names(s, graph, names) for s in stages}
+    inputs = {}
+    seeds = {}
+    for k, (v, spec) in enumerate(graph.inputs.items()):
+        seeds[v] = 1000 + input_seed + k
+        inputs[v] = seeded.normal(seeds[v], spec.shape, 0.0, 1.0, spec.dtype)
+    return Plan(graph, stages, names, local, weights, values, inputs, seeds)
+
+
+_SAFE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
+
+
+def ystr(s: str) -> str:
+    return s if _SAFE.match(s) and s not in ("true", "false", "null", "yes", "no") else json.dumps(s, ensure_ascii=False)
+
+
+def yfloat(x: float) -> str:
+    """A float YAML 1.1 readers also take for one (a dot before the exponent)."""
+    s = repr(float(x))
+    if "e" in s and "." not in s.split("e")[0]:
+        m, e = s.split("e")
+        s = f"{m}.0e{e}"
+    return s
+
+
+def yval(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    if isinstance(v, (float, np.floating)):
+        return yfloat(float(v))
+    if isinstance(v, str):
+        return ystr(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(yval(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{ystr(k)}: {yval(x)}" for k, x in v.items()) + " }"
+    raise TypeError(f"cannot write {type(v).__name__} into the document")
+
+
+def _describe(stage: Stage, graph: Graph, names: Dict[str, str]) -> str:
+    """The algorithm in words: the stage's operators in order, with what sets them apart."""
+    parts: List[str] = []
+    for n in stage.nodes:
+        op = n.op.split(".")[-1]
+        if n.op == "vsdk.linear":
+            w = graph.specs[n.inputs[1]].shape
+            parts.append(f"linear {w[1]}→{w[0]}{'' if len(n.inputs) > 2 else ' (no bias)'}")
+        elif n.op == "vsdk.layer_norm":
+            parts.append(f"layer_norm (eps {n.attrs['eps']:g})")
+        elif n.op == "vsdk.sdpa":
+            q = graph.specs[n.inputs[0]].shape
+            heads = q[-3] if len(q) >= 3 else 1
+            parts.append(f"sdpa ({heads} heads × {q[-1]}, scale {n.attrs['scale']:.6g})")
+        elif n.op == "vsdk.conv2d":
+            w = graph.specs[n.inputs[1]].shape
+            parts.append(f"conv2d {w[1]}→{w[0]} {w[2]}×{w[3]} stride {n.attrs['strides'][0]}")
+        elif n.op in ("vsdk.add", "vsdk.mul", "vsdk.sub", "vsdk.div"):
+            other = [names.get(i, "") for i in n.inputs if i in graph.consts]
+            parts.append(f"{op} {other[0]}" if other else op)
+        else:
+            parts.append(op)
+    # Runs of one movement op read as one.
+    out: List[str] = []
+    for p in parts:
+        if out and out[-1].split(" ×")[0] == p and p in ("reshape", "permute", "crop"):
+            k = int(out[-1].split(" ×")[1]) + 1 if " ×" in out[-1] else 2
+            out[-1] = f"{p} ×{k}"
+        else:
+            out.append(p)
+    return " → ".join(out)
+
+
+def _impl(stage: Stage, graph: Graph, model_label: str) -> str:
+    classes = []
+    for n in stage.nodes:
+        path = n.module
+        while path:
+            if path in graph.module_classes and graph.module_classes[path] not in classes:
+                if path == stage.module or not path.startswith(stage.module):
+                    classes.append(graph.module_classes[path])
+                break
+            path = path.rpartition(".")[0]
+    where = f"`{stage.module}`" if stage.module else "the model's own forward"
+    if stage.module in graph.module_classes:
+        return f"{graph.module_classes[stage.module]} {where} of {model_label}"
+    if graph.framework == "onnx":
+        return f"the ONNX nodes of {where} in {model_label}"
+    return f"{where} of {model_label}" + (f" ({', '.join(classes)})" if classes else "")
+
+
+def stage_notes(notes: Dict[str, Any], stage: Stage) -> List[str]:
+    out: List[str] = []
+    for pattern, items in (notes.get("stages") or {}).items():
+        if fnmatch.fnmatchcase(stage.name, pattern) or fnmatch.fnmatchcase(stage.module, pattern):
+            out.extend([items] if isinstance(items, str) else list(items))
+    return out
+
+
+def write(
+    p: Plan,
+    *,
+    component: str,
+    title: str,
+    model_label: str,
+    weights_file: Optional[str],
+    weights_sha256: Optional[str],
+    notes: Dict[str, Any],
+    exporter_notes: List[str],
+    budget_bytes: int = 8 << 20,
+) -> str:
+    g = p.graph
+    L: List[str] = []
+    L.append(f"# Exported by vips-export from {model_label}: read it, add notes, commit it (docs/authoring.md).")
+    L.append("vips: 1")
+    L.append("component:")
+    L.append(f"  id: {ystr(component)}")
+    L.append(f"  version: {ystr(str(notes.get('version', '0.1.0')))}")
+    L.append(f"  title: {json.dumps(title, ensure_ascii=False)}")
+    if notes.get("paper"):
+        L.append(f"  paper: {json.dumps(str(notes['paper']), ensure_ascii=False)}")
+    comp_notes = list(notes.get("component") or []) + exporter_notes
+    if comp_notes:
+        L.append("  notes:")
+        L.extend(f"    - {json.dumps(str(n), ensure_ascii=False)}" for n in comp_notes)
+    L.append("")
+    if weights_file:
+        L.append("weights:")
+        L.append(f"  file: {ystr(weights_file)}")
+        L.append(f'  sha256: "{weights_sha256}"')
+        L.append("")
+    L.append("golden:")
+    L.append(f"  budget_bytes: {budget_bytes}")
+    L.append("")
+    L.append("tensors:")
+
+    def entry(name: str, spec: Spec, source: str, description: Optional[str] = None) -> None:
+        d = f", description: {json.dumps(description, ensure_ascii=False)}" if description else ""
+        L.append(f"  {ystr(name)}: {{ dtype: {spec.dtype}, shape: {yval(list(spec.shape))}, source: {source}{d} }}")
+
+    for v, spec in g.inputs.items():
+        entry(p.names[v], spec, f"{{ seeded: {{ seed: {p.seeds[v]}, normal: [0.0, 1.0] }} }}", "model input")
+    for c in g.consts:
+        if c not in p.names:
+            continue
+        name = p.names[c]
+        spec = g.specs[c]
+        if name in p.values:
+            flat = p.values[name].astype(np.float64).reshape(-1).tolist()
+            entry(name, spec, f"{{ values: {yval(flat)} }}")
+        else:
+            entry(name, spec, f"{{ weights: {ystr(name)} }}")
+    for s in p.stages:
+        for o in s.outputs:
+            entry(p.names[o], g.specs[o], "golden", f"output of stage {s.name}")
+    L.append("")
+    L.append("stages:")
+    for s in p.stages:
+        names = dict(p.names)
+        names.update(p.local[s.name])
+        L.append(f"  - stage: {ystr(s.name)}")
+        L.append(f"    algorithm: {json.dumps(_describe(s, g, names), ensure_ascii=False)}")
+        L.append(f"    impl: {json.dumps(_impl(s, g, model_label), ensure_ascii=False)}")
+        L.append(f"    inputs: {yval([names[i] for i in s.inputs])}")
+        L.append(f"    outputs: {yval([names[o] for o in s.outputs])}")
+        L.append("    graph:")
+        for n in s.nodes:
+            attrs = f", attrs: {yval(n.attrs)}" if n.attrs else ""
+            L.append(f"      - {{ op: {n.op}, inputs: {yval([names[i] for i in n.inputs])}, outputs: [{ystr(names[n.output])}]{attrs} }}")
+        L.append("    verify:")
+        L.extend(f"      - finite: {ystr(names[o])}" for o in s.outputs if g.specs[o].dtype.startswith(("float", "bfloat")))
+        sn = stage_notes(notes, s)
+        origins = sorted({n.origin.split(" ")[0] for n in s.nodes if ";" in n.origin})
+        if origins:
+            sn.append(f"Fused from the framework's decomposition on export: {', '.join(_fused_summary(s))}.")
+        if sn:
+            L.append("    notes:")
+            L.extend(f"      - {json.dumps(str(x), ensure_ascii=False)}" for x in sn)
+        L.append("")
+    return "\n".join(L).rstrip() + "\n"
+
+
+def _fused_summary(stage: Stage) -> List[str]:
+    seen: Dict[str, str] = {}
+    for n in stage.nodes:
+        if ";" in n.origin and n.op not in seen:
+            ops = [part.strip().split(" ")[0] for part in n.origin.split(";")]
+            seen[n.op] = f"{n.op} from {'/'.join(dict.fromkeys(ops))}"
+    return list(seen.values())

@@ -1,0 +1,656 @@
+"""ONNX -> the core graph.
+
+Three passes: constants and shapes folded first (onnx's shape inference; every node whose inputs are
+all constant evaluated by onnx's own reference evaluator, never by a hand-written one), then the usual
+decompositions fused back (exact GELU from Erf, attention from MatMul/Softmax/MatMul, linear from
+MatMul + Add or Gemm, SiLU from Sigmoid and Mul), then each remaining node lowered to one catalog
+operator. What has no lowering is collected, every use, and reported at once.
+
+Module paths come from node names as torch.onnx writes them (`/blocks.0/attn/qkv/MatMul`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from ...errors import ExportError, Unsupported
+from ...graph import Graph, Node, Spec, dtype_name
+from ...lazy import need
+
+# ONNX TensorProto element types -> document dtypes.
+_ELEM = {1: "float32", 2: "uint8", 6: "int32", 7: "int64", 10: "float16", 11: "float64", 16: "bfloat16"}
+
+
+@dataclass
+class ONode:
+    """A mutable ONNX node (op_type may be a fused `vsdk.*` kernel)."""
+
+    op: str
+    name: str
+    inputs: List[str]
+    outputs: List[str]
+    attrs: Dict[str, Any] = field(default_factory=dict)
+    origin: List[str] = field(default_factory=list)
+
+
+def module_of(node_name: str) -> str:
+    """`/blocks.0/attn/qkv/MatMul` -> `blocks.0.attn.qkv`; `/Concat` -> ``. torch.onnx names the
+    children of a Sequential in full (`/blocks/blocks.0/...`): the repeated prefix is dropped."""
+    parts: List[str] = []
+    for p in [p for p in node_name.split("/") if p][:-1]:
+        if parts and p.startswith(parts[-1] + "."):
+            parts[-1] = p
+        else:
+            parts.append(p)
+    return ".".join(parts)
+
+
+def _attrs(onnx, node) -> Dict[str, Any]:
+    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+
+
+class _Folder:
+    """Constants and static shapes of a model; evaluates constant nodes with onnx.reference."""
+
+    def __init__(self, onnx, model):
+        self.onnx = onnx
+        self.model = model
+        self.opsets = list(model.opset_import)
+        self.const: Dict[str, np.ndarray] = {}
+        self.specs: Dict[str, Spec] = {}
+
+    def evaluate(self, node) -> List[np.ndarray]:
+        onnx = self.onnx
+        from onnx.reference import ReferenceEvaluator
+
+        inputs = [i for i in node.input if i]
+        graph = onnx.helper.make_graph(
+            [node],
+            "fold",
+            [onnx.helper.make_tensor_value_info(i, onnx.TensorProto.UNDEFINED, None) for i in inputs],
+            [onnx.helper.make_tensor_value_info(o, onnx.TensorProto.UNDEFINED, None) for o in node.output],
+        )
+        m = onnx.helper.make_model(graph, opset_imports=self.opsets)
+        return ReferenceEvaluator(m).run(None, {i: self.const[i] for i in inputs})
+
+
+def _static_shapes(onnx, model, input_shapes: Dict[str, Sequence[int]]) -> Any:
+    """The model with fixed input shapes and inferred value shapes."""
+    g = model.graph
+    inits = {i.name for i in g.initializer}
+    for inp in g.input:
+        if inp.name in inits:
+            continue
+        dims = inp.type.tensor_type.shape.dim
+        if inp.name in input_shapes:
+            want = list(input_shapes[inp.name])
+            if len(want) != len(dims):
+                raise ExportError(f"--input-shape {inp.name}: rank {len(want)}, the model's input has rank {len(dims)}")
+        else:
+            want = []
+            for d in dims:
+                if d.HasField("dim_value") and d.dim_value > 0:
+                    want.append(d.dim_value)
+                elif d.dim_param.lower() in ("batch", "batch_size", "n", "b") or not d.dim_param:
+                    want.append(1)
+                else:
+                    raise ExportError(
+                        f"input `{inp.name}` has a symbolic dimension `{d.dim_param}`: "
+                        f"give its size with --input-shape {inp.name}=D0,D1,..."
+                    )
+        for d, v in zip(dims, want):
+            d.ClearField("dim_param")
+            d.dim_value = int(v)
+    return onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
+
+
+def _value_specs(model) -> Dict[str, Spec]:
+    specs = {}
+    g = model.graph
+    for vi in list(g.input) + list(g.value_info) + list(g.output):
+        t = vi.type.tensor_type
+        if not t.HasField("shape") or t.elem_type not in _ELEM:
+            continue
+        dims = []
+        for d in t.shape.dim:
+            if not d.HasField("dim_value"):
+                dims = None
+                break
+            dims.append(int(d.dim_value))
+        if dims is not None:
+            specs[vi.name] = Spec(tuple(dims), _ELEM[t.elem_type])
+    return specs
+
+
+def load(path: Union[str, Path], input_shapes: Optional[Dict[str, Sequence[int]]] = None) -> Graph:
+    onnx = need("onnx")
+    numpy_helper = onnx.numpy_helper
+    path = Path(path)
+    try:
+        model = onnx.load(str(path))
+    except Exception as e:  # onnx raises several kinds for a bad file
+        raise ExportError(f"{path}: not a readable ONNX model ({e})") from e
+    model = _static_shapes(onnx, model, input_shapes or {})
+    g = model.graph
+    folder = _Folder(onnx, model)
+    const = folder.const
+    for init in g.initializer:
+        const[init.name] = numpy_helper.to_array(init)
+    inits = set(const)
+    specs = _value_specs(model)
+    inputs = {i.name: specs[i.name] for i in g.input if i.name not in inits}
+    clean_names = {n: n for n in inits if not n.startswith(("onnx::", "/"))}
+    outputs = [o.name for o in g.output]
+
+    # 1. Fold constants and shapes, then infer shapes again with what was folded, until nothing changes
+    # (a Shape -> Concat -> Expand chain is known only once its Shape is folded).
+    nodes = list(g.node)
+    for _ in range(8):
+        live = _fold(onnx, folder, nodes, specs, clean_names)
+        if len(live) == len(nodes):
+            break
+        nodes = live
+        specs.update(_value_specs(_reinfer(onnx, model, live, const, inputs, outputs)))
+    live_nodes = [ONode(n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}.{n.op_type}", n.name, list(n.input), list(n.output), _attrs(onnx, n)) for n in nodes]
+    for name, v in const.items():
+        if v.dtype != object and str(v.dtype) != "bool":
+            specs.setdefault(name, Spec(tuple(int(d) for d in v.shape), dtype_name(v)))
+
+    fg = _Fusion(live_nodes, const, specs)
+    fg.fuse()
+    graph = Graph(
+        name=path.stem,
+        framework="onnx",
+        inputs=inputs,
+        outputs=outputs,
+        consts={},
+        specs={},
+        nodes=[],
+    )
+    _Lowering(graph, fg, const, specs, clean_names).run()
+    return graph
+
+
+def _fold(onnx, folder: "_Folder", nodes, specs: Dict[str, Spec], clean: Dict[str, str]) -> list:
+    """The nodes left after evaluating every one whose inputs are constant or whose result is a shape."""
+    const = folder.const
+    live = []
+    for node in nodes:
+        ins = [i for i in node.input if i]
+        if node.domain not in ("", "ai.onnx"):
+            live.append(node)
+        elif node.op_type == "Shape" and ins[0] in specs:
+            a = _attrs(onnx, node)
+            shape = np.array(specs[ins[0]].shape, dtype=np.int64)
+            const[node.output[0]] = shape[a.get("start", 0) : a.get("end", len(shape))]
+        elif node.op_type == "Size" and ins[0] in specs:
+            const[node.output[0]] = np.array(specs[ins[0]].numel(), dtype=np.int64)
+        elif node.op_type == "Constant" or (ins and all(i in const for i in ins)):
+            try:
+                outs = folder.evaluate(node)
+            except Exception as e:
+                raise ExportError(f"node `{node.name}` ({node.op_type}): its constant inputs could not be folded ({e})") from e
+            for o, v in zip(node.output, outs):
+                const[o] = np.asarray(v)
+            # An Expand, Reshape or Transpose of a named parameter keeps its name (the class token).
+            named = [i for i in ins if i in clean and const[i].dtype.kind == "f"]
+            if len(named) == 1 and len(node.output) == 1 and const[node.output[0]].size == const[named[0]].size:
+                clean[node.output[0]] = clean[named[0]]
+        else:
+            live.append(node)
+    return live
+
+
+def _reinfer(onnx, model, live, const: Dict[str, np.ndarray], inputs: Dict[str, Spec], outputs: List[str]):
+    """Shape inference over the live nodes, with the folded constants as initializers."""
+    used = {i for n in live for i in n.input if i in const}
+    inits = [onnx.numpy_helper.from_array(np.asarray(const[name]), name) for name in sorted(used)]
+    elem = {v: k for k, v in _ELEM.items()}
+    g_in = [onnx.helper.make_tensor_value_info(n, elem[s.dtype], list(s.shape)) for n, s in inputs.items()]
+    g_out = [onnx.helper.make_empty_tensor_value_info(o) for o in outputs]
+    graph = onnx.helper.make_graph(live, "reinfer", g_in, g_out, inits)
+    m = onnx.helper.make_model(graph, opset_imports=list(model.opset_import))
+    return onnx.shape_inference.infer_shapes(m, check_type=False, strict_mode=False, data_prop=True)
+
+
+class _Fusion:
+    """Pattern fusions over the live ONNX nodes."""
+
+    def __init__(self, nodes: List[ONode], const: Dict[str, np.ndarray], specs: Dict[str, Spec]):
+        self.nodes = nodes
+        self.const = const
+        self.specs = specs
+
+    def _index(self) -> Tuple[Dict[str, ONode], Dict[str, List[ONode]]]:
+        prod: Dict[str, ONode] = {}
+        cons: Dict[str, List[ONode]] = {}
+        for n in self.nodes:
+            for o in n.outputs:
+                prod[o] = n
+            for i in n.inputs:
+                cons.setdefault(i, []).append(n)
+        return prod, cons
+
+    def scalar(self, name: str) -> Optional[float]:
+        v = self.const.get(name)
+        if v is None or v.size != 1 or v.dtype.kind != "f":
+            return None
+        return float(v.reshape(()))
+
+    def fuse(self) -> None:
+        for rule in (self._gelu_erf, self._silu, self._attention, self._linear):
+            while rule():
+                pass
+
+    def _replace(self, removed: List[ONode], new: ONode) -> None:
+        # The fused node sits where its last removed node was (its inputs are defined by then).
+        last = max(self.nodes.index(n) for n in removed)
+        new.origin = [f"{n.op} {n.name}" for n in sorted(removed, key=self.nodes.index)]
+        self.nodes[last] = new
+        self.nodes[:] = [n for i, n in enumerate(self.nodes) if i == last or n not in removed]
+
+    def _only(self, cons: Dict[str, List[ONode]], value: str) -> Optional[ONode]:
+        c = cons.get(value, [])
+        return c[0] if len(c) == 1 else None
+
+    def _other(self, n: ONode, value: str) -> Optional[str]:
+        if len(n.inputs) != 2:
+            return None
+        if n.inputs[0] == value:
+            return n.inputs[1]
+        if n.inputs[1] == value:
+            return n.inputs[0]
+        return None
+
+    def _near(self, name: Optional[str], want: float) -> bool:
+        v = self.scalar(name) if name is not None else None
+        return v is not None and abs(v - want) <= 1e-6 * abs(want)
+
+    def _gelu_erf(self) -> bool:
+        """x · (1 + erf(x / √2)) · 0.5, in any order of the products -> vsdk.gelu."""
+        prod, cons = self._index()
+        for e in [n for n in self.nodes if n.op == "Erf"]:
+            d = prod.get(e.inputs[0])
+            if d is None:
+                continue
+            if d.op == "Div" and self._near(d.inputs[1], math.sqrt(2.0)):
+                x = d.inputs[0]
+            elif d.op == "Mul" and self._near(self._other(d, d.inputs[0]), 1 / math.sqrt(2.0)):
+                x = d.inputs[0]
+            elif d.op == "Mul" and self._near(d.inputs[0], 1 / math.sqrt(2.0)):
+                x = d.inputs[1]
+            else:
+                continue
+            a = self._only(cons, e.outputs[0])
+            if a is None or a.op != "Add" or not self._near(self._other(a, e.outputs[0]), 1.0):
+                continue
+            m1 = self._only(cons, a.outputs[0])
+            if m1 is None or m1.op != "Mul":
+                continue
+            other = self._other(m1, a.outputs[0])
+            removed = [d, e, a, m1]
+            if other == x:
+                m2 = self._only(cons, m1.outputs[0])
+                if m2 is None or m2.op != "Mul" or not self._near(self._other(m2, m1.outputs[0]), 0.5):
+                    continue
+                removed.append(m2)
+                y = m2.outputs[0]
+            elif self._near(other, 0.5):
+                m2 = self._only(cons, m1.outputs[0])
+                if m2 is None or m2.op != "Mul" or self._other(m2, m1.outputs[0]) != x:
+                    continue
+                removed.append(m2)
+                y = m2.outputs[0]
+            else:
+                h = prod.get(other) if other else None
+                if h is None or h.op != "Mul" or self._other(h, x) is None or not self._near(self._other(h, x), 0.5):
+                    continue
+                if len(cons.get(h.outputs[0], [])) != 1:
+                    continue
+                removed.append(h)
+                y = m1.outputs[0]
+            if any(len(cons.get(n.outputs[0], [])) != 1 for n in removed if n.outputs[0] != y):
+                continue
+            self._replace(removed, ONode("vsdk.gelu", e.name, [x], [y]))
+            return True
+        return False
+
+    def _silu(self) -> bool:
+        prod, cons = self._index()
+        for s in [n for n in self.nodes if n.op == "Sigmoid"]:
+            m = self._only(cons, s.outputs[0])
+            if m is None or m.op != "Mul" or self._other(m, s.outputs[0]) != s.inputs[0]:
+                continue
+            self._replace([s, m], ONode("vsdk.silu", s.name, [s.inputs[0]], [m.outputs[0]]))
+            return True
+        return False
+
+    def _strip_scale(self, prod, cons, value: str, removed: List[ONode]) -> Tuple[str, float]:
+        """Follows scalar Mul/Div producers back from `value`: (the unscaled value, the scale)."""
+        scale = 1.0
+        while True:
+            n = prod.get(value)
+            if n is None or n.op not in ("Mul", "Div") or len(cons.get(value, [])) != 1:
+                return value, scale
+            a, b = n.inputs
+            if self.scalar(b) is not None:
+                scale *= self.scalar(b) if n.op == "Mul" else 1.0 / self.scalar(b)
+                value = a
+            elif n.op == "Mul" and self.scalar(a) is not None:
+                scale *= self.scalar(a)
+                value = b
+            else:
+                return value, scale
+            removed.append(n)
+
+    def _attention(self) -> bool:
+        """softmax(scale · q kᵀ) v -> vsdk.sdpa (the unfused form torch.onnx writes)."""
+        prod, cons = self._index()
+        for s in [n for n in self.nodes if n.op == "Softmax"]:
+            rank = len(self.specs[s.inputs[0]].shape) if s.inputs[0] in self.specs else None
+            axis = s.attrs.get("axis", -1)
+            if rank is None or axis not in (-1, rank - 1):
+                continue
+            pv = self._only(cons, s.outputs[0])
+            if pv is None or pv.op != "MatMul" or pv.inputs[0] != s.outputs[0]:
+                continue
+            removed: List[ONode] = [s, pv]
+            logits, scale = self._strip_scale(prod, cons, s.inputs[0], removed)
+            qk = prod.get(logits)
+            if qk is None or qk.op != "MatMul" or len(cons.get(logits, [])) != 1:
+                continue
+            removed.append(qk)
+            q, sq = self._strip_scale(prod, cons, qk.inputs[0], removed)
+            kt, sk = self._strip_scale(prod, cons, qk.inputs[1], removed)
+            t = prod.get(kt)
+            if t is None or t.op != "Transpose" or len(cons.get(kt, [])) != 1:
+                continue
+            r = len(self.specs[t.inputs[0]].shape)
+            perm = list(t.attrs.get("perm", range(r - 1, -1, -1)))
+            if perm != list(range(r - 2)) + [r - 1, r - 2]:
+                continue
+            removed.append(t)
+            k, sk2 = self._strip_scale(prod, cons, t.inputs[0], removed)
+            v = pv.inputs[1]
+            shapes = [self.specs.get(n) for n in (q, k, v)]
+            if any(sh is None for sh in shapes):
+                continue
+            qs, ks, vs = (sh.shape for sh in shapes)
+            if not (len(qs) == len(ks) == len(vs) >= 2 and qs[:-2] == ks[:-2] == vs[:-2] and ks[-2] == vs[-2]):
+                continue
+            # The model multiplies in float32: its scale is the float32 product, written shortest.
+            total = float(str(np.float32(np.float32(scale) * np.float32(sq) * np.float32(sk) * np.float32(sk2))))
+            self._replace(removed, ONode("vsdk.sdpa", s.name, [q, k, v], [pv.outputs[0]], {"scale": total}))
+            return True
+        return False
+
+    def _linear(self) -> bool:
+        """MatMul by a constant matrix (+ a constant bias), or Gemm -> vsdk.linear."""
+        prod, cons = self._index()
+        for m in self.nodes:
+            if m.op == "Gemm":
+                a = m.attrs
+                w = self.const.get(m.inputs[1])
+                if w is None or a.get("transA", 0) or a.get("alpha", 1.0) != 1.0 or a.get("beta", 1.0) != 1.0:
+                    continue
+                ins = [m.inputs[0], m.inputs[1]] + ([m.inputs[2]] if len(m.inputs) > 2 and m.inputs[2] else [])
+                new = ONode("vsdk.linear", m.name, ins, list(m.outputs), {"transposed": not a.get("transB", 0)})
+                self._replace([m], new)
+                return True
+            if m.op != "MatMul":
+                continue
+            w = self.const.get(m.inputs[1])
+            if w is None or w.ndim != 2 or m.inputs[0] in self.const:
+                continue
+            removed = [m]
+            ins = [m.inputs[0], m.inputs[1]]
+            out = m.outputs[0]
+            add = self._only(cons, out)
+            if add is not None and add.op == "Add":
+                b = self.const.get(self._other(add, out) or "")
+                if b is not None and b.shape == (w.shape[1],):
+                    removed.append(add)
+                    ins.append(self._other(add, out))
+                    out = add.outputs[0]
+            self._replace(removed, ONode("vsdk.linear", m.name, ins, [out], {"transposed": True}))
+            return True
+        return False
+
+
+_CAST = {1: "float32", 2: "uint8", 6: "int32", 7: "int64", 10: "float16", 11: "float64", 16: "bfloat16"}
+_ELEMENTWISE = {"Add": "vsdk.add", "Sub": "vsdk.sub", "Mul": "vsdk.mul", "Div": "vsdk.div"}
+_UNARY = {"Sin": "vsdk.sin", "Cos": "vsdk.cos"}
+_SHAPE_ONLY = ("Reshape", "Flatten", "Squeeze", "Unsqueeze")
+_ALIASES = ("Identity", "Dropout")
+
+
+def _why(n: ONode, const: Dict[str, np.ndarray]) -> str:
+    if n.op in ("MatMul", "Gemm") and len(n.inputs) > 1 and n.inputs[1] not in const:
+        return "a product of two computed tensors (its second operand is not a constant): batched matmul has no catalog operator yet"
+    if n.op in ("Conv",):
+        return "only 2-D convolution without auto_pad has a catalog operator"
+    return "no lowering to a catalog operator"
+
+
+class _Lowering:
+    """Each live node -> catalog nodes; what has no lowering collected."""
+
+    def __init__(self, graph: Graph, fused: _Fusion, const, specs, clean_names):
+        self.g = graph
+        self.nodes = fused.nodes
+        self.const = const
+        self.specs = specs
+        self.clean = clean_names
+        self.alias: Dict[str, str] = {}
+        self.const_keys: Dict[str, str] = {}  # a graph const -> the ONNX value it holds
+        self.counter = 0
+        self.fresh_names: set = set()
+
+    def v(self, name: str) -> str:
+        while name in self.alias:
+            name = self.alias[name]
+        return name
+
+    def use_const(self, name: str, n: ONode, role: str, array: Optional[np.ndarray] = None) -> str:
+        """A constant input of node `n`, recorded in the graph's consts under a readable name: the
+        model's own (an initializer's name, shared by its users), else `<module>.<role>`."""
+        a = self.const[name] if array is None else array
+        clean = self.clean.get(name) if array is None else None
+        if clean and self.const_keys.setdefault(clean, name) == name:
+            key = clean
+        else:
+            mod = module_of(n.name)
+            base = f"{mod}.{role}" if mod else role
+            key, k = base, 1
+            while key in self.g.consts and not (array is None and self.const_keys.get(key) == name):
+                k += 1
+                key = f"{base}_{k}"
+            self.const_keys[key] = name
+        if key not in self.g.consts:
+            if a.dtype == np.float64:
+                a = a.astype(np.float32)
+            self.g.consts[key] = a
+            self.g.specs[key] = Spec(tuple(int(d) for d in a.shape), dtype_name(a))
+            if clean and key == clean:
+                self.g.const_names[key] = key
+        return key
+
+    def inp(self, name: str, n: ONode, role: str) -> str:
+        name = self.v(name)
+        if name in self.const:
+            return self.use_const(name, n, role)
+        return name
+
+    def ins(self, n: ONode, roles: Sequence[str] = ()) -> List[str]:
+        """Every non-empty input of `n`, constants named by role (`weight`, `bias`, else `const`)."""
+        return [self.inp(i, n, roles[k] if k < len(roles) else "const") for k, i in enumerate(n.inputs) if i]
+
+    def emit(self, n: ONode, op: str, inputs: List[str], output: str, attrs=None, spec: Optional[Spec] = None) -> None:
+        self.g.nodes.append(
+            Node(op, inputs, output, dict(attrs or {}), module_of(n.name), "; ".join(n.origin) or f"{n.op} {n.name}")
+        )
+        self.g.specs[output] = spec or self.specs[output]
+        if output not in self.fresh_names:
+            self.g.framework_names[output] = output
+
+    def fresh(self, base: str) -> str:
+        self.counter += 1
+        name = f"{base}#{self.counter}"
+        self.fresh_names.add(name)  # made by the lowering: no ONNX value to capture
+        return name
+
+    def run(self) -> None:
+        g = self.g
+        for name, s in g.inputs.items():
+            g.specs[name] = s
+            g.framework_names[name] = name
+        for n in self.nodes:
+            try:
+                if not self.lower(n):
+                    g.unsupported.append(Unsupported(n.op, n.name, module_of(n.name), reason=_why(n, self.const)))
+            except ExportError as e:
+                g.unsupported.append(Unsupported(n.op, n.name, module_of(n.name), reason=str(e)))
+        g.outputs = [self.v(o) for o in g.outputs]
+
+    def lower(self, n: ONode) -> bool:
+        op, a = n.op, n.attrs
+        out = n.outputs[0] if n.outputs else ""
+        if op in _ALIASES:
+            self.alias[out] = n.inputs[0]
+            return True
+        if out and out not in self.specs and op not in ("Split",):
+            raise ExportError(f"no static shape for `{out}` after shape inference")
+        if op.startswith("vsdk."):
+            return self.fused(n)
+        if op in _ELEMENTWISE:
+            self.emit(n, _ELEMENTWISE[op], self.ins(n), out)
+            return True
+        if op in _UNARY:
+            self.emit(n, _UNARY[op], self.ins(n), out)
+            return True
+        if op == "Gelu":
+            kind = "vsdk.gelu_tanh" if a.get("approximate", b"none") in (b"tanh", "tanh") else "vsdk.gelu"
+            self.emit(n, kind, self.ins(n), out)
+            return True
+        if op == "Conv":
+            if a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET") or len(self.specs[out].shape) != 4:
+                return False
+            attrs = {
+                "strides": list(a.get("strides", [1, 1])),
+                "pads": list(a.get("pads", [0, 0, 0, 0])),
+                "dilations": list(a.get("dilations", [1, 1])),
+                "groups": int(a.get("group", 1)),
+            }
+            self.emit(n, "vsdk.conv2d", self.ins(n, ("x", "weight", "bias")), out, attrs)
+            return True
+        if op == "LayerNormalization":
+            d = self.specs[n.inputs[0]].shape[a.get("axis", -1):]
+            ins = self.ins(n, ("x", "weight", "bias"))
+            if len(ins) == 2:
+                ins.append(self.use_const(n.inputs[1], n, "bias", np.zeros(d, np.float32)))
+            eps = float(np.float32(a.get("epsilon", 1e-5)))
+            self.emit(n, "vsdk.layer_norm", ins, out, {"axis": int(a.get("axis", -1)), "eps": float(str(np.float32(eps)))})
+            return True
+        if op == "Softmax":
+            self.emit(n, "vsdk.softmax", self.ins(n), out, {"axis": int(a.get("axis", -1))})
+            return True
+        if op == "Concat":
+            self.emit(n, "vsdk.concat", self.ins(n), out, {"axis": int(a["axis"])})
+            return True
+        if op in _SHAPE_ONLY:
+            self.emit(n, "vsdk.reshape", self.ins(n)[:1], out, {"shape": list(self.specs[out].shape)})
+            return True
+        if op == "Expand":
+            if self.specs.get(n.inputs[0]) == self.specs[out]:
+                self.alias[out] = n.inputs[0]
+                return True
+            return False
+        if op == "Transpose":
+            r = len(self.specs[n.inputs[0]].shape)
+            self.emit(n, "vsdk.permute", self.ins(n), out, {"perm": list(a.get("perm", range(r - 1, -1, -1)))})
+            return True
+        if op == "Cast":
+            self.emit(n, "vsdk.cast", self.ins(n), out, {"dtype": _CAST[int(a["to"])]})
+            return True
+        if op == "Slice":
+            return self.slice(n)
+        if op == "Gather":
+            return self.gather(n)
+        if op == "Split":
+            return self.split(n)
+        return False
+
+    def fused(self, n: ONode) -> bool:
+        out = n.outputs[0]
+        if n.op == "vsdk.linear":
+            x, w = self.v(n.inputs[0]), self.const[n.inputs[1]]
+            weight = w.T if n.attrs.get("transposed") else w
+            # torch.onnx stores nn.Linear's weight transposed for MatMul: transposed back, it is the
+            # module's own parameter, named after it.
+            ins = [x, self.use_const(n.inputs[1], n, "weight", np.ascontiguousarray(weight))]
+            if len(n.inputs) > 2:
+                ins.append(self.inp(n.inputs[2], n, "bias"))
+            self.emit(n, "vsdk.linear", ins, out)
+            return True
+        self.emit(n, n.op, self.ins(n), out, n.attrs)
+        return True
+
+    def _ints(self, name: str) -> Optional[List[int]]:
+        v = self.const.get(name)
+        return None if v is None else [int(i) for i in v.reshape(-1)]
+
+    def slice(self, n: ONode) -> bool:
+        shape = self.specs[n.inputs[0]].shape
+        starts, ends = self._ints(n.inputs[1]), self._ints(n.inputs[2])
+        axes = self._ints(n.inputs[3]) if len(n.inputs) > 3 and n.inputs[3] else list(range(len(starts or [])))
+        steps = self._ints(n.inputs[4]) if len(n.inputs) > 4 and n.inputs[4] else [1] * len(starts or [])
+        if starts is None or ends is None or axes is None or steps is None:
+            raise ExportError("slice bounds are not constant")
+        if any(s != 1 for s in steps):
+            raise ExportError(f"slice with steps {steps} (a step other than 1 has no catalog operator yet)")
+        offsets, sizes = [0] * len(shape), list(shape)
+        for s, e, ax in zip(starts, ends, axes):
+            ax %= len(shape)
+            dim = shape[ax]
+            s = max(0, min(dim, s + dim if s < 0 else s))
+            e = max(0, min(dim, e + dim if e < 0 else e))
+            offsets[ax], sizes[ax] = s, max(0, e - s)
+        self.emit(n, "vsdk.crop", self.ins(n)[:1], n.outputs[0], {"offsets": offsets, "sizes": sizes})
+        return True
+
+    def gather(self, n: ONode) -> bool:
+        idx = self._ints(n.inputs[1])
+        if idx is None or len(idx) != 1:
+            raise ExportError("a gather of non-constant or several indices has no catalog operator")
+        shape = self.specs[n.inputs[0]].shape
+        ax = n.attrs.get("axis", 0) % len(shape)
+        i = idx[0] % shape[ax]
+        offsets = [0] * len(shape)
+        offsets[ax] = i
+        sizes = list(shape)
+        sizes[ax] = 1
+        out = n.outputs[0]
+        cropped = self.fresh(out)
+        self.emit(n, "vsdk.crop", self.ins(n)[:1], cropped, {"offsets": offsets, "sizes": sizes}, Spec(tuple(sizes), self.specs[out].dtype))
+        self.emit(n, "vsdk.reshape", [cropped], out, {"shape": list(self.specs[out].shape)})
+        return True
+
+    def split(self, n: ONode) -> bool:
+        shape = self.specs[n.inputs[0]].shape
+        ax = n.attrs.get("axis", 0) % len(shape)
+        x = self.ins(n)[0]
+        offset = 0
+        for o in n.outputs:
+            if o not in self.specs:
+                raise ExportError(f"no static shape for `{o}`")
+            size = self.specs[o].shape[ax]
+            offsets = [0] * len(shape)
+            offsets[ax] = offset
+            self.emit(n, "vsdk.crop", [x], o, {"offsets": offsets, "sizes": list(self.specs[o].shape)})
+            offset += size
+        return True
+

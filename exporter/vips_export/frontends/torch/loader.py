@@ -1,0 +1,383 @@
+"""PyTorch -> the core graph, through `torch.export` (ATen operators, functional, no decompositions:
+`run_decompositions({})` keeps `aten.linear`, `aten.layer_norm`, `aten.gelu`, `aten.conv2d`,
+`aten.scaled_dot_product_attention` whole). Module paths and classes come from each node's
+`nn_module_stack`, source lines from its stack trace. Nodes whose tensor inputs are all constants
+(parameters and what is computed from them alone) are evaluated once, by PyTorch itself.
+"""
+from __future__ import annotations
+
+import importlib
+import operator
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ...errors import ExportError, Unsupported
+from ...graph import Graph, Node, Spec
+from ...lazy import need
+from .runner import TorchRunner
+
+_DTYPES = {"torch.float32": "float32", "torch.float16": "float16", "torch.bfloat16": "bfloat16", "torch.float64": "float64", "torch.int64": "int64", "torch.int32": "int32", "torch.uint8": "uint8"}
+_FRIENDLY = {
+    "_native_batch_norm_legit_no_training": "batch_norm",
+    "_native_batch_norm_legit": "batch_norm",
+    "native_batch_norm": "batch_norm",
+    "batch_norm": "batch_norm",
+}
+_ALIASES = {"clone", "contiguous", "alias", "detach", "dropout", "lift_fresh_copy", "_assert_tensor_metadata"}
+_ELEMENTWISE = {"add": "vsdk.add", "sub": "vsdk.sub", "mul": "vsdk.mul", "div": "vsdk.div"}
+_UNARY = {"silu": "vsdk.silu", "sin": "vsdk.sin", "cos": "vsdk.cos"}
+_RESHAPES = {"view", "reshape", "_unsafe_view", "flatten", "unsqueeze", "squeeze", "unflatten"}
+
+
+def load_factory(spec: str, input_shapes: Dict[str, List[int]]) -> Tuple[Graph, TorchRunner, str]:
+    """`package.module:factory` -> a model (or (model, example_inputs)) -> the graph."""
+    torch = need("torch")
+    mod_name, _, fn_name = spec.partition(":")
+    if not mod_name or not fn_name:
+        raise ExportError(f"--torch {spec}: expected MODULE:FACTORY, e.g. my_models.vit:make")
+    try:
+        factory = getattr(importlib.import_module(mod_name), fn_name)
+    except (ImportError, AttributeError) as e:
+        raise ExportError(f"--torch {spec}: cannot import ({e})") from e
+    made = factory()
+    if isinstance(made, tuple):
+        model, inputs = made[0], tuple(made[1])
+    else:
+        model = made
+        if not input_shapes:
+            raise ExportError(f"--torch {spec}: the factory returned only a module; give its inputs with --input-shape NAME=D0,D1,...")
+        gen = torch.Generator().manual_seed(0)
+        inputs = tuple(torch.randn(*s, generator=gen) for s in input_shapes.values())
+    return load_module(model, inputs, fn_name)
+
+
+def load_module(model: Any, inputs: Tuple[Any, ...], name: Optional[str] = None) -> Tuple[Graph, TorchRunner, str]:
+    torch = need("torch")
+    model = model.eval()
+    label = name or type(model).__name__
+    try:
+        with torch.no_grad():
+            ep = torch.export.export(model, inputs).run_decompositions({})
+    except Exception as e:  # torch.export raises many kinds, each with its own explanation
+        raise ExportError(f"{label}: torch.export failed: {e}") from e
+    graph = _Lowering(torch, ep, label).run()
+    return graph, TorchRunner(ep, graph), f"{label} (PyTorch {torch.__version__})"
+
+
+def _short(target: Any) -> str:
+    s = str(target)
+    if s.startswith("aten."):
+        return s.split(".")[1]
+    return getattr(target, "__name__", s)
+
+
+def _source(node) -> Optional[str]:
+    trace = node.meta.get("stack_trace") or ""
+    lines = [ln.strip() for ln in trace.splitlines() if ln.strip().startswith("File ")]
+    # The model's own code, not torch.nn's forward that it called.
+    own = [ln for ln in lines if "/torch/" not in ln]
+    if not lines:
+        return None
+    last = (own or lines)[-1]  # File "x.py", line 12, in forward
+    try:
+        file = last.split('"')[1]
+        line = last.split("line ")[1].split(",")[0]
+        return f"{file}:{line}"
+    except IndexError:
+        return None
+
+
+class _Lowering:
+    def __init__(self, torch, ep, label: str):
+        self.torch = torch
+        self.ep = ep
+        self.label = label
+        sig = ep.graph_signature
+        self.param_of = {**sig.inputs_to_parameters, **sig.inputs_to_buffers, **getattr(sig, "inputs_to_lifted_tensor_constants", {})}
+        self.user_inputs = list(sig.user_inputs)
+        self.g = Graph(label, "torch", {}, [], {}, {}, [])
+        self.const_t: Dict[str, Any] = {}  # node name -> constant torch tensor
+        self.alias: Dict[str, str] = {}
+        self.lists: Dict[str, List[str]] = {}  # multi-output node -> its part names
+
+    def v(self, name: str) -> str:
+        while name in self.alias:
+            name = self.alias[name]
+        return name
+
+    def spec(self, node) -> Spec:
+        val = node.meta.get("val")
+        if val is None or not hasattr(val, "shape"):
+            raise ExportError(f"{node.name}: no tensor metadata")
+        return Spec(tuple(int(d) for d in val.shape), _DTYPES[str(val.dtype)])
+
+    def const(self, name: str, t: Any, clean: Optional[str] = None) -> str:
+        if name not in self.g.consts:
+            a = t.detach().to(self.torch.float32 if t.is_floating_point() else t.dtype).cpu().numpy()
+            self.g.consts[name] = np.ascontiguousarray(a)
+            self.g.specs[name] = Spec(tuple(a.shape), str(a.dtype))
+            if clean:
+                self.g.const_names[name] = clean
+        return name
+
+    def scalar(self, x: Any, like: str) -> str:
+        name = f"{like}.scalar{len(self.g.consts)}"
+        self.g.consts[name] = np.array(float(x), dtype=np.float32)
+        self.g.specs[name] = Spec((), "float32")
+        return name
+
+    def arg(self, a: Any, node) -> str:
+        """A tensor argument: a value name, with constants recorded."""
+        if hasattr(a, "name"):
+            n = self.v(a.name)
+            if n in self.const_t:
+                return self.const(n, self.const_t[n], self.param_of.get(n))
+            return n
+        if isinstance(a, (int, float)):
+            return self.scalar(a, node.name)
+        raise ExportError(f"{node.name}: unexpected argument {a!r}")
+
+    def emit(self, node, op: str, inputs: List[str], attrs=None, output: Optional[str] = None, spec: Optional[Spec] = None) -> str:
+        out = output or node.name
+        stack = node.meta.get("nn_module_stack") or {}
+        module = ""
+        for path, cls in stack.values():
+            module = _path(path)
+            self.g.module_classes.setdefault(module, cls if isinstance(cls, str) else f"{cls.__module__}.{cls.__qualname__}")
+        self.g.nodes.append(Node(op, inputs, out, dict(attrs or {}), module, f"{node.target}", _source(node)))
+        self.g.specs[out] = spec or self.spec(node)
+        self.g.framework_names[out] = node.name
+        return out
+
+    def run(self) -> Graph:
+        torch = self.torch
+        state = {**self.ep.state_dict, **getattr(self.ep, "constants", {})}
+        for node in self.ep.graph.nodes:
+            if node.op == "placeholder":
+                if node.name in self.param_of:
+                    self.const_t[node.name] = state[self.param_of[node.name]]
+                else:
+                    self.g.inputs[node.name] = self.spec(node)
+                    self.g.specs[node.name] = self.g.inputs[node.name]
+                    self.g.framework_names[node.name] = node.name
+                continue
+            if node.op == "output":
+                outs = node.args[0]
+                self.g.outputs = [self.v(o.name) for o in (outs if isinstance(outs, (list, tuple)) else [outs]) if hasattr(o, "name")]
+                continue
+            if node.op != "call_function":
+                continue
+            try:
+                if self.fold(node):
+                    continue
+                if not self.lower(node):
+                    short = _short(node.target)
+                    friendly = _FRIENDLY.get(short)
+                    op = f"aten.{short}" + (f" ({friendly})" if friendly and friendly != short else "")
+                    stack = node.meta.get("nn_module_stack") or {}
+                    where = _path(list(stack.values())[-1][0]) if stack else ""
+                    self.g.unsupported.append(Unsupported(op, where or node.name, where, source=_source(node)))
+            except ExportError as e:
+                stack = node.meta.get("nn_module_stack") or {}
+                where = _path(list(stack.values())[-1][0]) if stack else ""
+                self.g.unsupported.append(Unsupported(f"aten.{_short(node.target)}", where or node.name, where, source=_source(node), reason=str(e)))
+        del torch
+        return self.g
+
+    def fold(self, node) -> bool:
+        """Evaluates a node whose tensor inputs are all constant."""
+        flat = [a for a in _flatten(node.args) + _flatten(list(node.kwargs.values())) if hasattr(a, "name")]
+        if not flat or not all(self.v(a.name) in self.const_t for a in flat):
+            return False
+        if node.target is operator.getitem:
+            return False
+
+        def value(a):
+            if hasattr(a, "name"):
+                return self.const_t[self.v(a.name)]
+            if isinstance(a, (list, tuple)):
+                return type(a)(value(x) for x in a)
+            return a
+
+        with self.torch.no_grad():
+            out = node.target(*value(list(node.args)), **{k: value(v) for k, v in node.kwargs.items()})
+        if not isinstance(out, self.torch.Tensor):
+            return False
+        self.const_t[node.name] = out
+        # An expand or view of one parameter keeps its name (the class token).
+        sources = {self.v(a.name) for a in flat}
+        if len(sources) == 1:
+            src = sources.pop()
+            if src in self.param_of and self.const_t[src].numel() == out.numel():
+                self.param_of[node.name] = self.param_of[src]
+        return True
+
+    def lower(self, node) -> bool:
+        t = _short(node.target)
+        args = node.args
+        if node.target is operator.getitem:
+            parts = self.lists.get(args[0].name)
+            if parts is None:
+                # Part of a multi-output operator already listed as unsupported.
+                return any(u.where == args[0].name or u.source == _source(args[0]) for u in self.g.unsupported)
+            self.alias[node.name] = parts[args[1]]
+            self.g.framework_names[parts[args[1]]] = node.name
+            return True
+        if t in _ALIASES or (t in ("to", "_to_copy") and self.spec(node) == self.g.specs.get(self.v(args[0].name))):
+            self.alias[node.name] = self.v(args[0].name)
+            return True
+        if t == "expand":
+            if self.spec(node) == self.g.specs.get(self.v(args[0].name)):
+                self.alias[node.name] = self.v(args[0].name)
+                return True
+            return False
+        if t in _ELEMENTWISE:
+            if len(args) > 2 or node.kwargs.get("alpha", 1) != 1 or node.kwargs.get("rounding_mode"):
+                return False
+            self.emit(node, _ELEMENTWISE[t], [self.arg(args[0], node), self.arg(args[1], node)])
+            return True
+        if t in _UNARY:
+            self.emit(node, _UNARY[t], [self.arg(args[0], node)])
+            return True
+        if t == "gelu":
+            approx = node.kwargs.get("approximate", args[1] if len(args) > 1 else "none")
+            self.emit(node, "vsdk.gelu_tanh" if approx == "tanh" else "vsdk.gelu", [self.arg(args[0], node)])
+            return True
+        if t == "linear":
+            ins = [self.arg(args[0], node), self.arg(args[1], node)]
+            if len(args) > 2 and args[2] is not None:
+                ins.append(self.arg(args[2], node))
+            self.emit(node, "vsdk.linear", ins)
+            return True
+        if t == "conv2d":
+            defaults = [None, [1, 1], [0, 0], [1, 1], 1]
+            bias, stride, padding, dilation, groups = list(args[2:]) + defaults[len(args) - 2 :]
+            if isinstance(padding, str):
+                return False
+            ins = [self.arg(args[0], node), self.arg(args[1], node)]
+            if bias is not None:
+                ins.append(self.arg(bias, node))
+            pads = [int(padding[0]), int(padding[1]), int(padding[0]), int(padding[1])]
+            self.emit(node, "vsdk.conv2d", ins, {"strides": list(stride), "pads": pads, "dilations": list(dilation), "groups": int(groups)})
+            return True
+        if t == "layer_norm":
+            x = self.arg(args[0], node)
+            shape = list(args[1])
+            w = args[2] if len(args) > 2 else None
+            b = args[3] if len(args) > 3 else None
+            eps = float(args[4]) if len(args) > 4 else 1e-5
+            wn = self.arg(w, node) if w is not None else self.const(f"{node.name}.ones", self.torch.ones(shape))
+            bn = self.arg(b, node) if b is not None else self.const(f"{node.name}.zeros", self.torch.zeros(shape))
+            self.emit(node, "vsdk.layer_norm", [x, wn, bn], {"axis": -len(shape), "eps": eps})
+            return True
+        if t in ("softmax", "_softmax"):
+            self.emit(node, "vsdk.softmax", [self.arg(args[0], node)], {"axis": int(args[1])})
+            return True
+        if t == "scaled_dot_product_attention":
+            kw = dict(node.kwargs)
+            extra = list(args[3:])
+            mask = kw.get("attn_mask", extra[0] if extra else None)
+            causal = kw.get("is_causal", extra[2] if len(extra) > 2 else False)
+            if mask is not None or causal or kw.get("enable_gqa"):
+                raise ExportError("sdpa with a mask, is_causal or grouped key/value heads has no catalog operator yet")
+            q = node.args[0].meta["val"]
+            scale = kw.get("scale") or (1.0 / float(q.shape[-1]) ** 0.5)
+            self.emit(node, "vsdk.sdpa", [self.arg(a, node) for a in args[:3]], {"scale": float(scale)})
+            return True
+        if t == "cat":
+            self.emit(node, "vsdk.concat", [self.arg(a, node) for a in args[0]], {"axis": int(args[1]) if len(args) > 1 else 0})
+            return True
+        if t in _RESHAPES:
+            self.emit(node, "vsdk.reshape", [self.arg(args[0], node)], {"shape": list(self.spec(node).shape)})
+            return True
+        if t == "permute":
+            self.emit(node, "vsdk.permute", [self.arg(args[0], node)], {"perm": [int(d) % len(self.spec(node).shape) for d in args[1]]})
+            return True
+        if t in ("transpose", "t"):
+            r = len(self.spec(node).shape)
+            d0, d1 = (args[1] % r, args[2] % r) if t == "transpose" else (0, 1)
+            perm = list(range(r))
+            perm[d0], perm[d1] = perm[d1], perm[d0]
+            self.emit(node, "vsdk.permute", [self.arg(args[0], node)], {"perm": perm})
+            return True
+        if t == "slice":
+            return self.slice(node)
+        if t == "select":
+            return self.select(node, args[0], int(args[1]), int(args[2]), node.name)
+        if t in ("unbind", "split", "split_with_sizes", "chunk"):
+            return self.parts(node, t)
+        return False
+
+    def slice(self, node) -> bool:
+        args = list(node.args) + [None] * 5
+        x, dim, start, end, step = args[:5]
+        step = 1 if step is None else int(step)
+        if step != 1:
+            raise ExportError(f"slice with step {step} (a step other than 1 has no catalog operator yet)")
+        shape = self.g.specs[self.v(x.name)].shape if self.v(x.name) in self.g.specs else tuple(x.meta["val"].shape)
+        dim = int(dim or 0) % len(shape)
+        n = shape[dim]
+        s = 0 if start is None else int(start)
+        e = n if end is None else int(end)
+        s = max(0, min(n, s + n if s < 0 else s))
+        e = max(0, min(n, e + n if e < 0 else e))
+        offsets, sizes = [0] * len(shape), list(shape)
+        offsets[dim], sizes[dim] = s, max(0, e - s)
+        self.emit(node, "vsdk.crop", [self.arg(x, node)], {"offsets": offsets, "sizes": sizes})
+        return True
+
+    def select(self, node, x, dim: int, index: int, out: str, spec: Optional[Spec] = None) -> bool:
+        shape = tuple(x.meta["val"].shape)
+        dim %= len(shape)
+        index %= shape[dim]
+        offsets, sizes = [0] * len(shape), list(shape)
+        offsets[dim], sizes[dim] = index, 1
+        dtype = _DTYPES[str(x.meta["val"].dtype)]
+        cropped = self.emit(node, "vsdk.crop", [self.arg(x, node)], {"offsets": offsets, "sizes": sizes}, output=f"{out}.crop", spec=Spec(tuple(sizes), dtype))
+        final = spec or self.spec(node)
+        self.emit(node, "vsdk.reshape", [cropped], {"shape": list(final.shape)}, output=out, spec=final)
+        return True
+
+    def parts(self, node, t: str) -> bool:
+        x = node.args[0]
+        shape = tuple(x.meta["val"].shape)
+        vals = node.meta["val"]
+        dtype = _DTYPES[str(x.meta["val"].dtype)]
+        names = []
+        if t == "unbind":
+            dim = int(node.args[1]) if len(node.args) > 1 else 0
+            for i, v in enumerate(vals):
+                out = f"{node.name}.{i}"
+                self.select(node, x, dim, i, out, Spec(tuple(int(d) for d in v.shape), dtype))
+                names.append(out)
+        else:
+            dim = (int(node.args[2]) if len(node.args) > 2 else 0) % len(shape)
+            offset = 0
+            for i, v in enumerate(vals):
+                sizes = [int(d) for d in v.shape]
+                offsets = [0] * len(shape)
+                offsets[dim] = offset
+                out = f"{node.name}.{i}"
+                self.emit(node, "vsdk.crop", [self.arg(x, node)], {"offsets": offsets, "sizes": sizes}, output=out, spec=Spec(tuple(sizes), dtype))
+                names.append(out)
+                offset += sizes[dim]
+        self.lists[node.name] = names
+        return True
+
+
+def _path(p: str) -> str:
+    """`L['self'].blocks[0].attn` or `blocks.0.attn` -> `blocks.0.attn`."""
+    p = p.replace("L['self'].", "").replace("L['self']", "")
+    p = p.replace("[", ".").replace("]", "").replace("'", "")
+    return ".".join(x for x in p.split(".") if x and not x.startswith("_modules"))
+
+
+def _flatten(xs: Sequence[Any]) -> List[Any]:
+    out: List[Any] = []
+    for x in xs:
+        if isinstance(x, (list, tuple)):
+            out.extend(_flatten(x))
+        else:
+            out.append(x)
+    return out

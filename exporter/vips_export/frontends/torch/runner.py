@@ -1,0 +1,50 @@
+"""The exported PyTorch program run on the suite's inputs, every stage tensor captured by an FX
+interpreter; at fp16 and bf16 the program's parameters and inputs are cast to that dtype (PyTorch's
+own kernels at that precision, on the CPU)."""
+from __future__ import annotations
+
+from typing import Any, Dict, Sequence
+
+import numpy as np
+
+from ...errors import ExportError
+from ...lazy import need
+
+_TIER_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+
+
+class TorchRunner:
+    tiers_run = ("fp32", "fp16", "bf16")
+
+    def __init__(self, ep: Any, graph: Any):
+        torch = need("torch")
+        self.ep = ep
+        self.graph = graph
+        self.label = f"PyTorch {torch.__version__} (CPU, the exported program)"
+
+    def run(self, feeds: Dict[str, np.ndarray], values: Sequence[str], specs, tier: str = "fp32") -> Dict[str, np.ndarray]:
+        torch = need("torch")
+        dtype = getattr(torch, _TIER_DTYPES[tier])
+        module = self.ep.module()
+        module.to(dtype)
+        wanted = set(values)
+        got: Dict[str, Any] = {}
+
+        class Capture(torch.fx.Interpreter):
+            def run_node(self, n):
+                out = super().run_node(n)
+                if n.name in wanted:
+                    got[n.name] = out
+                return out
+
+        names = list(self.graph.inputs)
+        args = [torch.from_numpy(np.ascontiguousarray(feeds[n])).to(dtype) for n in names]
+        with torch.no_grad():
+            try:
+                Capture(module).run(*args)
+            except Exception as e:
+                raise ExportError(f"the exported program failed at {tier}: {e}") from e
+        missing = wanted - set(got)
+        if missing:
+            raise ExportError(f"the exported program did not compute {sorted(missing)[:5]}")
+        return {k: v.detach().float().numpy() for k, v in got.items()}
