@@ -6,6 +6,7 @@ what is missing, rather than skip.
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -17,9 +18,7 @@ import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
 EXPORTER = Path(__file__).resolve().parents[1]
-try:
-    import vips_export  # noqa: F401  (installed: tools/test installs it with pip first)
-except ImportError:
+if importlib.util.find_spec("vips_export") is None:  # tools/test installs it with pip first
     sys.path.insert(0, str(EXPORTER))  # a checkout without an install
 MODELS = ["vit", "deit_distilled", "clip_image", "mixer", "dinov2_reg"]
 

@@ -41,6 +41,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--id", help="the component id (default: from the model's name)")
     p.add_argument("--title", help="the component's title")
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0,D1,...", help="the shape of an input (required for symbolic sizes other than a batch)")
+    p.add_argument("--weights", choices=("model", "seeded"), default="model", help="model: the model's own, in weights.safetensors pinned by SHA-256 (default); seeded: every parameter replaced by a seeded normal with its own mean and std, nothing stored")
     p.add_argument("--tiers", default=",".join(TIERS), help="tiers the model is validated at (default fp32,fp16,bf16; empty: no validation)")
     p.add_argument("--conformance", help="the vips-conformance program (default: PATH, $VSDK_CONFORMANCE, this checkout's build)")
     p.add_argument("--force", action="store_true", help="replace DIR if it exists")
@@ -76,6 +77,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             tiers=tiers,
             conformance=args.conformance,
             force=args.force,
+            weights=args.weights,
         )
     except ValidationFailed as e:
         print(f"vips-export: {e}", file=sys.stderr)

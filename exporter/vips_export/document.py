@@ -11,7 +11,7 @@ import fnmatch
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -34,12 +34,22 @@ class Plan:
     values: Dict[str, np.ndarray]  # document name -> small constant
     inputs: Dict[str, np.ndarray]  # model input value -> the seeded array the model runs on
     seeds: Dict[str, int] = field(default_factory=dict)
+    # `--weights seeded`: document name -> (seed, mean, std), and the model's parameters replaced by
+    # the same values (framework name -> array in the framework's layout) for the runner.
+    seeded_weights: Dict[str, Tuple[int, float, float]] = field(default_factory=dict)
+    overrides: Dict[str, np.ndarray] = field(default_factory=dict)
 
     def stage_of(self, name: str) -> Optional[Stage]:
         return next((s for s in self.stages if s.name == name), None)
 
 
-def plan(graph: Graph, stages: List[Stage], input_seed: int = 0) -> Plan:
+WEIGHTS = ("model", "seeded")
+
+
+def plan(graph: Graph, stages: List[Stage], input_seed: int = 0, weights: str = "model") -> Plan:
+    """`weights`: `model`, the model's own (by reference); `seeded`, every parameter of more than
+    SMALL elements replaced by a seeded normal with the parameter's own mean and std (a suite with no
+    file of weights; the model is validated with the same values)."""
     names: Dict[str, str] = {}
     for v in graph.inputs:
         names[v] = v
@@ -53,20 +63,33 @@ def plan(graph: Graph, stages: List[Stage], input_seed: int = 0) -> Plan:
         taken.add(name)
         return name
 
+    if weights not in WEIGHTS:
+        raise ValueError(f"weights must be one of {WEIGHTS}")
     producers = {}
     for n in graph.nodes:
         for i in n.inputs:
             producers.setdefault(i, n)
-    weights: Dict[str, np.ndarray] = {}
     values: Dict[str, np.ndarray] = {}
+    stored: Dict[str, np.ndarray] = {}
+    seeded_weights: Dict[str, Tuple[int, float, float]] = {}
+    overrides: Dict[str, np.ndarray] = {}
     for c, a in graph.consts.items():
         if c not in producers:
             continue
-        user = producers[c]
-        base = graph.const_names.get(c) or c
-        name = unique(base)
+        name = unique(graph.const_names.get(c) or c)
         names[c] = name
-        (values if a.size <= SMALL else weights)[name] = a
+        if a.size <= SMALL:
+            values[name] = a
+        elif weights == "seeded" and c in graph.params and a.dtype.kind == "f":
+            mean, std = seeded.stats(a)
+            seed = seeded.seed_for(name)
+            new = seeded.normal(seed, a.shape, mean, std, str(a.dtype))
+            graph.consts[c] = new
+            seeded_weights[name] = (seed, mean, std)
+            fw, transposed = graph.params[c]
+            overrides[fw] = np.ascontiguousarray(new.T if transposed else new)
+        else:
+            stored[name] = a
     outs = {o: o for o in graph.outputs}
     for v, name in stage_output_names(stages, graph, outs).items():
         names[v] = unique(name)
@@ -76,7 +99,7 @@ def plan(graph: Graph, stages: List[Stage], input_seed: int = 0) -> Plan:
     for k, (v, spec) in enumerate(graph.inputs.items()):
         seeds[v] = 1000 + input_seed + k
         inputs[v] = seeded.normal(seeds[v], spec.shape, 0.0, 1.0, spec.dtype)
-    return Plan(graph, stages, names, local, weights, values, inputs, seeds)
+    return Plan(graph, stages, names, local, stored, values, inputs, seeds, seeded_weights, overrides)
 
 
 _SAFE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
@@ -221,6 +244,9 @@ def write(
         if name in p.values:
             flat = p.values[name].astype(np.float64).reshape(-1).tolist()
             entry(name, spec, f"{{ values: {yval(flat)} }}")
+        elif name in p.seeded_weights:
+            seed, mean, std = p.seeded_weights[name]
+            entry(name, spec, f"{{ seeded: {{ seed: {seed}, normal: [{yfloat(mean)}, {yfloat(std)}] }} }}", "seeded with the model parameter's own mean and std")
         else:
             entry(name, spec, f"{{ weights: {ystr(name)} }}")
     for s in p.stages:

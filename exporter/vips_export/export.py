@@ -10,7 +10,7 @@ import re
 import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 from .document import Plan, plan, write
 from .errors import ExportError, UnsupportedOperators, ValidationFailed
@@ -69,6 +69,7 @@ def export(
     conformance: Optional[str] = None,
     force: bool = False,
     exporter_notes: Sequence[str] = (),
+    weights: str = "model",
 ) -> Exported:
     out = Path(out)
     refuse_unsupported(graph, stage_globs)
@@ -80,7 +81,7 @@ def export(
     stages = cut(graph, stage_globs)
     if not stages:
         raise ExportError(f"{model_label}: the model has no operator to certify")
-    p = plan(graph, stages)
+    p = plan(graph, stages, weights=weights)
     partial = out.parent / f".{out.name}.partial"
     if partial.exists():
         shutil.rmtree(partial)

@@ -63,7 +63,10 @@ class Graph:
     module_classes: Dict[str, str] = field(default_factory=dict)  # module path -> class name
     # A const -> its name in the model (a parameter or initializer), where it has a clean one.
     const_names: Dict[str, str] = field(default_factory=dict)
-    # Consts the front-end derived from a parameter (a transposed MatMul weight): param -> how.
+    # A const that is a model parameter as it is (or transposed: an ONNX MatMul weight back in
+    # nn.Linear's layout) -> (the framework's name for it, transposed). `--weights seeded` replaces
+    # these, in the document and in the model the runner runs.
+    params: Dict[str, Tuple[str, bool]] = field(default_factory=dict)
     notes: List[str] = field(default_factory=list)
 
     def producers(self) -> Dict[str, Node]:

@@ -24,7 +24,12 @@ class Runner(Protocol):
     tiers_run: Sequence[str]
     label: str
 
-    def run(self, feeds: Dict[str, np.ndarray], values: Sequence[str], specs, tier: str = "fp32") -> Dict[str, np.ndarray]: ...
+    def run(
+        self, feeds: Dict[str, np.ndarray], values: Sequence[str], specs, tier: str, overrides: Dict[str, np.ndarray]
+    ) -> Dict[str, np.ndarray]:
+        """The model's values named `values` (framework names) from `feeds`, with the parameters named
+        in `overrides` replaced."""
+        ...
 
 
 def captures(p: Plan, runner: Runner, tier: str) -> Dict[str, np.ndarray]:
@@ -36,7 +41,7 @@ def captures(p: Plan, runner: Runner, tier: str) -> Dict[str, np.ndarray]:
     inner = [(s, n.output) for s in p.stages for n in s.nodes if n.output not in produced and n.output in fw]
     wanted = [o for s in p.stages for o in s.outputs] + [v for _, v in inner]
     feeds = {fw[v]: a for v, a in p.inputs.items()}
-    got = runner.run(feeds, [fw[v] for v in wanted], g.specs, tier)
+    got = runner.run(feeds, [fw[v] for v in wanted], g.specs, tier, p.overrides)
     caps: Dict[str, np.ndarray] = {}
     for s in p.stages:
         for o in s.outputs:

@@ -171,7 +171,7 @@ def load(path: Union[str, Path], input_shapes: Optional[Dict[str, Sequence[int]]
         specs={},
         nodes=[],
     )
-    _Lowering(graph, fg, const, specs, clean_names).run()
+    _Lowering(graph, fg, const, specs, clean_names, inits).run()
     return graph
 
 
@@ -439,8 +439,9 @@ def _why(n: ONode, const: Dict[str, np.ndarray]) -> str:
 class _Lowering:
     """Each live node -> catalog nodes; what has no lowering collected."""
 
-    def __init__(self, graph: Graph, fused: _Fusion, const, specs, clean_names):
+    def __init__(self, graph: Graph, fused: _Fusion, const, specs, clean_names, initializers):
         self.g = graph
+        self.initializers = initializers
         self.nodes = fused.nodes
         self.const = const
         self.specs = specs
@@ -455,7 +456,7 @@ class _Lowering:
             name = self.alias[name]
         return name
 
-    def use_const(self, name: str, n: ONode, role: str, array: Optional[np.ndarray] = None) -> str:
+    def use_const(self, name: str, n: ONode, role: str, array: Optional[np.ndarray] = None, transposed: bool = False, of_param: bool = False) -> str:
         """A constant input of node `n`, recorded in the graph's consts under a readable name: the
         model's own (an initializer's name, shared by its users), else `<module>.<role>`."""
         a = self.const[name] if array is None else array
@@ -470,6 +471,8 @@ class _Lowering:
                 k += 1
                 key = f"{base}_{k}"
             self.const_keys[key] = name
+        if name in self.initializers and (array is None or of_param):
+            self.g.params.setdefault(key, (name, transposed))
         if key not in self.g.consts:
             if a.dtype == np.float64:
                 a = a.astype(np.float32)
@@ -591,7 +594,8 @@ class _Lowering:
             weight = w.T if n.attrs.get("transposed") else w
             # torch.onnx stores nn.Linear's weight transposed for MatMul: transposed back, it is the
             # module's own parameter, named after it.
-            ins = [x, self.use_const(n.inputs[1], n, "weight", np.ascontiguousarray(weight))]
+            flip = bool(n.attrs.get("transposed"))
+            ins = [x, self.use_const(n.inputs[1], n, "weight", np.ascontiguousarray(weight), transposed=flip, of_param=True)]
             if len(n.inputs) > 2:
                 ins.append(self.inp(n.inputs[2], n, "bias"))
             self.emit(n, "vsdk.linear", ins, out)

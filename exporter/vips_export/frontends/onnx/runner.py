@@ -21,13 +21,16 @@ class OnnxRunner:
         self.path = Path(path)
         self.label = f"ONNX Runtime {need('onnxruntime').__version__} (CPU)"
 
-    def run(self, feeds: Dict[str, np.ndarray], values: Iterable[str], specs, tier: str = "fp32") -> Dict[str, np.ndarray]:
+    def run(self, feeds: Dict[str, np.ndarray], values: Iterable[str], specs, tier: str = "fp32", overrides=None) -> Dict[str, np.ndarray]:
         """The model's own values for `values` (ONNX value names) from `feeds`."""
         if tier != "fp32":
             raise ExportError(f"the ONNX front-end runs the model at fp32 only, not {tier}")
         onnx = need("onnx")
         ort = need("onnxruntime")
         model = onnx.load(str(self.path))
+        for init in model.graph.initializer:
+            if overrides and init.name in overrides:
+                init.CopyFrom(onnx.numpy_helper.from_array(overrides[init.name].astype(onnx.helper.tensor_dtype_to_np_dtype(init.data_type)), init.name))
         have = {o.name for o in model.graph.output}
         wanted: List[str] = list(dict.fromkeys(values))
         for name in wanted:

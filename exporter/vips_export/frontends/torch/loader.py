@@ -100,6 +100,7 @@ class _Lowering:
         self.const_t: Dict[str, Any] = {}  # node name -> constant torch tensor
         self.alias: Dict[str, str] = {}
         self.lists: Dict[str, List[str]] = {}  # multi-output node -> its part names
+        self.placeholders: set = set()  # consts that are parameters or buffers as they are
 
     def v(self, name: str) -> str:
         while name in self.alias:
@@ -119,6 +120,8 @@ class _Lowering:
             self.g.specs[name] = Spec(tuple(a.shape), str(a.dtype))
             if clean:
                 self.g.const_names[name] = clean
+            if name in self.placeholders and t.is_floating_point():
+                self.g.params[name] = (self.param_of[name], False)
         return name
 
     def scalar(self, x: Any, like: str) -> str:
@@ -157,6 +160,7 @@ class _Lowering:
             if node.op == "placeholder":
                 if node.name in self.param_of:
                     self.const_t[node.name] = state[self.param_of[node.name]]
+                    self.placeholders.add(node.name)
                 else:
                     self.g.inputs[node.name] = self.spec(node)
                     self.g.specs[node.name] = self.g.inputs[node.name]

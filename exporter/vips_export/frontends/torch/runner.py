@@ -22,10 +22,14 @@ class TorchRunner:
         self.graph = graph
         self.label = f"PyTorch {torch.__version__} (CPU, the exported program)"
 
-    def run(self, feeds: Dict[str, np.ndarray], values: Sequence[str], specs, tier: str = "fp32") -> Dict[str, np.ndarray]:
+    def run(self, feeds: Dict[str, np.ndarray], values: Sequence[str], specs, tier: str = "fp32", overrides=None) -> Dict[str, np.ndarray]:
         torch = need("torch")
         dtype = getattr(torch, _TIER_DTYPES[tier])
         module = self.ep.module()
+        with torch.no_grad():
+            for name, value in (overrides or {}).items():
+                target = _tensor(module, name)
+                target.copy_(torch.from_numpy(value).to(target.dtype))
         module.to(dtype)
         wanted = set(values)
         got: Dict[str, Any] = {}
@@ -48,3 +52,11 @@ class TorchRunner:
         if missing:
             raise ExportError(f"the exported program did not compute {sorted(missing)[:5]}")
         return {k: v.detach().float().numpy() for k, v in got.items()}
+
+
+def _tensor(module, name: str):
+    """A parameter or buffer of the unlifted program by its fully qualified name."""
+    try:
+        return module.get_parameter(name)
+    except AttributeError:
+        return module.get_buffer(name)

@@ -1,0 +1,46 @@
+"""Factories for `vips-export --torch tests_torch.models:NAME` (timm, seeded random init)."""
+from __future__ import annotations
+
+from typing import Any, Tuple
+
+import timm
+import torch
+
+
+def _seeded(name: str, **kw: Any) -> torch.nn.Module:
+    torch.manual_seed(0)
+    model = timm.create_model(name, pretrained=False, **kw).eval()
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():  # no all-ones LayerNorm, no zero bias
+        for p in model.parameters():
+            p.add_(torch.randn(p.shape, generator=g) * (0.1 if p.ndim == 1 else 0.02))
+    return model
+
+
+def vit_tiny() -> Tuple[torch.nn.Module, Tuple[torch.Tensor]]:
+    return _seeded("vit_tiny_patch16_224", img_size=64, num_classes=10), (torch.randn(1, 3, 64, 64),)
+
+
+def vit_tiny_eps_1e5() -> Tuple[torch.nn.Module, Tuple[torch.Tensor]]:
+    model, x = vit_tiny()
+    for m in model.modules():
+        if isinstance(m, torch.nn.LayerNorm):
+            m.eps = 1e-5
+    return model, x
+
+
+def vit_tiny_gelu_tanh() -> Tuple[torch.nn.Module, Tuple[torch.Tensor]]:
+    model, x = vit_tiny()
+    for m in model.modules():
+        if isinstance(m, torch.nn.GELU):
+            m.approximate = "tanh"
+    return model, x
+
+
+def resnet18() -> Tuple[torch.nn.Module, Tuple[torch.Tensor]]:
+    return _seeded("resnet18"), (torch.randn(1, 3, 64, 64),)
+
+
+def vit_base() -> Tuple[torch.nn.Module, Tuple[torch.Tensor]]:
+    """ViT-B/16 at its real size: 86 M parameters, 224x224."""
+    return _seeded("vit_base_patch16_224"), (torch.randn(1, 3, 224, 224),)

@@ -1,0 +1,110 @@
+"""The PyTorch front-end on timm models (tools/test-extended: PyTorch's PyPI wheel pulls about 5 GB
+of CUDA libraries, too much for CI's install budget; exporter/tests runs the ONNX front-end in CI).
+
+    pip install torch timm && pip install ./exporter && python3 -m pytest exporter/tests_torch
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import List
+
+import numpy as np
+import pytest
+import torch
+
+HERE = Path(__file__).resolve().parent
+EXPORTER = HERE.parent
+sys.path[:0] = [str(EXPORTER), str(HERE)]
+
+import models  # noqa: E402
+from vips_export.document import plan  # noqa: E402
+from vips_export.frontends.torch import load_module  # noqa: E402
+from vips_export.sdk import find_conformance  # noqa: E402
+from vips_export.stages import cut  # noqa: E402
+from vips_export.validate import captures  # noqa: E402
+
+
+def export(args: List[str]) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": f"{EXPORTER}:{HERE}"}
+    return subprocess.run([sys.executable, "-m", "vips_export.cli", *args], capture_output=True, text=True, env=env)
+
+
+@pytest.fixture(scope="module")
+def conformance() -> str:
+    return find_conformance()
+
+
+@pytest.fixture(scope="module")
+def vit_suite(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("vit") / "vit-tiny"
+    r = export(["--torch", "models:vit_tiny", "-o", str(out)])
+    assert r.returncode == 0, r.stderr + r.stdout
+    return out
+
+
+def test_vit_tiny_in_one_command_passes_its_own_suite_at_every_tier(vit_suite: Path, conformance: str) -> None:
+    v = json.loads((vit_suite / "validation.json").read_text())
+    assert v["passed"] and len(v["checks"]) == 6, v
+    assert "PyTorch" in v["engine"]
+    run = subprocess.run([conformance, "run", str(vit_suite), "--quiet"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout[-3000:]
+
+
+def test_vit_tiny_is_certified_on_the_cpu_provider(vit_suite: Path, conformance: str, tmp_path: Path) -> None:
+    key = tmp_path / "key.pem"
+    assert subprocess.run([conformance, "keygen", str(key)], capture_output=True).returncode == 0
+    report = tmp_path / "report.json"
+    run = subprocess.run([conformance, "run", str(vit_suite), "--quiet", "--report", str(report), "--sign-key", str(key)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr
+    pub = tmp_path / "key.pub.pem"
+    v = subprocess.run([conformance, "verify", str(report), "--pubkey", str(pub)], capture_output=True, text=True)
+    assert v.returncode == 0 and "CERTIFIED" in v.stdout, v.stdout + v.stderr
+
+
+def test_onnx_runtimes_outputs_of_the_same_model_pass_too(tmp_path: Path, conformance: str) -> None:
+    model, x = models.vit_tiny()
+    path = tmp_path / "vit_tiny.onnx"
+    torch.onnx.export(model, x, str(path), opset_version=17, dynamo=False, input_names=["x"])
+    out = tmp_path / "suite"
+    r = export([str(path), "-o", str(out)])
+    assert r.returncode == 0, r.stderr
+    assert json.loads((out / "validation.json").read_text())["passed"]
+
+
+@pytest.mark.parametrize("variant,operator", [("vit_tiny_eps_1e5", "vsdk.layer_norm"), ("vit_tiny_gelu_tanh", "vsdk.gelu")])
+def test_a_wrong_variant_fails(variant: str, operator: str, vit_suite: Path, conformance: str, tmp_path: Path) -> None:
+    model, x = models.vit_tiny()
+    g, _, _ = load_module(model, x, "vit_tiny")
+    p = plan(g, cut(g))
+    wrong_model, _ = getattr(models, variant)()
+    _, wrong_runner, _ = load_module(wrong_model, x, variant)
+    for tier in ("fp32", "bf16"):
+        caps = captures(p, wrong_runner, tier)
+        np.savez(tmp_path / "wrong.npz", **{k: v.astype(np.float32) for k, v in caps.items()})
+        c = subprocess.run([conformance, "check", str(vit_suite), "--tensors", str(tmp_path / "wrong.npz"), "--tier", tier], capture_output=True, text=True)
+        assert c.returncode == 1 and f"`{operator}@1`" in c.stdout, c.stdout[-3000:]
+
+
+def test_resnet18_is_refused_with_its_missing_operators_listed_at_once(tmp_path: Path) -> None:
+    out = tmp_path / "resnet18"
+    r = export(["--torch", "models:resnet18", "-o", str(out)])
+    assert r.returncode == 2, r.stdout + r.stderr
+    for op in ("aten.relu ×17", "(batch_norm) ×20", "aten.max_pool2d ×1", "aten.adaptive_avg_pool2d ×1"):
+        assert op in r.stderr, r.stderr
+    assert "timm/models/resnet.py:" in r.stderr
+    assert not out.exists()
+
+
+def test_a_vit_b_with_real_size_weights_keeps_a_small_golden_file(tmp_path: Path, conformance: str) -> None:
+    out = tmp_path / "vit-b"
+    r = export(["--torch", "models:vit_base", "-o", str(out), "--tiers", "fp32"])
+    assert r.returncode == 0, r.stderr
+    golden = (out / "suite.golden").stat().st_size
+    weights = (out / "weights.safetensors").stat().st_size
+    assert weights > 340_000_000 and golden < 8_000_000, (golden, weights)
+    run = subprocess.run([conformance, "run", str(out), "--quiet", "--stage", "blocks.0"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout[-3000:]
