@@ -150,7 +150,8 @@ class _Lowering:
             self.g.module_classes.setdefault(module, cls if isinstance(cls, str) else f"{cls.__module__}.{cls.__qualname__}")
         self.g.nodes.append(Node(op, inputs, out, dict(attrs or {}), module, f"{node.target}", _source(node)))
         self.g.specs[out] = spec or self.spec(node)
-        self.g.framework_names[out] = node.name
+        if out == node.name:  # the node's own value (a part of one is captured through its getitem)
+            self.g.framework_names[out] = node.name
         return out
 
     def run(self) -> Graph:

@@ -3,6 +3,7 @@ interpreter; at fp16 and bf16 the program's parameters and inputs are cast to th
 own kernels at that precision, on the CPU)."""
 from __future__ import annotations
 
+import copy
 from typing import Any, Dict, Sequence
 
 import numpy as np
@@ -25,7 +26,9 @@ class TorchRunner:
     def run(self, feeds: Dict[str, np.ndarray], values: Sequence[str], specs, tier: str = "fp32", overrides=None) -> Dict[str, np.ndarray]:
         torch = need("torch")
         dtype = getattr(torch, _TIER_DTYPES[tier])
-        module = self.ep.module()
+        # A copy: `.to()` converts parameters in place, and they are the exported program's own (an
+        # fp16 run would otherwise leave the bf16 run float16-rounded weights).
+        module = copy.deepcopy(self.ep.module())
         with torch.no_grad():
             for name, value in (overrides or {}).items():
                 target = _tensor(module, name)
