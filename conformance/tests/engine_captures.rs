@@ -89,7 +89,7 @@ fn check(program: &Path, captures: &Path, chained: bool) -> (i32, String) {
     let out = Command::new(program)
         .arg("dinov2-vits14-quick")
         .arg(captures)
-        .args(chained.then_some("--chained"))
+        .arg(if chained { "--chained" } else { "--isolated" })
         .env("VSDK_SUITES_PATH", repo().join("conformance/suites"))
         .env("VSDK_PROVIDER_PATH", target_dir())
         .output()

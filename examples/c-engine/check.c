@@ -3,12 +3,13 @@
  * judged stage by stage as `vips-conformance check` judges them.
  *
  *   cc -std=c99 check.c $(pkg-config --cflags --libs vips-sdk) -o check
- *   ./check SUITE CAPTURES [--chained] [--tier fp32|fp16|bf16]
+ *   ./check SUITE CAPTURES [--chained|--isolated] [--tier fp32|fp16|bf16]
  *
- * Isolated (the default): each stage against the reference from its golden
- * inputs (or its inputs as the engine fed them, captured as INPUT@STAGE).
- * Chained: each stage from the engine's own earlier tensors; the component's
- * outputs are also compared end to end. Stages the captures hold nothing of
+ * Isolated: each stage against the reference from its golden inputs (or its
+ * inputs as the engine fed them, captured as INPUT@STAGE). Chained: each
+ * stage from the engine's own earlier tensors; the component's outputs are
+ * also compared end to end. Default (VSDK_CHECK_AUTO), as the CLI's: chained
+ * where the captures hold what fed the stages, else isolated. Stages the captures hold nothing of
  * are NOT CAPTURED (an engine may start at any stage). Exit status 0: every
  * judged stage passed; 1: one did not; 2: the check could not be made.
  */
@@ -26,14 +27,17 @@ static int fail(vsdk_error_t* e, const char* what) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: %s SUITE CAPTURES [--chained] [--tier T]\n", argv[0]);
+    fprintf(stderr, "usage: %s SUITE CAPTURES [--chained|--isolated] [--tier T]\n", argv[0]);
     return 2;
   }
   vsdk_check_args_t args = {.struct_size = sizeof args};
   args.tier = "fp32";
+  args.chained = VSDK_CHECK_AUTO;
   for (int i = 3; i < argc; i++) {
     if (strcmp(argv[i], "--chained") == 0) {
       args.chained = 1;
+    } else if (strcmp(argv[i], "--isolated") == 0) {
+      args.chained = 0;
     } else if (strcmp(argv[i], "--tier") == 0 && i + 1 < argc) {
       args.tier = argv[++i];
     } else {

@@ -401,9 +401,14 @@ typedef struct vsdk_check_args {
   const vsdk_tensor_t* outputs;
   /* appended: */
   const vsdk_tensors_t* tensors; /* NULL, or the engine's tensors by name */
-  int32_t chained;         /* 1: each stage judged from the engine's own inputs */
+  int32_t chained;         /* 1: chained, 0: isolated, VSDK_CHECK_AUTO: as below */
   int32_t reserved;        /* 0 */
 } vsdk_check_args_t;
+
+/* `vsdk_check_args_t.chained`: chained where the tensors hold what fed a
+ * judged stage (an earlier stage's output it reads, or an INPUT@STAGE), else
+ * isolated: what `vips-conformance check` does without --mode. */
+#define VSDK_CHECK_AUTO (-1)
 
 /* Everything the CLI's `check` does (docs/runner.md, "Judging outputs
  * computed elsewhere"), on `outputs` and/or `tensors`:
@@ -413,10 +418,12 @@ typedef struct vsdk_check_args {
  *   record's reason names the first of them that fails against the
  *   reference fed that node's own inputs;
  * - chained (chained = 1): each stage's inputs are the engine's own tensors of
- *   those names where given, else the golden values (the record's notes say
- *   so); a stage that only moves data (slices, reshapes) whose input was not
- *   given is judged through the stage that produced it; component outputs
- *   are also compared end to end (vsdk_results_end_to_end).
+ *   those names where given (one wider than the tier, float32 at bf16, as
+ *   given), else the golden values (the record's notes say so); a stage that
+ *   only moves data (slices, reshapes) whose input was not given is judged
+ *   through the stage that produced it; component outputs are also compared
+ *   end to end (vsdk_results_end_to_end);
+ * - VSDK_CHECK_AUTO: chained for tensors computed end to end, as the CLI.
  * A stage none of whose outputs is given is VSDK_STAGE_NOT_CAPTURED (so an
  * engine that starts at any stage is judged from there); one with some of
  * them is ERROR. Element bounds, rms and bias are tested as for a provider.

@@ -222,7 +222,7 @@ fn committed_suites_open_and_verify(seeded_limit: usize) {
         let suite = Suite::open(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
         for t in &suite.golden.tensors {
             let regenerate = match t.source {
-                vips_sdk::golden::Source::Anchored(_) => false,
+                vips_sdk::golden::Source::Anchored(_) | vips_sdk::golden::Source::Pinned => false,
                 vips_sdk::golden::Source::Seeded(_) => t.spec.numel() <= seeded_limit,
                 vips_sdk::golden::Source::Raw { .. } => true,
             };
@@ -440,8 +440,12 @@ fn npz_members_are_checked_before_inflating_and_inflated_only_when_needed() {
     let good = write(d, "good.npz", zip(&members));
     let doc = demo.document.clone();
     let (b, g) = (big.clone(), good.clone());
-    let (_, summary) = within("pack", move || vips_sdk::pack::pack(&doc, &[g, b])).unwrap();
-    assert_eq!(summary.stored, ["h", "n", "p"]);
+    let (_, summary) = within("pack", move || {
+        let cpu = Provider::open_by_name("cpu").unwrap().device(0).unwrap();
+        vips_sdk::pack::pack(&doc, &cpu, &[g, b], false)
+    })
+    .unwrap();
+    assert_eq!(summary.computed, ["h", "n", "p"]);
     assert_eq!(summary.unused, ["unused"]);
     let c = capture::read_selected(&big, &|_| false).unwrap();
     assert!(c.tensors.is_empty() && c.skipped == ["unused"]);

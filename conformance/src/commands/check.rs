@@ -14,10 +14,12 @@ pub struct Args {
     /// .npz, .safetensors); repeatable. Each stage is judged as computed from
     /// its inputs in the tier's dtype (capture at the precision you compute
     /// in: float32 work checks at fp32); captures are rounded to it (the
-    /// stage's notes say so). In chained mode each stage's inputs are the
-    /// captured outputs of the stages before it. In either mode a capture
-    /// named `INPUT@STAGE` is that stage's input exactly as the engine fed
-    /// it (a float32 parameter or activation at bf16).
+    /// stage's notes say so). In chained mode (the default where the
+    /// captures hold what fed the stages) each stage's inputs are the
+    /// captured outputs of the stages before it, fed as captured where wider
+    /// than the tier (float32 at bf16). In either mode a capture named
+    /// `INPUT@STAGE` is that stage's input exactly as the engine fed it (a
+    /// float32 parameter or activation at bf16).
     #[arg(long = "tensors", required = true)]
     tensors: Vec<PathBuf>,
     #[command(flatten)]
@@ -25,7 +27,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> super::Outcome {
-    let (suite, opts, reference) = args.common.open(&args.suite)?;
+    let (suite, mut opts, reference) = args.common.open(&args.suite)?;
     let mut files = args.common.result_files()?;
     let mut captured = HashMap::new();
     let mut from = HashMap::new();
@@ -73,6 +75,13 @@ pub fn run(args: Args) -> super::Outcome {
             args.suite
         ));
     }
+    // As the engine ran: chained where it captured what fed its stages
+    // (said after the table).
+    let chosen = args.common.mode().is_none().then(|| {
+        let (mode, why) = runner::check_mode(&suite, &captured, &runner::select(&suite, &opts));
+        opts.mode = mode;
+        why
+    });
     let label = args
         .tensors
         .iter()
@@ -92,5 +101,9 @@ pub fn run(args: Args) -> super::Outcome {
             files.stage(opts.mode, s);
         }
     }
-    args.common.finish(&report, &suite, &mut files)
+    let code = args.common.finish(&report, &suite, &mut files)?;
+    if let Some(why) = chosen {
+        super::say(&why, args.common.json);
+    }
+    Ok(code)
 }

@@ -131,9 +131,11 @@ pub struct Args {
 /// What `run` and `check` share: the selection, the reference, the output.
 #[derive(clap::Args)]
 pub struct Common {
-    /// isolated: golden inputs for every stage; chained: the provider's own outputs flow on.
-    #[arg(long, value_enum, default_value = "isolated")]
-    mode: ModeArg,
+    /// isolated: golden inputs for every stage; chained: the provider's own
+    /// outputs flow on. Default: isolated for `run`; for `check`, chained
+    /// where the captures hold what fed the stages, else isolated.
+    #[arg(long, value_enum)]
+    mode: Option<ModeArg>,
     /// Precision tiers (fp32, fp16, bf16, exact); repeatable.
     #[arg(long = "tier", default_value = "fp32")]
     tiers: Vec<String>,
@@ -206,10 +208,7 @@ impl Common {
             })
             .transpose()?;
         let shard = args.shard.as_deref().map(parse_shard).transpose()?;
-        let mode = match args.mode {
-            ModeArg::Isolated => Mode::Isolated,
-            ModeArg::Chained => Mode::Chained,
-        };
+        let mode = self.mode().unwrap_or(Mode::Isolated);
         let suite = suites::locate(suite)?.open()?;
         let reference = Provider::open_by_name(&args.reference)
             .and_then(|p| p.device(0))
@@ -229,6 +228,14 @@ impl Common {
             return Err("no stage matches the --stage/--shard selection".into());
         }
         Ok((suite, opts, reference))
+    }
+
+    /// The mode asked for with `--mode`.
+    pub fn mode(&self) -> Option<Mode> {
+        self.mode.map(|m| match m {
+            ModeArg::Isolated => Mode::Isolated,
+            ModeArg::Chained => Mode::Chained,
+        })
     }
 
     /// The results files, created now (see `ResultFiles`).

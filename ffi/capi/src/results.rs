@@ -559,7 +559,7 @@ pub unsafe extern "C" fn vsdk_check(
                 )));
             }
         }
-        let opts = RunOptions {
+        let mut opts = RunOptions {
             mode: if a.chained != 0 {
                 Mode::Chained
             } else {
@@ -570,6 +570,11 @@ pub unsafe extern "C" fn vsdk_check(
             differential: false,
             ..RunOptions::default()
         };
+        // VSDK_CHECK_AUTO: as the CLI's `check` without --mode.
+        if a.chained < 0 {
+            let stages = runner::select(&s.suite, &opts);
+            opts.mode = runner::check_mode(&s.suite, &captured, &stages).0;
+        }
         let report = runner::check(&s.suite, &captured, "engine", &reference()?, &opts)
             .map_err(|e| Error::invalid(e.to_string()))?;
         // SAFETY: `out` was checked non-NULL (`check_out`) and, by the header's contract, can hold a handle.

@@ -42,7 +42,7 @@ pub(super) fn captured_input(
     }
     if let Some(t) = captured
         .get(name)
-        .filter(|t| mode == Mode::Chained && rounds(t, tier))
+        .filter(|t| mode == Mode::Chained && rounds(t, tier) && !wider(t, tier))
     {
         notes.push(format!(
             "input `{name}` is its capture rounded from {} to {}: if the engine fed the unrounded value on, capture it as `{own}`",
@@ -53,10 +53,85 @@ pub(super) fn captured_input(
     Ok(None)
 }
 
+/// Whether `t` is a float capture wider than the tier's float type (float32
+/// at bf16 or fp16, float64 at fp32).
+fn wider(t: &HostTensor, tier: Tier) -> bool {
+    tier.float_dtype()
+        .is_some_and(|d| t.spec.dtype.is_float() && t.spec.dtype.size_bytes() > d.size_bytes())
+}
+
+/// Chained `check`: the engine's capture `t` of `name`, an earlier stage's
+/// output, as the engine fed it on where it is wider than the tier's type
+/// and rounding it would change it (an autocast engine hands float32 between
+/// stages at bf16: its capture shows what it fed). `None` where the tier's
+/// rounding is what the engine fed (a capture in the tier's dtype), or
+/// changes nothing.
+pub(super) fn fed_as_captured(
+    name: &str,
+    t: &HostTensor,
+    tier: Tier,
+    notes: &mut Vec<String>,
+) -> Option<HostTensor> {
+    if !(wider(t, tier) && rounds(t, tier)) {
+        return None;
+    }
+    notes.push(format!(
+        "input `{name}` is its capture as the engine fed it on ({}, wider than {}), not rounded to the tier",
+        t.spec.dtype,
+        tier_spec(&t.spec, tier).dtype,
+    ));
+    Some(t.clone())
+}
+
 /// The name under which `check` takes a stage's input as the engine fed it:
 /// `x@stage`.
 pub fn captured_input_name(input: &str, stage: &str) -> String {
     format!("{input}@{stage}")
+}
+
+/// The mode `check` judges `captured` in when none is asked for, and why in
+/// one line: chained where the engine captured what fed a stage whose
+/// outputs it captured (an earlier stage's output that the stage reads, or
+/// an `INPUT@STAGE`): it computed end to end, and a stage is judged on what
+/// it was fed. Isolated where it captured no such producer: every stage then
+/// takes its golden inputs either way.
+pub fn check_mode(
+    suite: &Suite,
+    captured: &HashMap<String, HostTensor>,
+    stages: &[&Stage],
+) -> (Mode, String) {
+    let produced = |name: &str| {
+        suite
+            .document
+            .stages
+            .iter()
+            .any(|s| s.outputs.iter().any(|o| o == name))
+    };
+    let fed = stages
+        .iter()
+        .filter(|s| s.outputs.iter().any(|o| captured.contains_key(o)))
+        .find_map(|s| {
+            s.inputs.iter().find_map(|i| {
+                let own = captured_input_name(i, &s.name);
+                if captured.contains_key(&own) {
+                    Some(format!("`{own}`"))
+                } else if produced(i) && captured.contains_key(i) {
+                    Some(format!("`{i}`, which `{}` reads", s.name))
+                } else {
+                    None
+                }
+            })
+        });
+    match fed {
+        Some(what) => (
+            Mode::Chained,
+            format!("chained mode: the captures hold what the engine fed its stages ({what}); `--mode isolated` feeds every stage its golden inputs instead"),
+        ),
+        None => (
+            Mode::Isolated,
+            "isolated mode: the captures hold no stage's input (no output of an earlier stage that a captured stage reads, no INPUT@STAGE), so every stage is judged from its golden inputs".into(),
+        ),
+    }
 }
 
 /// Whether `check` reads a captured tensor of this name: a suite tensor,
@@ -174,11 +249,38 @@ pub(super) fn through_producers(
     Some((composed, note))
 }
 
-/// Isolated `check` of an exact stage that fails: its outputs must be a
-/// data movement of the golden inputs, which an engine computing end to end
-/// does not feed it.
-pub(super) fn isolated_hint(stage: &Stage, mode: Mode, result: &mut StageResult) {
-    if mode == Mode::Isolated && result.status == Status::Fail && moves_data_only(stage) {
+/// Isolated `check` of a stage that fails. Where the engine captured an
+/// input of it that an earlier stage outputs, it fed the stage its own value,
+/// not the golden one the reference was fed: the fix is chained mode, not
+/// more captures (the drill-down's hint to capture intermediates is
+/// replaced). An exact stage's outputs must be a data movement of the golden
+/// inputs, which an engine computing end to end does not feed it.
+pub(super) fn isolated_hint(
+    suite: &Suite,
+    stage: &Stage,
+    mode: Mode,
+    captured: &HashMap<String, HostTensor>,
+    result: &mut StageResult,
+) {
+    if mode != Mode::Isolated || result.status != Status::Fail {
+        return;
+    }
+    let own: Vec<String> = stage
+        .inputs
+        .iter()
+        .filter(|i| {
+            captured.contains_key(*i)
+                && !captured.contains_key(&captured_input_name(i, &stage.name))
+                && suite.document.stages.iter().any(|s| s.outputs.contains(i))
+        })
+        .map(|i| format!("`{i}`"))
+        .collect();
+    if !own.is_empty() {
+        result.drill_down_note = Some(format!(
+            "judged from golden inputs (isolated mode), and the captures hold the engine's own {}: if the engine computed end to end, judge it in chained mode (`check`'s default for such captures: drop `--mode isolated`), which feeds each stage what the engine fed it; more captures do not fix this",
+            own.join(", ")
+        ));
+    } else if moves_data_only(stage) {
         result.notes.push(
             "this stage only moves data: in isolated mode its outputs must be exactly those of its golden inputs; an engine that computed its inputs itself is judged in chained mode (or captures them as INPUT@STAGE)".into(),
         );

@@ -2,7 +2,7 @@
 //! what the stages before it produced (a provider's outputs, or an engine's
 //! captures), or the golden value where nothing was produced.
 
-use super::captured::captured_input;
+use super::captured::{captured_input, fed_as_captured};
 use super::{to_tier, Mode, Source, Status};
 use crate::compare::Tier;
 use crate::document::Stage;
@@ -74,6 +74,11 @@ impl Chain {
                 }
             }
             let chained = mode == Mode::Chained;
+            // `check`: an earlier stage's capture wider than the tier is what
+            // the engine fed on (its verdict still flows as below).
+            let wide = engine_value(suite, source, name)
+                .filter(|_| chained)
+                .and_then(|t| fed_as_captured(name, t, tier, &mut out.notes));
             let t = if let Some((own, from, passed)) = self.produced.get(name).filter(|_| chained) {
                 if !passed {
                     out.diverged_upstream.get_or_insert_with(|| {
@@ -81,7 +86,7 @@ impl Chain {
                     });
                 }
                 out.golden = false;
-                to_tier(own, tier)
+                wide.unwrap_or_else(|| to_tier(own, tier))
             } else if let Some(t) = engine_value(suite, source, name).filter(|_| chained) {
                 // `check` of a stage whose producer is not selected: the
                 // engine's own value still flows on.
@@ -93,7 +98,7 @@ impl Chain {
                     )));
                 }
                 out.golden = false;
-                to_tier(t, tier)
+                wide.unwrap_or_else(|| to_tier(t, tier))
             } else {
                 if chained {
                     if let Some(from) = self.missing.get(name) {

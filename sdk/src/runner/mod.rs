@@ -17,7 +17,7 @@ pub mod results;
 mod stage;
 mod timeouts;
 
-pub use captured::{captured_input_name, is_captured_name};
+pub use captured::{captured_input_name, check_mode, is_captured_name};
 pub use contract::{CONCURRENCY, THREADS as CONCURRENCY_THREADS};
 pub use identity::{sha256_file, Host, Identity, Reference};
 pub use invariants::InvariantResult;
@@ -1024,8 +1024,8 @@ impl<'a> TierContext<'a> {
                     None => upstream,
                 });
             }
-            if let Source::Captured(_) = source {
-                captured::isolated_hint(stage, opts.mode, &mut result);
+            if let Source::Captured(c) = source {
+                captured::isolated_hint(suite, stage, opts.mode, c, &mut result);
             }
             if opts.mode == Mode::Chained {
                 main.chain.record(stage, &outputs, result.status);
