@@ -72,8 +72,12 @@ fn golden_decode(bytes: Vec<u8>) -> Outcome {
     for t in &file.tensors {
         assert!(file.tensor(&t.name).is_some());
         let _ = file.raw_bytes(t);
-        // An anchored value is the reference's to regenerate, from a document.
-        if matches!(t.source, vips_sdk::golden::Source::Anchored(_)) {
+        // An anchored value is the reference's to regenerate, from a
+        // document; a pinned one is read from the document's weights file.
+        if matches!(
+            t.source,
+            vips_sdk::golden::Source::Anchored(_) | vips_sdk::golden::Source::Pinned
+        ) {
             continue;
         }
         if t.spec.size_bytes() <= MAX_GENERATED_BYTES {

@@ -4,7 +4,7 @@
 //! checked by regenerating it.
 
 use crate::document::{Document, Stage, TensorSource};
-use crate::golden::{GoldenFile, GoldenWriter};
+use crate::golden::{canonical_sha256, GoldenFile, GoldenWriter};
 use crate::pack::{capture_key, read_captures, supplied};
 use crate::suite::{Suite, SuiteError};
 use crate::{DType, Device, DeviceTensor, Error, HostTensor};
@@ -30,6 +30,9 @@ pub enum GenerateError {
     Encode(String),
     #[error("{0}")]
     Budget(String),
+    /// The document's pinned weights file cannot be used.
+    #[error("{0}")]
+    Weights(String),
 }
 
 /// A tensor the document defines by itself (seeded or literal), generated.
@@ -113,9 +116,10 @@ pub fn stage_goldens(
 }
 
 /// The golden file of `document`: seeded tensors as recipes, literals and
-/// `values` in full, except the tensors `anchored` names. `hashed: false`
-/// leaves seeded tensors ungenerated (their hash zero): only to measure a
-/// file's size.
+/// `values` in full, except the tensors `anchored` names; `weights` tensors
+/// of a document that pins its weights file by their hashes. `hashed:
+/// false` leaves seeded tensors ungenerated and pinned ones unhashed (their
+/// hash zero): only to measure a file's size.
 fn layout(
     document: &Document,
     values: &HashMap<String, Arc<HostTensor>>,
@@ -140,6 +144,11 @@ fn layout(
             }
             TensorSource::Values(_) => {
                 w.raw(&t.name, &intrinsic(document, &t.name)?);
+            }
+            TensorSource::Weights(_) if document.weights.is_some() => {
+                let v = &values[&t.name];
+                let hash = if hashed { canonical_sha256(v) } else { [0; 32] };
+                w.pinned(&t.name, v.spec.clone(), hash);
             }
             _ if anchored(&t.name) => {
                 w.anchored(&t.name, &values[&t.name]);
@@ -189,9 +198,11 @@ fn anchored_under_budget<'d>(
 }
 
 /// Computes the golden file of `document` on `reference` (the CPU provider).
-/// Inputs no stage produces and `weights` tensors come from `captures`
-/// (e.g. a real photo, or a checkpoint under its official key names); they
-/// are stored in the golden file, pinned by their hashes.
+/// Inputs no stage produces come from `captures` (e.g. a real photo), and
+/// are stored in the golden file, pinned by their hashes. So do `weights`
+/// tensors (a checkpoint under its official key names), unless the document
+/// pins a weights file: they are then read from it (its SHA-256 checked
+/// first) and the golden file records only their hashes.
 pub fn generate(
     document: &Document,
     reference: &Device,
@@ -202,6 +213,16 @@ pub fn generate(
         .iter()
         .flat_map(|s| s.outputs.iter().map(String::as_str))
         .collect();
+    let pinned = match &document.weights {
+        Some(pin) => Some(
+            crate::weights::PinnedWeights::open(&document.path, pin)
+                .map_err(GenerateError::Weights)?,
+        ),
+        None => None,
+    };
+    let from_pinned = |t: &crate::document::TensorDecl| {
+        pinned.is_some() && matches!(t.source, TensorSource::Weights(_))
+    };
     // Only the tensors taken from captures are read.
     let keys: Vec<&str> = document
         .tensors
@@ -209,6 +230,7 @@ pub fn generate(
         .filter(|t| {
             matches!(t.source, TensorSource::Golden | TensorSource::Weights(_))
                 && !produced.contains(&t.name.as_str())
+                && !from_pinned(t)
         })
         .map(capture_key)
         .collect();
@@ -225,7 +247,11 @@ pub fn generate(
         if t.intrinsic_source() || produced.contains(&t.name.as_str()) {
             continue;
         }
-        let v = supplied(t, &mut found, captures).map_err(|message| GenerateError::Input {
+        let v = match &pinned {
+            Some(file) if from_pinned(t) => file.read(t),
+            _ => supplied(t, &mut found, captures),
+        }
+        .map_err(|message| GenerateError::Input {
             tensor: t.name.clone(),
             message,
         })?;
@@ -247,8 +273,14 @@ pub fn generate(
         return Err(GenerateError::Budget(format!(
             "the golden file takes {} bytes, above the document's budget of {budget} \
              (golden.budget_bytes) with every stage output the reference computes anchored: \
-             what is left is seeds, literals, weights and captured inputs",
-            bytes.len()
+             what is left is seeds, literals, weights and captured inputs{}",
+            bytes.len(),
+            if document.weights.is_none() {
+                " (pin the weights file in the document, `weights: { file, sha256 }`, to store \
+                 weights by reference)"
+            } else {
+                ""
+            }
         )));
     }
     let golden = GoldenFile::from_bytes(Path::new("(generated)"), bytes.clone())

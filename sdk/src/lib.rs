@@ -41,6 +41,7 @@ pub mod replay;
 pub mod runner;
 pub mod sandbox;
 pub mod suite;
+pub mod weights;
 pub use vsdk_catalog::{AttrValue, Attrs, DType, Node, Op, TensorSpec};
 
 /// The provider ABI version this SDK speaks.

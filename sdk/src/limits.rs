@@ -63,6 +63,12 @@ pub const MAX_SAFETENSORS_HEADER_BYTES: u64 = 16 << 20;
 /// bounds time only; GPU driver libraries reach a gigabyte.
 pub const MAX_HASHED_FILE_BYTES: u64 = 1 << 34;
 
+/// Largest weights file a document may pin (`weights: { file, sha256 }`),
+/// 2^36 bytes (64 GiB): it is hashed as a stream once per run and its
+/// tensors are read one at a time, each within [`MAX_TENSOR_BYTES`]; a
+/// ViT-L's float32 weights are 1.2 GB.
+pub const MAX_WEIGHTS_FILE_BYTES: u64 = 1 << 36;
+
 /// Hex SHA-256 of a regular file of at most `cap` bytes, read in chunks
 /// (never more than `cap` bytes, whatever the file does meanwhile).
 pub fn sha256_regular_file(path: &Path, cap: u64) -> Result<String, String> {

@@ -3,7 +3,7 @@
 //! with tensors materialised once and shared.
 
 use crate::document::{Document, DocumentError, Location, TensorSource};
-use crate::golden::{GoldenError, GoldenFile, Source};
+use crate::golden::{GoldenError, GoldenFile, GoldenTensor, Source};
 use crate::reference_cache::ReferenceCache;
 use crate::{Device, HostTensor, Node, Provider, TensorSpec};
 use std::collections::{HashMap, HashSet};
@@ -30,6 +30,14 @@ pub enum SuiteError {
         golden: PathBuf,
         tensor: String,
         stage: String,
+        reason: String,
+    },
+    /// A tensor of the document's pinned weights file cannot be read, or is
+    /// not the one the golden file records.
+    #[error("{}: tensor `{tensor}`: {reason}", document.display())]
+    Weights {
+        document: PathBuf,
+        tensor: String,
         reason: String,
     },
     /// The golden file was made from another version of the document.
@@ -65,6 +73,9 @@ pub struct Suite {
     anchored: Mutex<HashMap<String, Arc<HostTensor>>>,
     /// Where regenerated anchored values are also kept between runs.
     anchored_cache: OnceLock<ReferenceCache>,
+    /// The document's pinned weights file, opened and its SHA-256 checked
+    /// when a pinned tensor is first read (or why it cannot be).
+    weights: OnceLock<Result<crate::weights::PinnedWeights, String>>,
 }
 
 /// The files of a suite directory.
@@ -153,6 +164,25 @@ impl Suite {
                 }
                 _ => {}
             }
+            if g.source == Source::Pinned {
+                let why = match (&t.source, &document.weights) {
+                    (TensorSource::Weights(_), Some(_)) => None,
+                    (TensorSource::Weights(_), None) => {
+                        Some("the document pins no weights file (`weights: { file, sha256 }`)")
+                    }
+                    _ => Some("only a `weights` tensor can be read from one"),
+                };
+                if let Some(why) = why {
+                    return Err(mismatch(
+                        &t.at,
+                        format!(
+                            "tensor `{}`: {} reads it from the pinned weights file, but {why}",
+                            t.name,
+                            golden.path.display()
+                        ),
+                    ));
+                }
+            }
             specs.insert(t.name.clone(), g.spec.clone());
         }
         // Every graph must type-check with the golden shapes, and produce
@@ -212,6 +242,7 @@ impl Suite {
             reference: OnceLock::new(),
             anchored: Mutex::new(HashMap::new()),
             anchored_cache: OnceLock::new(),
+            weights: OnceLock::new(),
         })
     }
 
@@ -313,6 +344,48 @@ impl Suite {
         found.ok_or_else(|| fail(&stage.name, "the stage did not produce it".into()))
     }
 
+    /// The values of pinned tensor `g`: read from the document's weights
+    /// file (hashed once, when first needed) and checked against the hash
+    /// the golden file records.
+    fn pinned(&self, g: &GoldenTensor) -> Result<HostTensor, SuiteError> {
+        let fail = |reason: String| SuiteError::Weights {
+            document: self.document.path.clone(),
+            tensor: g.name.clone(),
+            reason,
+        };
+        let (Some(decl), Some(pin)) = (self.document.tensor(&g.name), &self.document.weights)
+        else {
+            return Err(fail("the document pins no weights file".into()));
+        };
+        let file = self
+            .weights
+            .get_or_init(|| crate::weights::PinnedWeights::open(&self.document.path, pin))
+            .as_ref()
+            .map_err(|e| fail(e.clone()))?;
+        let t = file.read(decl).map_err(fail)?;
+        if t.spec != g.spec {
+            return Err(fail(format!(
+                "{} holds {} {:?}, the golden file records {} {:?}",
+                file.path().display(),
+                t.spec.dtype,
+                t.spec.shape,
+                g.spec.dtype,
+                g.spec.shape
+            )));
+        }
+        let got = crate::golden::canonical_sha256(&t);
+        if got != g.sha256 {
+            return Err(fail(format!(
+                "its values in {} hash to {}, {} records {}: the weights file changed since the suite was made",
+                file.path().display(),
+                hex::encode(got),
+                self.golden.path.display(),
+                hex::encode(g.sha256)
+            )));
+        }
+        Ok(t)
+    }
+
     /// A declared tensor's values (regenerated or read, hash-checked, cached).
     pub fn tensor(&self, name: &str) -> Result<Arc<HostTensor>, SuiteError> {
         if let Some(t) = lock(&self.cache).get(name) {
@@ -324,8 +397,14 @@ impl Suite {
                 self.golden.path.display()
             ))
         })?;
-        if let Source::Anchored(_) = g.source {
-            return self.regenerate(name);
+        match g.source {
+            Source::Anchored(_) => return self.regenerate(name),
+            Source::Pinned => {
+                let t = Arc::new(self.pinned(g)?);
+                lock(&self.cache).insert(name.to_string(), Arc::clone(&t));
+                return Ok(t);
+            }
+            _ => {}
         }
         let verified = lock(&self.verified).contains(name);
         let t = Arc::new(if verified {

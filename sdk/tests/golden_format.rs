@@ -168,7 +168,7 @@ fn an_unknown_format_version_is_refused() {
     let e = decode(reseal(bytes)).unwrap_err().to_string();
     assert_eq!(
         e,
-        "suite.golden: format version 9 (this SDK reads versions 1 to 2)"
+        "suite.golden: format version 9 (this SDK reads versions 1 to 3)"
     );
 }
 

@@ -105,7 +105,8 @@ pub enum TensorSource {
     Golden,
     /// Regenerated from a seed (weights, random inputs).
     Seeded(Seeded),
-    /// Read from a weights file given at run time, under this key.
+    /// A tensor of a weights file, under this key: the document's pinned
+    /// file ([`Document::weights`]), else one given to `generate`.
     Weights(String),
     /// Written in the document, row-major (small constants).
     Values(Vec<f64>),
@@ -236,6 +237,22 @@ pub struct Document {
     /// reference's stage outputs are stored anchored (docs/golden-format.md);
     /// `None`: every value stored in full.
     pub golden_budget: Option<u64>,
+    /// `weights`: the file `weights` tensors are read from, pinned by its
+    /// hash; the golden file then records only their hashes. `None`: they
+    /// come from `generate --weights` and are stored in the golden file.
+    pub weights: Option<WeightsPin>,
+}
+
+/// A weights file pinned by a document (`weights: { file, sha256 }`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct WeightsPin {
+    /// As the document writes it.
+    pub file: String,
+    /// Resolved against the document's directory.
+    pub path: PathBuf,
+    /// SHA-256 of the whole file.
+    pub sha256: [u8; 32],
+    pub at: Location,
 }
 
 impl TensorDecl {
@@ -539,6 +556,10 @@ impl<F: Fn(Location, &str, String) -> DocumentError> Validator<'_, F> {
             }
             g => g.as_ref().map(|g| *g.budget_bytes),
         };
+        let weights = match &raw.weights {
+            None => None,
+            Some(w) => Some(self.weights_pin(base, w)?),
+        };
         Ok(Document {
             path: path.to_path_buf(),
             sha256: [0; 32],
@@ -547,6 +568,37 @@ impl<F: Fn(Location, &str, String) -> DocumentError> Validator<'_, F> {
             tensors: std::mem::take(&mut self.tensors).into_values().collect(),
             stages,
             golden_budget,
+            weights,
+        })
+    }
+
+    /// `weights: { file, sha256 }`: a `.safetensors` file and 64 hex digits.
+    fn weights_pin(&self, base: &Path, w: &RawWeights) -> Result<WeightsPin, DocumentError> {
+        if !w.file.ends_with(".safetensors") || w.file.len() == ".safetensors".len() {
+            return self.err(
+                at(&w.file),
+                "weights.file",
+                format!(
+                    "`{}`: the pinned weights file is a `.safetensors` file",
+                    w.file.as_str()
+                ),
+            );
+        }
+        let sha256 = hex::decode(w.sha256.as_str())
+            .ok()
+            .and_then(|b| <[u8; 32]>::try_from(b).ok());
+        let Some(sha256) = sha256 else {
+            return self.err(
+                at(&w.sha256),
+                "weights.sha256",
+                "expected 64 hex digits (the SHA-256 of the whole weights file)",
+            );
+        };
+        Ok(WeightsPin {
+            file: w.file.to_string(),
+            path: base.join(w.file.as_str()),
+            sha256,
+            at: at(&w.file),
         })
     }
 

@@ -21,6 +21,18 @@ pub struct RawDocument {
     pub golden: Option<RawGolden>,
     #[serde(default)]
     pub layout: Option<RawLayout>,
+    #[serde(default)]
+    pub weights: Option<RawWeights>,
+}
+
+/// The weights file `weights` tensors are read from, pinned by its hash.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawWeights {
+    /// A `.safetensors` file, relative to the document.
+    pub file: Spanned<String>,
+    /// SHA-256 of the whole file, 64 hex digits.
+    pub sha256: Spanned<String>,
 }
 
 /// How the component's tensors are drawn in reports (docs/vips-format.md).
