@@ -40,7 +40,10 @@ pub fn run(file: &Path, json: bool) -> super::Outcome {
             let source = match &t.source {
                 TensorSource::Golden => "golden".to_string(),
                 TensorSource::Seeded(s) => format!("seeded {:?} seed {}", s.distribution, s.seed),
-                TensorSource::Weights(k) => format!("weights `{k}`"),
+                TensorSource::Weights(k) => match &doc.weights {
+                    Some(w) => format!("weights `{k}` from {}", w.file),
+                    None => format!("weights `{k}`"),
+                },
                 TensorSource::Values(v) => format!("{} literal values", v.len()),
             };
             serde_json::json!({
@@ -54,6 +57,9 @@ pub fn run(file: &Path, json: bool) -> super::Outcome {
             "component": doc.component.id, "version": doc.component.version,
             "sha256": hex::encode(doc.sha256), "stages": doc.stages.iter().map(|s| &s.name).collect::<Vec<_>>(),
             "tensors": rows,
+            "weights": doc.weights.as_ref().map(|w| serde_json::json!({
+                "file": w.file, "path": w.path, "sha256": hex::encode(w.sha256),
+            })),
         }))?;
     } else {
         println!(
@@ -62,6 +68,13 @@ pub fn run(file: &Path, json: bool) -> super::Outcome {
             doc.component.version,
             hex::encode(doc.sha256)
         );
+        if let Some(w) = &doc.weights {
+            println!(
+                "weights: {} (pinned, sha256 {})",
+                w.path.display(),
+                hex::encode(w.sha256)
+            );
+        }
         println!(
             "{} stages: {}",
             doc.stages.len(),
@@ -104,6 +117,10 @@ fn golden(file: &Path, json: bool) -> super::Outcome {
                         "anchored (mean {:.4e}, rms {:.4e}, range [{:.4e}, {:.4e}])",
                         f.mean, f.rms, f.min, f.max
                     ),
+                    0,
+                ),
+                Source::Pinned => (
+                    "pinned (read from the weights file the document pins)".to_string(),
                     0,
                 ),
             };
@@ -197,6 +214,9 @@ fn suite(dir: &Path, json: bool) -> super::Outcome {
             "component": suite.document.component.id, "version": suite.document.component.version,
             "golden_sha256": hex::encode(suite.golden.file_sha256), "stages": rows,
             "sparse_voxels": voxels,
+            "weights": suite.document.weights.as_ref().map(|w| serde_json::json!({
+                "file": w.file, "path": w.path, "sha256": hex::encode(w.sha256),
+            })),
         }))?;
     } else {
         println!(
@@ -205,6 +225,13 @@ fn suite(dir: &Path, json: bool) -> super::Outcome {
             suite.document.component.version,
             rows.len()
         );
+        if let Some(w) = &suite.document.weights {
+            println!(
+                "weights: {} (pinned, sha256 {})",
+                w.path.display(),
+                hex::encode(w.sha256)
+            );
+        }
         println!(
             "  {:<16} {:<20} {:>16} {:>12} {:>12}",
             "stage", "output", "rel. change", "output rms", "max |out|"
