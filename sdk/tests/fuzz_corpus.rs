@@ -151,10 +151,11 @@ fn golden_seeds() -> Vec<(&'static str, Vec<u8>)> {
     anchored.raw("x", &x).anchored("y", &h);
     // Version 3: a tensor of the document's pinned weights file, its hash only.
     let mut pinned = GoldenWriter::new("seed-pinned", "0.3.0", [4; 32]);
-    pinned
-        .raw("x", &x)
-        .anchored("y", &h)
-        .pinned("w", x.spec.clone(), vips_sdk::golden::canonical_sha256(&x));
+    pinned.raw("x", &x).anchored("y", &h).pinned(
+        "w",
+        x.spec.clone(),
+        vips_sdk::golden::canonical_sha256(&x),
+    );
     vec![
         ("seed-raw.golden", raw.to_bytes().unwrap()),
         ("seed-anchored.golden", anchored.to_bytes().unwrap()),
