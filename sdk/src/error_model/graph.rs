@@ -250,6 +250,8 @@ pub fn check_nodes(
                 .ok_or_else(|| Error::Tensor(format!("node input `{n}` was not kept")))
         };
         let own: Vec<&HostTensor> = node.inputs.iter().map(got).collect::<Result<_, _>>()?;
+        let widened = widest_float(&own);
+        let own: Vec<&HostTensor> = widened.iter().map(|t| t.as_ref()).collect();
         let Some(actual) = values.get(&node.output) else {
             if unkept == Unkept::Error {
                 return Err(Error::Tensor(format!(
@@ -318,6 +320,34 @@ pub fn check_nodes(
         });
     }
     Ok(checks)
+}
+
+/// An engine may feed a node float inputs of two types (its float32 activation
+/// beside a bf16 parameter at the bf16 tier, captured as `x@stage`): the
+/// catalog's operators take one dtype, so the narrower ones are widened, which
+/// keeps every value as fed.
+fn widest_float<'a>(inputs: &[&'a HostTensor]) -> Vec<Cow<'a, HostTensor>> {
+    let floats = inputs.iter().map(|t| t.spec.dtype).filter(|d| d.is_float());
+    // float16 beside bfloat16: neither holds the other, float32 holds both.
+    let widest = floats.clone().max_by_key(|d| d.size_bytes()).map(|w| {
+        match floats
+            .clone()
+            .any(|d| d != w && d.size_bytes() == w.size_bytes())
+        {
+            true => DType::F32,
+            false => w,
+        }
+    });
+    match widest {
+        Some(w) if floats.clone().any(|d| d != w) => inputs
+            .iter()
+            .map(|t| match t.spec.dtype {
+                d if d.is_float() && d != w => Cow::Owned(t.cast(w)),
+                _ => Cow::Borrowed(*t),
+            })
+            .collect(),
+        _ => inputs.iter().map(|t| Cow::Borrowed(*t)).collect(),
+    }
 }
 
 /// One operator's reference from the very inputs an implementation received
@@ -453,5 +483,47 @@ impl<'a> Expected<'a> {
             }
             _ => Ok(Expected::plain(refs)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn random(n: usize, seed: u64) -> Vec<f32> {
+        // SplitMix64, so each run of the test sees other values than the last.
+        let mut z = seed;
+        (0..n)
+            .map(|_| {
+                z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+                let mut x = z;
+                x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+                ((x ^ (x >> 31)) >> 11) as f32 / (1u64 << 53) as f32 * 8.0 - 4.0
+            })
+            .collect()
+    }
+
+    #[test]
+    fn mixed_float_inputs_are_widened_keeping_every_value_as_fed() {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(7, |d| d.as_nanos() as u64);
+        let wide = HostTensor::from_vec(&[3, 5], random(15, seed)).expect("15 values");
+        let narrow = HostTensor::from_vec(&[3, 5], random(15, seed ^ 1))
+            .expect("15 values")
+            .cast(DType::BF16);
+        let half = narrow.cast(DType::F16);
+        let out = widest_float(&[&narrow, &wide]);
+        assert!(out.iter().all(|t| t.spec.dtype == DType::F32));
+        assert_eq!(out[0].to_f64_vec(), narrow.to_f64_vec(), "seed {seed}");
+        assert_eq!(out[1].to_f64_vec(), wide.to_f64_vec(), "seed {seed}");
+        // float16 beside bfloat16: float32 holds both.
+        let out = widest_float(&[&narrow, &half]);
+        assert!(out.iter().all(|t| t.spec.dtype == DType::F32));
+        assert_eq!(out[1].to_f64_vec(), half.to_f64_vec(), "seed {seed}");
+        // One dtype: nothing is converted.
+        let out = widest_float(&[&narrow, &narrow]);
+        assert!(out.iter().all(|t| matches!(t, Cow::Borrowed(_))));
     }
 }
