@@ -5,12 +5,13 @@
 
 Exit codes: 0 the suite was written and the model passed it; 1 the model failed its own suite (kept
 beside as DIR.rejected); 2 a usage error, an unreadable model or operators without a lowering (all
-listed, nothing written).
+listed, nothing written); 3 a bug in vips-export (a trace follows).
 """
 from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
@@ -85,6 +86,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except ExportError as e:
         print(f"vips-export: {e}", file=sys.stderr)
         return 2
+    except Exception:  # a bug of ours: say so, with what a report needs
+        print("vips-export: internal error (a bug in vips-export: please report it with this trace):", file=sys.stderr)
+        traceback.print_exc()
+        return 3
     p = result.plan
     print(f"wrote {result.suite}: {len(p.stages)} stages, {sum(len(s.nodes) for s in p.stages)} operators, {len(p.weights)} weights by reference")
     if result.validation:

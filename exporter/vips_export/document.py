@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 
 from . import seeded
-from .graph import Graph, Spec
+from .graph import Graph, Spec, c_order
 from .stages import Stage, local_names, stage_output_names
 
 SMALL = 16  # constants of at most this many elements are written in the document
@@ -87,10 +87,10 @@ def plan(graph: Graph, stages: List[Stage], input_seed: int = 0, weights: str = 
             graph.consts[c] = new
             seeded_weights[name] = (seed, mean, std)
             fw, transposed = graph.params[c]
-            overrides[fw] = np.ascontiguousarray(new.T if transposed else new)
+            overrides[fw] = c_order(new.T if transposed else new)
         else:
             stored[name] = a
-    outs = {o: o for o in graph.outputs}
+    outs = {o: graph.output_names.get(o, o) for o in graph.outputs}
     for v, name in stage_output_names(stages, graph, outs).items():
         names[v] = unique(name)
     local = {s.name: local_names(s, graph, names) for s in stages}
@@ -248,7 +248,8 @@ def write(
             seed, mean, std = p.seeded_weights[name]
             entry(name, spec, f"{{ seeded: {{ seed: {seed}, normal: [{yfloat(mean)}, {yfloat(std)}] }} }}", "seeded with the model parameter's own mean and std")
         else:
-            entry(name, spec, f"{{ weights: {ystr(name)} }}")
+            why = f"computed when exported ({g.computed[c]}): the model computes it in its forward; the suite holds it as a weight" if c in g.computed else None
+            entry(name, spec, f"{{ weights: {ystr(name)} }}", why)
     for s in p.stages:
         for o in s.outputs:
             entry(p.names[o], g.specs[o], "golden", f"output of stage {s.name}")

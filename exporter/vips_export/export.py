@@ -14,7 +14,7 @@ from typing import Any, Dict, Optional, Sequence
 
 from .document import Plan, plan, write
 from .errors import ExportError, UnsupportedOperators, ValidationFailed
-from .graph import Graph
+from .graph import Graph, c_order
 from .lazy import need
 from .sdk import Conformance, find_conformance
 from .stages import cut, stage_key
@@ -90,7 +90,8 @@ def export(
     if p.weights:
         st = need("safetensors.numpy")
         weights_name = "weights.safetensors"
-        st.save_file({k: v for k, v in p.weights.items()}, str(partial / weights_name))
+        st.save_file({k: c_order(v) for k, v in p.weights.items()}, str(partial / weights_name))
+        (partial / weights_name).chmod(0o644)  # committed beside the document
         sha = hashlib.sha256((partial / weights_name).read_bytes()).hexdigest()
     cid = component or component_id(graph.name)
     text = write(

@@ -61,12 +61,16 @@ class Graph:
     # A value name -> the name a front-end's runner captures it under (an ONNX value, an FX node).
     framework_names: Dict[str, str] = field(default_factory=dict)
     module_classes: Dict[str, str] = field(default_factory=dict)  # module path -> class name
+    output_names: Dict[str, str] = field(default_factory=dict)  # a model output -> its document name
     # A const -> its name in the model (a parameter or initializer), where it has a clean one.
     const_names: Dict[str, str] = field(default_factory=dict)
     # A const that is a model parameter as it is (or transposed: an ONNX MatMul weight back in
     # nn.Linear's layout) -> (the framework's name for it, transposed). `--weights seeded` replaces
     # these, in the document and in the model the runner runs.
     params: Dict[str, Tuple[str, bool]] = field(default_factory=dict)
+    # Consts computed at export from parameters (a folded interpolation): the framework computes them
+    # again when the model runs, perhaps to other roundings, so validation captures them as fed.
+    computed: Dict[str, str] = field(default_factory=dict)  # const -> what it was computed from
     notes: List[str] = field(default_factory=list)
 
     def producers(self) -> Dict[str, Node]:
@@ -82,6 +86,12 @@ class Graph:
             if n.output not in self.specs:
                 raise AssertionError(f"node {n.op} ({n.origin}) has no spec for `{n.output}`")
             defined.add(n.output)
+
+
+def c_order(a: np.ndarray) -> np.ndarray:
+    """`a` laid out row-major (safetensors and ONNX Runtime read memory as it lies; numpy's
+    `ascontiguousarray` would also turn a 0-d array into shape (1,))."""
+    return np.require(a, requirements="C")
 
 
 def dtype_name(a: np.ndarray) -> str:

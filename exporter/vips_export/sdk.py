@@ -68,7 +68,8 @@ class Conformance:
             for t in report.get("tiers", []):
                 for s in t.get("stages", []):
                     if s.get("status") != "pass":
-                        where = f" (first operator out of bounds: {s['drill_down']})" if s.get("drill_down") else ""
+                        dd = s.get("drill_down") or {}
+                        where = f" (first operator out of bounds: node {dd.get('node')} `{dd.get('op')}` -> `{dd.get('output')}`)" if dd else ""
                         failing.append(f"{s.get('stage')}: {s.get('status')}{': ' + s['reason'] if s.get('reason') else ''}{where}")
                 for e in t.get("end_to_end") or []:
                     if e.get("passed") is False:

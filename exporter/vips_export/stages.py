@@ -118,7 +118,10 @@ def local_names(stage: Stage, graph: Graph, global_names: Dict[str, str]) -> Dic
     for n in stage.nodes:
         if n.output in global_names:
             continue
-        rel = n.module[len(prefix):] if n.module.startswith(prefix) else n.module
+        if n.module == stage.module:
+            rel = ""
+        else:
+            rel = n.module[len(prefix):] if n.module.startswith(prefix) else n.module
         base = f"{rel}.{n.op.split('.')[-1]}" if rel else n.op.split(".")[-1]
         name, k = base, 1
         while name in taken:

@@ -15,6 +15,7 @@ from typing import Dict, List, Protocol, Sequence
 import numpy as np
 
 from .document import Plan
+from .graph import c_order
 from .sdk import Conformance, Verdict
 
 MODES = ("chained", "isolated")
@@ -32,25 +33,34 @@ class Runner(Protocol):
         ...
 
 
-def captures(p: Plan, runner: Runner, tier: str) -> Dict[str, np.ndarray]:
-    """The capture set of one run: stage outputs by name, stage inputs as fed as `name@stage`."""
+def captures(p: Plan, runner: Runner, tier: str, fed_as_float32: bool = False) -> Dict[str, np.ndarray]:
+    """The capture set of one run: stage outputs by name, intermediates as `node@stage`, and stage
+    inputs as fed as `name@stage`: every earlier stage's output, every constant the model computes
+    again when it runs (its value may round otherwise than the folded one), and with
+    `fed_as_float32` (a float32 engine judged at a 16-bit tier) the model's inputs and weights too,
+    so each stage is judged from what the engine really fed it."""
     g = p.graph
     fw = g.framework_names
     produced = {o for s in p.stages for o in s.outputs}
     # Intermediates too (`node@stage`): a failing stage's drill-down then names the operator.
     inner = [(s, n.output) for s in p.stages for n in s.nodes if n.output not in produced and n.output in fw]
-    wanted = [o for s in p.stages for o in s.outputs] + [v for _, v in inner]
+    computed = sorted({i for s in p.stages for i in s.inputs if i in g.computed and i in fw})
+    wanted = [o for s in p.stages for o in s.outputs] + [v for _, v in inner] + computed
     feeds = {fw[v]: a for v, a in p.inputs.items()}
-    got = runner.run(feeds, [fw[v] for v in wanted], g.specs, tier, p.overrides)
+    got = runner.run(feeds, [fw[v] for v in wanted], {fw[v]: g.specs[v] for v in wanted}, tier, p.overrides)
     caps: Dict[str, np.ndarray] = {}
     for s in p.stages:
         for o in s.outputs:
-            caps[p.names[o]] = np.ascontiguousarray(got[fw[o]])
+            caps[p.names[o]] = c_order(got[fw[o]])
         for i in s.inputs:
-            if i in produced:
-                caps[f"{p.names[i]}@{s.name}"] = np.ascontiguousarray(got[fw[i]])
+            if i in produced or i in computed:
+                caps[f"{p.names[i]}@{s.name}"] = c_order(got[fw[i]])
+            elif fed_as_float32:
+                value = p.inputs[i] if i in p.inputs else g.consts[i]
+                if value.dtype.kind == "f":
+                    caps[f"{p.names[i]}@{s.name}"] = value.astype(np.float32)
     for s, v in inner:
-        caps[f"{p.local[s.name][v]}@{s.name}"] = np.ascontiguousarray(got[fw[v]])
+        caps[f"{p.local[s.name][v]}@{s.name}"] = c_order(got[fw[v]])
     return caps
 
 
@@ -80,9 +90,9 @@ def validate(p: Plan, runner: Runner, suite: Path, conformance: Conformance, tie
             source = f"{runner.label} at {tier}"
         else:
             if fp32_caps is None:
-                fp32_caps = captures(p, runner, "fp32")
+                fp32_caps = captures(p, runner, "fp32", fed_as_float32=True)
             caps = fp32_caps
-            source = f"{runner.label} at fp32 (it does not run at {tier}), judged at {tier}"
+            source = f"{runner.label} at fp32 (it does not run at {tier}), judged at {tier} from the float32 inputs and weights it was fed"
         notes.append(f"{tier}: captures of {source}")
         file = work / f"captures-{tier}.npz"
         np.savez(file, **{k: v.astype(np.float32) if v.dtype.kind == "f" else v for k, v in caps.items()})

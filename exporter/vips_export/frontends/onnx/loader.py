@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ...errors import ExportError, Unsupported
-from ...graph import Graph, Node, Spec, dtype_name
+from ...graph import Graph, Node, Spec, c_order, dtype_name
 from ...lazy import need
 
 # ONNX TensorProto element types -> document dtypes.
@@ -62,6 +62,7 @@ class _Folder:
         self.opsets = list(model.opset_import)
         self.const: Dict[str, np.ndarray] = {}
         self.specs: Dict[str, Spec] = {}
+        self.computed: Dict[str, str] = {}  # a folded value -> the node that computed it
 
     def evaluate(self, node) -> List[np.ndarray]:
         onnx = self.onnx
@@ -139,7 +140,7 @@ def load(path: Union[str, Path], input_shapes: Optional[Dict[str, Sequence[int]]
     folder = _Folder(onnx, model)
     const = folder.const
     for init in g.initializer:
-        const[init.name] = numpy_helper.to_array(init)
+        const[init.name] = c_order(numpy_helper.to_array(init))
     inits = set(const)
     specs = _value_specs(model)
     inputs = {i.name: specs[i.name] for i in g.input if i.name not in inits}
@@ -171,7 +172,7 @@ def load(path: Union[str, Path], input_shapes: Optional[Dict[str, Sequence[int]]
         specs={},
         nodes=[],
     )
-    _Lowering(graph, fg, const, specs, clean_names, inits).run()
+    _Lowering(graph, fg, const, specs, clean_names, inits, folder.computed).run()
     return graph
 
 
@@ -195,7 +196,9 @@ def _fold(onnx, folder: "_Folder", nodes, specs: Dict[str, Spec], clean: Dict[st
             except Exception as e:
                 raise ExportError(f"node `{node.name}` ({node.op_type}): its constant inputs could not be folded ({e})") from e
             for o, v in zip(node.output, outs):
-                const[o] = np.asarray(v)
+                const[o] = c_order(np.asarray(v))
+                if node.op_type not in _VIEWS:  # a view of a parameter is that parameter
+                    folder.computed[o] = f"{node.op_type} {node.name}"
             # An Expand, Reshape or Transpose of a named parameter keeps its name (the class token).
             named = [i for i in ins if i in clean and const[i].dtype.kind == "f"]
             if len(named) == 1 and len(node.output) == 1 and const[node.output[0]].size == const[named[0]].size:
@@ -422,6 +425,7 @@ class _Fusion:
 
 
 _CAST = {1: "float32", 2: "uint8", 6: "int32", 7: "int64", 10: "float16", 11: "float64", 16: "bfloat16"}
+_VIEWS = ("Expand", "Reshape", "Transpose", "Unsqueeze", "Squeeze", "Identity", "Flatten")
 _ELEMENTWISE = {"Add": "vsdk.add", "Sub": "vsdk.sub", "Mul": "vsdk.mul", "Div": "vsdk.div"}
 _UNARY = {"Sin": "vsdk.sin", "Cos": "vsdk.cos"}
 _SHAPE_ONLY = ("Reshape", "Flatten", "Squeeze", "Unsqueeze")
@@ -439,9 +443,10 @@ def _why(n: ONode, const: Dict[str, np.ndarray]) -> str:
 class _Lowering:
     """Each live node -> catalog nodes; what has no lowering collected."""
 
-    def __init__(self, graph: Graph, fused: _Fusion, const, specs, clean_names, initializers):
+    def __init__(self, graph: Graph, fused: _Fusion, const, specs, clean_names, initializers, folded):
         self.g = graph
         self.initializers = initializers
+        self.folded = folded
         self.nodes = fused.nodes
         self.const = const
         self.specs = specs
@@ -473,6 +478,10 @@ class _Lowering:
             self.const_keys[key] = name
         if name in self.initializers and (array is None or of_param):
             self.g.params.setdefault(key, (name, transposed))
+        elif array is None and name not in self.initializers and name in self.folded:
+            # Folded at export by onnx's reference evaluator; ONNX Runtime computes it again.
+            self.g.computed.setdefault(key, self.folded[name])
+            self.g.framework_names[key] = name
         if key not in self.g.consts:
             if a.dtype == np.float64:
                 a = a.astype(np.float32)
@@ -595,7 +604,7 @@ class _Lowering:
             # torch.onnx stores nn.Linear's weight transposed for MatMul: transposed back, it is the
             # module's own parameter, named after it.
             flip = bool(n.attrs.get("transposed"))
-            ins = [x, self.use_const(n.inputs[1], n, "weight", np.ascontiguousarray(weight), transposed=flip, of_param=True)]
+            ins = [x, self.use_const(n.inputs[1], n, "weight", c_order(weight), transposed=flip, of_param=True)]
             if len(n.inputs) > 2:
                 ins.append(self.inp(n.inputs[2], n, "bias"))
             self.emit(n, "vsdk.linear", ins, out)

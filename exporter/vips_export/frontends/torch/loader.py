@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ...errors import ExportError, Unsupported
-from ...graph import Graph, Node, Spec
+from ...graph import Graph, Node, Spec, c_order
 from ...lazy import need
 from .runner import TorchRunner
 
@@ -101,6 +101,7 @@ class _Lowering:
         self.alias: Dict[str, str] = {}
         self.lists: Dict[str, List[str]] = {}  # multi-output node -> its part names
         self.placeholders: set = set()  # consts that are parameters or buffers as they are
+        self.computed: Dict[str, str] = {}  # consts evaluated at export -> from what
 
     def v(self, name: str) -> str:
         while name in self.alias:
@@ -116,12 +117,15 @@ class _Lowering:
     def const(self, name: str, t: Any, clean: Optional[str] = None) -> str:
         if name not in self.g.consts:
             a = t.detach().to(self.torch.float32 if t.is_floating_point() else t.dtype).cpu().numpy()
-            self.g.consts[name] = np.ascontiguousarray(a)
+            self.g.consts[name] = c_order(a)
             self.g.specs[name] = Spec(tuple(a.shape), str(a.dtype))
             if clean:
                 self.g.const_names[name] = clean
             if name in self.placeholders and t.is_floating_point():
                 self.g.params[name] = (self.param_of[name], False)
+            elif name in self.computed:
+                self.g.computed[name] = self.computed[name]
+                self.g.framework_names[name] = name
         return name
 
     def scalar(self, x: Any, like: str) -> str:
@@ -170,6 +174,7 @@ class _Lowering:
             if node.op == "output":
                 outs = node.args[0]
                 self.g.outputs = [self.v(o.name) for o in (outs if isinstance(outs, (list, tuple)) else [outs]) if hasattr(o, "name")]
+                self.g.output_names = {o: "output" if len(self.g.outputs) == 1 else f"output{k}" for k, o in enumerate(self.g.outputs)}
                 continue
             if node.op != "call_function":
                 continue
@@ -210,12 +215,15 @@ class _Lowering:
         if not isinstance(out, self.torch.Tensor):
             return False
         self.const_t[node.name] = out
-        # An expand or view of one parameter keeps its name (the class token).
+        # Named after the parameter it comes from: an expand or view of one keeps its name (the class
+        # token), a computation from one is `<param>.computed` (an interpolated position embedding).
         sources = {self.v(a.name) for a in flat}
-        if len(sources) == 1:
-            src = sources.pop()
-            if src in self.param_of and self.const_t[src].numel() == out.numel():
-                self.param_of[node.name] = self.param_of[src]
+        params = sorted({self.param_of[s] for s in sources if s in self.param_of})
+        if len(sources) == 1 and params and self.const_t[sources.pop()].numel() == out.numel() and _view(node):
+            self.param_of[node.name] = params[0]
+        elif len(params) == 1:
+            self.param_of[node.name] = f"{params[0]}.computed"
+        self.computed[node.name] = f"aten.{_short(node.target)} of {', '.join(params) or 'constants'}"
         return True
 
     def lower(self, node) -> bool:
@@ -369,6 +377,11 @@ class _Lowering:
                 offset += sizes[dim]
         self.lists[node.name] = names
         return True
+
+
+def _view(node) -> bool:
+    """An operator that only repeats or re-lays out its input."""
+    return _short(node.target) in ("expand", "view", "reshape", "_unsafe_view", "permute", "transpose", "clone", "contiguous", "unsqueeze", "squeeze", "flatten")
 
 
 def _path(p: str) -> str:

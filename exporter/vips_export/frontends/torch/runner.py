@@ -9,6 +9,7 @@ from typing import Any, Dict, Sequence
 import numpy as np
 
 from ...errors import ExportError
+from ...graph import c_order
 from ...lazy import need
 
 _TIER_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
@@ -45,7 +46,7 @@ class TorchRunner:
                 return out
 
         names = list(self.graph.inputs)
-        args = [torch.from_numpy(np.ascontiguousarray(feeds[n])).to(dtype) for n in names]
+        args = [torch.from_numpy(c_order(feeds[n])).to(dtype) for n in names]
         with torch.no_grad():
             try:
                 Capture(module).run(*args)
