@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -87,3 +88,33 @@ def test_an_existing_folder_is_not_replaced_without_force(tmp_path: Path, confor
     r = vips_export([str(FIXTURES / "vit.onnx"), "-o", str(out), "--tiers", ""])
     assert r.returncode == 2 and "--force" in r.stderr
     assert (out / "mine.txt").read_text() == "keep me"
+
+
+def test_seeded_weights_replace_the_models_own_and_the_model_still_passes(tmp_path: Path, conformance: str) -> None:
+    out = tmp_path / "vit"
+    r = vips_export([str(FIXTURES / "vit.onnx"), "-o", str(out), "--weights", "seeded", "--tiers", "fp32,bf16"])
+    assert r.returncode == 0, r.stderr + r.stdout
+    doc = yaml.safe_load((out / "suite.yaml").read_text())
+    qkv = doc["tensors"]["blocks.0.attn.qkv.weight"]["source"]["seeded"]
+    assert qkv["normal"][1] > 0, qkv
+    # What stays in the weights file is what is no parameter as it is (the class token's expand).
+    kept = {k for k, t in doc["tensors"].items() if isinstance(t["source"], dict) and "weights" in t["source"]}
+    assert "blocks.0.attn.qkv.weight" not in kept and len(kept) <= 2, kept
+    assert json.loads((out / "validation.json").read_text())["passed"]
+
+
+def test_a_given_input_is_what_the_suite_runs_on(tmp_path: Path, conformance: str) -> None:
+    image = np.random.default_rng().uniform(-2, 2, size=(1, 3, 32, 32)).astype(np.float32)
+    np.save(tmp_path / "image.npy", image)
+    out = tmp_path / "vit"
+    r = vips_export([str(FIXTURES / "vit.onnx"), "-o", str(out), "--input", f"x={tmp_path / 'image.npy'}", "--tiers", "fp32"])
+    assert r.returncode == 0, r.stderr + r.stdout
+    doc = yaml.safe_load((out / "suite.yaml").read_text())
+    assert doc["tensors"]["x"]["source"] == {"weights": "x"}
+    exported = tmp_path / "all.safetensors"
+    assert sdk(conformance, ["export", str(out), "--out", str(exported)]).returncode == 0
+    from safetensors.numpy import load_file
+
+    assert np.array_equal(load_file(str(exported))["x"], image)
+    wrong = vips_export([str(FIXTURES / "vit.onnx"), "-o", str(tmp_path / "w"), "--input", f"pixels={tmp_path / 'image.npy'}"])
+    assert wrong.returncode == 2 and "pixels" in wrong.stderr and not (tmp_path / "w").exists()

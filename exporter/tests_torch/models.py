@@ -44,3 +44,33 @@ def resnet18() -> Tuple[torch.nn.Module, Tuple[torch.Tensor]]:
 def vit_base() -> Tuple[torch.nn.Module, Tuple[torch.Tensor]]:
     """ViT-B/16 at its real size: 86 M parameters, 224x224."""
     return _seeded("vit_base_patch16_224"), (torch.randn(1, 3, 224, 224),)
+
+
+class _ExplicitAttention(torch.nn.Module):
+    """Attention written with matmuls, as DINOv2's official `Attention` and many LLM ports do."""
+
+    def __init__(self, dim: int = 48, heads: int = 4) -> None:
+        super().__init__()
+        self.heads, self.scale = heads, (dim // heads) ** -0.5
+        self.qkv, self.proj = torch.nn.Linear(dim, 3 * dim), torch.nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, c = x.shape
+        qkv = self.qkv(x).reshape(b, n, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv[0] * self.scale, qkv[1], qkv[2]
+        a = (q @ k.transpose(-2, -1)).softmax(dim=-1)
+        return self.proj((a @ v).transpose(1, 2).reshape(b, n, c))
+
+
+class _Blocks(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = torch.nn.Sequential(*[_ExplicitAttention() for _ in range(2)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.blocks(x)
+
+
+def explicit_attention() -> Tuple[torch.nn.Module, Tuple[torch.Tensor]]:
+    torch.manual_seed(0)
+    return _Blocks().eval(), (torch.randn(1, 9, 48),)

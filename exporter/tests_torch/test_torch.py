@@ -108,3 +108,15 @@ def test_a_vit_b_with_real_size_weights_keeps_a_small_golden_file(tmp_path: Path
     assert weights > 340_000_000 and golden < 8_000_000, (golden, weights)
     run = subprocess.run([conformance, "run", str(out), "--quiet", "--stage", "blocks.0"], capture_output=True, text=True)
     assert run.returncode == 0, run.stdout[-3000:]
+
+
+def test_attention_written_with_matmuls_is_one_sdpa_and_passes(tmp_path: Path, conformance: str) -> None:
+    out = tmp_path / "attn"
+    r = export(["--torch", "models:explicit_attention", "-o", str(out)])
+    assert r.returncode == 0, r.stderr + r.stdout
+    import yaml
+
+    doc = yaml.safe_load((out / "suite.yaml").read_text())
+    ops = [n["op"] for s in doc["stages"] for n in s["graph"]]
+    assert ops.count("vsdk.sdpa") == 2 and "vsdk.softmax" not in ops, ops
+    assert json.loads((out / "validation.json").read_text())["passed"]

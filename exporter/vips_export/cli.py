@@ -13,7 +13,7 @@ import argparse
 import sys
 import traceback
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 from .errors import ExportError, ValidationFailed
 from .export import TIERS, export
@@ -32,6 +32,21 @@ def _shapes(items: Sequence[str]) -> Dict[str, List[int]]:
     return shapes
 
 
+def _inputs(items: Sequence[str]) -> Dict[str, Any]:
+    import numpy as np
+
+    given = {}
+    for item in items:
+        name, _, path = item.partition("=")
+        if not name or not path:
+            raise ExportError(f"--input {item}: expected NAME=FILE.npy")
+        try:
+            given[name] = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise ExportError(f"--input {item}: {path} is not a readable .npy file ({e})") from e
+    return given
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="vips-export", description="Turn an ONNX or PyTorch model into a VIPS conformance suite.")
     p.add_argument("model", nargs="?", help="an .onnx file")
@@ -42,6 +57,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--id", help="the component id (default: from the model's name)")
     p.add_argument("--title", help="the component's title")
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0,D1,...", help="the shape of an input (required for symbolic sizes other than a batch)")
+    p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy", help="run the model on this input (a real image) instead of a seeded one; stored beside the weights")
     p.add_argument("--weights", choices=("model", "seeded"), default="model", help="model: the model's own, in weights.safetensors pinned by SHA-256 (default); seeded: every parameter replaced by a seeded normal with its own mean and std, nothing stored")
     p.add_argument("--tiers", default=",".join(TIERS), help="tiers the model is validated at (default fp32,fp16,bf16; empty: no validation)")
     p.add_argument("--conformance", help="the vips-conformance program (default: PATH, $VSDK_CONFORMANCE, this checkout's build)")
@@ -79,6 +95,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             conformance=args.conformance,
             force=args.force,
             weights=args.weights,
+            inputs=_inputs(args.input),
         )
     except ValidationFailed as e:
         print(f"vips-export: {e}", file=sys.stderr)

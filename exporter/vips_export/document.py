@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import numpy as np
 
 from . import seeded
+from .errors import ExportError
 from .graph import Graph, Spec, c_order
 from .stages import Stage, local_names, stage_output_names
 
@@ -46,10 +47,17 @@ class Plan:
 WEIGHTS = ("model", "seeded")
 
 
-def plan(graph: Graph, stages: List[Stage], input_seed: int = 0, weights: str = "model") -> Plan:
+def plan(
+    graph: Graph,
+    stages: List[Stage],
+    input_seed: int = 0,
+    weights: str = "model",
+    given: Optional[Dict[str, np.ndarray]] = None,
+) -> Plan:
     """`weights`: `model`, the model's own (by reference); `seeded`, every parameter of more than
     SMALL elements replaced by a seeded normal with the parameter's own mean and std (a suite with no
-    file of weights; the model is validated with the same values)."""
+    file of weights; the model is validated with the same values). `given`: model inputs the user
+    supplies (a real image), stored beside the weights instead of seeded."""
     names: Dict[str, str] = {}
     for v in graph.inputs:
         names[v] = v
@@ -96,9 +104,19 @@ def plan(graph: Graph, stages: List[Stage], input_seed: int = 0, weights: str = 
     local = {s.name: local_names(s, graph, names) for s in stages}
     inputs = {}
     seeds = {}
+    given = dict(given or {})
     for k, (v, spec) in enumerate(graph.inputs.items()):
+        if v in given:
+            a = c_order(np.asarray(given.pop(v)))
+            if tuple(a.shape) != spec.shape or str(a.dtype) != spec.dtype:
+                raise ExportError(f"input `{v}`: given {a.dtype} {list(a.shape)}, the model takes {spec.dtype} {list(spec.shape)}")
+            inputs[v] = a
+            stored[names[v]] = a
+            continue
         seeds[v] = 1000 + input_seed + k
         inputs[v] = seeded.normal(seeds[v], spec.shape, 0.0, 1.0, spec.dtype)
+    if given:
+        raise ExportError(f"given inputs {sorted(given)} are not inputs of the model (its inputs: {sorted(graph.inputs)})")
     return Plan(graph, stages, names, local, stored, values, inputs, seeds, seeded_weights, overrides)
 
 
@@ -235,7 +253,10 @@ def write(
         L.append(f"  {ystr(name)}: {{ dtype: {spec.dtype}, shape: {yval(list(spec.shape))}, source: {source}{d} }}")
 
     for v, spec in g.inputs.items():
-        entry(p.names[v], spec, f"{{ seeded: {{ seed: {p.seeds[v]}, normal: [0.0, 1.0] }} }}", "model input")
+        if v in p.seeds:
+            entry(p.names[v], spec, f"{{ seeded: {{ seed: {p.seeds[v]}, normal: [0.0, 1.0] }} }}", "model input")
+        else:
+            entry(p.names[v], spec, f"{{ weights: {ystr(p.names[v])} }}", "model input, as given")
     for c in g.consts:
         if c not in p.names:
             continue

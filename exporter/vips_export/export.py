@@ -70,6 +70,7 @@ def export(
     force: bool = False,
     exporter_notes: Sequence[str] = (),
     weights: str = "model",
+    inputs: Optional[Dict[str, Any]] = None,
 ) -> Exported:
     out = Path(out)
     refuse_unsupported(graph, stage_globs)
@@ -81,7 +82,7 @@ def export(
     stages = cut(graph, stage_globs)
     if not stages:
         raise ExportError(f"{model_label}: the model has no operator to certify")
-    p = plan(graph, stages, weights=weights)
+    p = plan(graph, stages, weights=weights, given=inputs)
     partial = out.parent / f".{out.name}.partial"
     if partial.exists():
         shutil.rmtree(partial)

@@ -161,6 +161,7 @@ class _Lowering:
     def run(self) -> Graph:
         torch = self.torch
         state = {**self.ep.state_dict, **getattr(self.ep, "constants", {})}
+        self.attention = _Attention(self.ep.graph, state, self.param_of)
         for node in self.ep.graph.nodes:
             if node.op == "placeholder":
                 if node.name in self.param_of:
@@ -179,6 +180,12 @@ class _Lowering:
             if node.op != "call_function":
                 continue
             try:
+                if node.name in self.attention.absorbed:
+                    continue  # part of an attention written out, lowered as one sdpa below
+                if node.name in self.attention.fused:
+                    q, k, v, scale = self.attention.fused[node.name]
+                    self.emit(node, "vsdk.sdpa", [self.arg(q, node), self.arg(k, node), self.arg(v, node)], {"scale": scale})
+                    continue
                 if self.fold(node):
                     continue
                 if not self.lower(node):
@@ -377,6 +384,94 @@ class _Lowering:
                 offset += sizes[dim]
         self.lists[node.name] = names
         return True
+
+
+class _Attention:
+    """softmax(scale · q kᵀ) v written out with matmuls (DINOv2's official `Attention`, many LLMs):
+    found before lowering, so it becomes one `vsdk.sdpa` as `F.scaled_dot_product_attention` does."""
+
+    _MATMULS = ("matmul", "bmm")
+    _PASS = ("dropout", "clone", "contiguous", "alias", "detach")
+
+    def __init__(self, graph, state, param_of):
+        self.state = state
+        self.param_of = param_of
+        self.fused: Dict[str, Tuple[Any, Any, Any, float]] = {}
+        self.absorbed: set = set()
+        for pv in graph.nodes:
+            if pv.op == "call_function" and _short(pv.target) in self._MATMULS:
+                self._match(pv)
+
+    def _scalar(self, a) -> Optional[float]:
+        if isinstance(a, (int, float)) and not isinstance(a, bool):
+            return float(a)
+        if hasattr(a, "name") and a.op == "placeholder" and a.name in self.param_of:
+            t = self.state.get(self.param_of[a.name])
+            if t is not None and t.numel() == 1:
+                return float(t.reshape(()))
+        return None
+
+    def _match(self, pv) -> None:
+        taken: List[Any] = [pv]
+        p, v = pv.args[0], pv.args[1]
+        while hasattr(p, "op") and p.op == "call_function" and _short(p.target) in self._PASS and len(p.users) == 1:
+            taken.append(p)
+            p = p.args[0]
+        if not (hasattr(p, "op") and _short(p.target) in ("softmax", "_softmax") and len(p.users) == 1):
+            return
+        rank = len(p.meta["val"].shape)
+        if int(p.args[1]) % rank != rank - 1:
+            return
+        taken.append(p)
+        scores, s0 = self._strip_taking(p.args[0], taken)
+        if not (hasattr(scores, "op") and _short(scores.target) in self._MATMULS and len(scores.users) == 1):
+            return
+        taken.append(scores)
+        q, s1 = self._strip_taking(scores.args[0], taken)
+        kt, s2 = self._strip_taking(scores.args[1], taken)
+        if not (hasattr(kt, "op") and kt.op == "call_function" and len(kt.users) == 1):
+            return
+        t = _short(kt.target)
+        r = len(kt.meta["val"].shape)
+        if t == "transpose" and sorted((int(kt.args[1]) % r, int(kt.args[2]) % r)) == [r - 2, r - 1]:
+            pass
+        elif t == "permute" and [int(d) % r for d in kt.args[1]] == list(range(r - 2)) + [r - 1, r - 2]:
+            pass
+        else:
+            return
+        taken.append(kt)
+        k, s3 = self._strip_taking(kt.args[0], taken)
+        qs, ks, vs = (tuple(x.meta["val"].shape) for x in (q, k, v))
+        if not (len(qs) == len(ks) == len(vs) >= 2 and qs[:-2] == ks[:-2] == vs[:-2] and ks[-2] == vs[-2]):
+            return
+        scale = s0 * s1 * s2 * s3
+        self.fused[pv.name] = (q, k, v, float(str(np.float32(scale))))
+        self.absorbed.update(n.name for n in taken if n is not pv)
+
+    def _strip_taking(self, n, taken: List[Any]) -> Tuple[Any, float]:
+        """Follows single-use scalar multiplications and divisions (and dropout, clones) back from
+        `n`, recording each node passed: (the value before them, their product)."""
+        scale = 1.0
+        while hasattr(n, "op") and n.op == "call_function" and len(n.users) == 1:
+            t = _short(n.target)
+            if t in ("mul", "div") and len(n.args) == 2:
+                a, b = n.args
+                sb, sa = self._scalar(b), self._scalar(a)
+                if sb is not None:
+                    taken.append(n)
+                    scale, n = scale * (sb if t == "mul" else 1.0 / sb), a
+                    continue
+                if t == "mul" and sa is not None:
+                    taken.append(n)
+                    scale, n = scale * sa, b
+                    continue
+                break
+            if t in self._PASS:
+                taken.append(n)
+                n = n.args[0]
+                continue
+            break
+        return n, scale
 
 
 def _view(node) -> bool:
