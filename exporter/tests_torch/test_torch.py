@@ -82,7 +82,10 @@ def test_a_wrong_variant_fails(variant: str, operator: str, vit_suite: Path, con
     p = plan(g, cut(g))
     wrong_model, _ = getattr(models, variant)()
     _, wrong_runner, _ = load_module(wrong_model, x, variant)
-    for tier in ("fp32", "bf16"):
+    # At fp32 only: at bf16 both changes are below the tier's own rounding (eps 1e-5 against 1e-6 moves
+    # a LayerNorm by about 5e-6 / var, tanh GELU by at most 5e-4 absolute), and a bf16 engine of
+    # either variant is as correct as the model at that precision.
+    for tier in ("fp32",):
         caps = captures(p, wrong_runner, tier)
         np.savez(tmp_path / "wrong.npz", **{k: v.astype(np.float32) for k, v in caps.items()})
         c = subprocess.run([conformance, "check", str(vit_suite), "--tensors", str(tmp_path / "wrong.npz"), "--tier", tier], capture_output=True, text=True)
