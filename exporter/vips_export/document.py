@@ -221,7 +221,7 @@ def write(
     weights_sha256: Optional[str],
     notes: Dict[str, Any],
     exporter_notes: List[str],
-    budget_bytes: int = 8 << 20,
+    budget_bytes: int = 8_000_000,
 ) -> str:
     g = p.graph
     L: List[str] = []
