@@ -6,32 +6,32 @@
     python3 tools/dinov2_roundtrip.py [--front-end torch|onnx ...] [--validate] [--keep DIR]
 
 Heavy (PyTorch, the official model code, an 87 MB weights file per export): kept out of default CI,
-like tools/validate_dinov2.py. About two minutes on 2 cores.
+like tools/validate_dinov2.py. About a minute on 2 cores, a minute and a half with --validate.
 
 What it checks ("Done when" of issue 46: DINOv2 ViT-S/14 exported through either front-end, with the
 committed suite's weights and input, gives stage outputs equal to `dinov2-vits14`'s goldens within
 float32 storage, with the same fused operators):
 
 1. The official ViT-S/14 (facebookresearch/dinov2's `vit_small`, built and loaded with the committed
-   suite's weights exactly as tools/validate_dinov2.py does), restricted to the part the suite calls
-   patch_embed ... final_norm: normalised pixels [1, 3, 224, 224] in, the final LayerNorm's tokens
-   [1, 257, 384] out (the Pillow preprocessing and the class/patch split are not model code).
-2. Exported with `vips_export.export_torch(module, (pixels,), DIR, tiers=())` and with the ONNX
-   front-end (`torch.onnx.export(..., opset_version=17, dynamo=False)`, then
-   `vips_export.export_onnx`). The official attention is `q * scale @ k^T -> softmax -> @ v`; the
-   PyTorch front-end does not fuse that (aten.matmul is refused, listed and reported here), so the
-   PyTorch export is also made of the same model with each `Attention.forward` replaced by
-   `F.scaled_dot_product_attention(q, k, v, scale=self.scale)` (the same function; said in the table).
-3. The exporter seeds model inputs (vips_export/document.py, `plan`) and has no option to take given
-   ones, so the exported document is rewritten in a copy: `pixels` becomes `source: golden` and the
-   golden file is regenerated with `vips-conformance generate --tensors` from the committed suite's
-   golden `pixels`. A second copy starts at `blocks.0`, fed the committed golden `x_0` the same way,
-   which isolates the blocks from the position-embedding difference below.
-4. Every exported stage output (`vips-conformance export`) is compared with the committed golden it
+   suite's weights exactly as tools/validate_dinov2.py does, its own `Attention` unchanged), restricted
+   to the part the suite calls patch_embed ... final_norm: normalised pixels [1, 3, 224, 224] in, the
+   final LayerNorm's tokens [1, 257, 384] out (the Pillow preprocessing and the class/patch split are
+   not model code).
+2. Exported with `vips_export.export_torch(module, (pixels,), DIR, inputs={"pixels": committed pixels})`
+   and with the ONNX front-end (`torch.onnx.export(..., opset_version=17, dynamo=False)`, then
+   `vips_export.export_onnx(path, DIR, inputs={"pixels": ...})`): the suites run on the committed
+   suite's golden `pixels` (stored beside the weights, `source: { weights: pixels }`). A second export
+   of each is the official blocks and final norm alone (the same modules, `forward` from the tokens),
+   given the committed golden `x_0`: it isolates the blocks from the position-embedding difference
+   below. The official attention (`q * scale @ k^T -> softmax -> @ v`) must be fused into `sdpa` by
+   the PyTorch front-end; if it is refused, the refusal is reported (and counted), and that export is
+   repeated with each `Attention.forward` as `F.scaled_dot_product_attention(q, k, v, scale=self.scale)`
+   (the same function), in a row labelled so.
+3. Every exported stage output (`vips-conformance export`) is compared with the committed golden it
    stands for (`x_patch`, `x_0`, `x_1` ... `x_12`, `x_norm`): max abs difference, and the largest
    distance in float32 units in the last place. "identical" = the same float32 values; "<= 1 ulp" =
    equal within float32 storage rounding; more is reported as it is.
-5. Each exported block's operators (`op` of its graph nodes, in order) are compared with the committed
+4. Each exported block's operators (`op` of its graph nodes, in order) are compared with the committed
    suite's `block_00` graph: the compute operators (layer_norm, linear, sdpa, gelu, mul for LayerScale,
    add) with their attributes, in order; the data-movement operators (reshape, permute, crop) as a
    multiset with their attributes, and whether their order differs. patch_embed, the position stage and
@@ -43,19 +43,22 @@ constant [1, 257, 384] (PyTorch's float32 kernel, or onnx's reference evaluator 
 committed suite has an explicit `pos_embed` stage computing it in float64. The folded constant is
 compared with the float64 interpolation, and `x_0` differs from the committed golden by that rounding.
 
-Also: every committed parameter is compared with the exported weights file; the exported goldens (fed
-the committed pixels) are judged as an engine's captures by `check dinov2-vits14 --tier fp32 --mode
-chained`; and the arrays the exporter hands safetensors' `save_file` are watched: it writes an array's
-memory as it lies, so a non-C-contiguous array is stored scrambled. When that happens the ONNX export
-is repeated with those arrays made contiguous (a separate, labelled row), to show what the fix gives.
+Also: the given input is checked to be stored bit for bit; every committed parameter is compared with
+the exported weights file; the exported goldens are judged as an engine's captures by `check
+dinov2-vits14 --tier fp32 --mode chained`; and the arrays the exporter hands safetensors' `save_file`
+are watched (it writes an array's memory as it lies, so a non-C-contiguous array would be stored
+scrambled).
 
---validate also has the exporter validate each suite at fp32 (the model judged by its own suite on
-seeded pixels, both modes; slower). --keep DIR keeps the exported suites and their fed copies. Prints
-Markdown (docs/validation.md, "DINOv2 through the exporter"). Exit status 0 only when, for every export
-made: each stage but the position stage, fed the committed value of its input, is within 1 ulp of its
-golden; the blocks have block_00's fused operators and attributes; patch_embed and final_norm have the
-committed graphs; the folded position embedding is within 1e-5 of the float64 interpolation; and no
-array was handed to save_file non-contiguous. A front-end's refusal is reported, not counted.
+--validate also has the exporter validate each full suite at fp32 (the model judged by its own suite
+on the committed pixels, both modes; slower). --keep DIR keeps the exported suites. Prints Markdown
+(docs/validation.md, "DINOv2 through the exporter"). Exit status 0 only when every export asked for
+was made, of the official model (no refusal, no fallback) and, with --validate, passed its own
+validation, and for each: the given input is stored bit for bit; the committed parameters are
+carried bit for bit; each stage but the position stage, fed the committed value of its input, is
+within 1 ulp of its golden; the blocks have block_00's fused operators and attributes; patch_embed
+and final_norm have the committed graphs; the folded position embedding is within 1e-5 of the float64
+interpolation; the goldens pass the committed suite's chained check; and no array was handed to
+save_file non-contiguous.
 """
 from __future__ import annotations
 
@@ -76,7 +79,7 @@ import safetensors.numpy
 import torch
 import torch.nn.functional as F
 import yaml
-from safetensors.numpy import load_file, save_file
+from safetensors.numpy import load_file
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tools"), str(ROOT / "exporter")]
@@ -120,18 +123,15 @@ def tensors_of(suite: pathlib.Path | str) -> Dict[str, np.ndarray]:
 
 
 # safetensors.numpy.save_file writes each array's memory as it lies (it requires C-contiguous arrays and
-# does not check): an array in another layout is stored scrambled. The exporter's writes go through this
-# wrapper, which records the names of such arrays and, with FIX_LAYOUT, makes them contiguous first.
+# does not check): an array in another layout would be stored scrambled. The exporter's writes go
+# through this wrapper, which records the names of such arrays (the exporter's first version handed it
+# a Fortran-ordered folded constant; now it lays every array out row-major).
 NONCONTIGUOUS: List[str] = []
-FIX_LAYOUT = False
 _save_file = safetensors.numpy.save_file
 
 
 def _recording_save_file(tensors: Dict[str, np.ndarray], filename: Any, metadata: Any = None) -> None:
-    bad = [k for k, v in tensors.items() if not v.flags.c_contiguous]
-    NONCONTIGUOUS.extend(bad)
-    if FIX_LAYOUT:
-        tensors = {k: np.require(v, requirements="C") for k, v in tensors.items()}
+    NONCONTIGUOUS.extend(k for k, v in tensors.items() if not v.flags.c_contiguous)
     _save_file(tensors, filename, metadata)
 
 
@@ -157,9 +157,19 @@ class Trunk(vt.DinoVisionTransformer):
         return super().interpolate_pos_encoding(x, int(w), int(h))
 
 
+class Blocks(vt.DinoVisionTransformer):
+    """The official blocks and final norm alone, from the tokens with the position embedding added
+    (the committed `x_0`) to the final norm's tokens (the suite's block_00 ... final_norm)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        for blk in self.blocks:
+            x = blk(x)
+        return self.norm(x)
+
+
 class SdpaAttention(vt.MemEffAttention):
-    """The official Attention.forward with its `q * scale @ k^T -> softmax -> @ v` as one
-    F.scaled_dot_product_attention (the same function; what the PyTorch front-end can lower)."""
+    """Only used if the PyTorch front-end refuses the official attention: Attention.forward with its
+    `q * scale @ k^T -> softmax -> @ v` as one F.scaled_dot_product_attention (the same function)."""
 
     def forward(self, x: torch.Tensor, attn_bias: Any = None) -> torch.Tensor:  # type: ignore[override]
         B, N, C = x.shape
@@ -169,12 +179,12 @@ class SdpaAttention(vt.MemEffAttention):
         return self.proj_drop(self.proj(x.transpose(1, 2).reshape(B, N, C)))
 
 
-def official_trunk(t: Dict[str, np.ndarray], keys: Dict[str, str], sdpa: bool = False) -> torch.nn.Module:
+def official(t: Dict[str, np.ndarray], keys: Dict[str, str], cls: type, sdpa: bool = False) -> torch.nn.Module:
     model = vd.model_for(t, keys, torch.float32)  # vit_small, patch 14, img 518, the suite's weights
-    model.__class__ = Trunk
-    if sdpa:
-        for blk in model.blocks:
-            assert type(blk.attn) is vt.MemEffAttention, type(blk.attn)
+    model.__class__ = cls
+    for blk in model.blocks:
+        assert type(blk.attn) is vt.MemEffAttention, type(blk.attn)  # the official attention (no xFormers)
+        if sdpa:
             blk.attn.__class__ = SdpaAttention
     return model.eval()
 
@@ -185,71 +195,80 @@ def official_trunk(t: Dict[str, np.ndarray], keys: Dict[str, str], sdpa: bool = 
 @dataclass
 class Export:
     label: str  # how the row is labelled
+    given: str  # the model input the export was given (its name in the lowered graph)
+    golden: str  # the committed golden given as that input
     suite: Optional[pathlib.Path] = None
     refused: Optional[str] = None  # the exporter's message when it refused
     seconds: float = 0.0
-    validation: Optional[str] = None
+    validation: Optional[str] = None  # the exporter's own validation table
+    validated: Optional[bool] = None  # None: not asked for
     noncontiguous: List[str] = field(default_factory=list)  # arrays the exporter handed save_file scrambled
-    fixed: bool = False  # FIX_LAYOUT was on: those arrays were made contiguous here
+    official: bool = True  # False: the attention swapped for F.scaled_dot_product_attention
 
 
-def _run(label: str, make: Any) -> Export:
+def _run(label: str, given: str, golden: str, out: pathlib.Path, make: Any, official_attention: bool = True) -> Export:
     start = len(NONCONTIGUOUS)
     t0 = time.time()
+    e = Export(label, given, golden, official=official_attention)
     try:
         r = make()
-    except vips_export.UnsupportedOperators as e:
-        lines = str(e).splitlines()
-        return Export(label, refused=f"{lines[0]} First: `{lines[1].strip()}`", seconds=time.time() - t0)
-    except vips_export.ValidationFailed as e:
-        return Export(label, refused=f"the exporter's own validation rejected the suite: {e}", seconds=time.time() - t0,
-                      noncontiguous=NONCONTIGUOUS[start:], fixed=FIX_LAYOUT)
-    return Export(label, r.suite, seconds=time.time() - t0, validation=r.validation and r.validation.table(),
-                  noncontiguous=NONCONTIGUOUS[start:], fixed=FIX_LAYOUT)
+    except vips_export.UnsupportedOperators as x:
+        lines = str(x).splitlines()
+        e.refused = f"{lines[0]} First: `{lines[1].strip()}`" if len(lines) > 1 else lines[0]
+    except vips_export.ValidationFailed as x:
+        # The suite is kept beside as DIR.rejected: its values are still compared below.
+        e.suite, e.validated = out.parent / f"{out.name}.rejected", False
+        e.validation = f"the exporter's own validation rejected the suite: {x}"
+    except vips_export.ExportError as x:
+        e.refused = f"export error: {x}"
+    else:
+        e.suite = r.suite
+        if r.validation is not None:
+            e.validated, e.validation = bool(r.validation.passed), r.validation.table()
+    e.seconds = time.time() - t0
+    e.noncontiguous = NONCONTIGUOUS[start:]
+    return e
 
 
-def export_torch(model: torch.nn.Module, pixels: torch.Tensor, out: pathlib.Path, label: str, validate: bool) -> Export:
-    return _run(label, lambda: vips_export.export_torch(model, (pixels,), out, name="dinov2_vits14",
-                                                        tiers=("fp32",) if validate else (), force=True))
+def _refused_matmul(e: Export) -> bool:
+    return e.suite is None and e.refused is not None and "matmul" in e.refused
 
 
-def export_onnx(model: torch.nn.Module, pixels: torch.Tensor, work: pathlib.Path, out: pathlib.Path, label: str,
-                validate: bool) -> Export:
-    path = work / "dinov2_vits14.onnx"
-    if not path.exists():
-        torch.onnx.export(model, (pixels,), str(path), opset_version=17, dynamo=False, input_names=["pixels"],
-                          output_names=["x_norm"])
-    return _run(label, lambda: vips_export.export_onnx(path, out, tiers=("fp32",) if validate else (), force=True))
+def torch_exports(t: Dict[str, np.ndarray], keys: Dict[str, str], work: pathlib.Path, validate: bool) -> List[Export]:
+    tiers = ("fp32",) if validate else ()
+
+    def trunk(sdpa: bool, out: pathlib.Path, label: str) -> Export:
+        return _run(label, "pixels", "pixels", out, lambda: vips_export.export_torch(
+            official(t, keys, Trunk, sdpa), (torch.from_numpy(t["pixels"]),), out, name="dinov2_vits14",
+            inputs={"pixels": t["pixels"]}, tiers=tiers, force=True), not sdpa)
+
+    def blocks(sdpa: bool, out: pathlib.Path, label: str) -> Export:
+        return _run(label, "x", "x_0", out, lambda: vips_export.export_torch(
+            official(t, keys, Blocks, sdpa), (torch.from_numpy(t["x_0"]),), out, name="dinov2_vits14_blocks",
+            inputs={"x": t["x_0"]}, tiers=(), force=True), not sdpa)
+
+    made = [trunk(False, work / "torch", "PyTorch front-end, the official model")]
+    made.append(blocks(False, work / "torch-blocks", "PyTorch front-end, the official blocks and final norm"))
+    if _refused_matmul(made[0]) or _refused_matmul(made[1]):
+        swap = ", Attention.forward as F.scaled_dot_product_attention (the official attention was refused)"
+        made.append(trunk(True, work / "torch-sdpa", "PyTorch front-end, the official model" + swap))
+        made.append(blocks(True, work / "torch-sdpa-blocks", "PyTorch front-end, the official blocks and final norm" + swap))
+    return made
 
 
-def fed_copy(suite: pathlib.Path, out: pathlib.Path, given: Dict[str, np.ndarray], start: Optional[str] = None) -> Tuple[Dict[str, Any], Dict[str, np.ndarray]]:
-    """A copy of an exported suite whose inputs `given` (document name -> array) are the given arrays
-    (`source: golden`, generated with `--tensors`) instead of seeded ones; with `start`, the stages
-    before that one are dropped and the given arrays are their outputs. Returns the copy's document
-    and tensors."""
-    doc = yaml.safe_load((suite / "suite.yaml").read_text())
-    if start is not None:
-        names = [s["stage"] for s in doc["stages"]]
-        doc["stages"] = doc["stages"][names.index(start):]
-        used = {i for s in doc["stages"] for i in s["inputs"]} | {o for s in doc["stages"] for o in s["outputs"]}
-        doc["tensors"] = {k: v for k, v in doc["tensors"].items() if k in used}
-    for name in given:
-        doc["tensors"][name]["source"] = "golden"
-        doc["tensors"][name]["description"] = "given: the committed dinov2-vits14 suite's golden value"
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
-    for f in suite.iterdir():
-        if f.name.endswith(".safetensors"):
-            try:
-                os.link(f, out / f.name)  # the pinned weights, unchanged (87 MB: not copied)
-            except OSError:
-                shutil.copy2(f, out / f.name)
-    (out / "suite.yaml").write_text(yaml.safe_dump(doc, sort_keys=False, width=200, allow_unicode=True))
-    feeds = out.parent / f"{out.name}.given.safetensors"
-    save_file({k: np.ascontiguousarray(v) for k, v in given.items()}, str(feeds))
-    cli("generate", str(out), "--tensors", str(feeds))
-    return doc, tensors_of(out)
+def onnx_exports(t: Dict[str, np.ndarray], keys: Dict[str, str], work: pathlib.Path, validate: bool) -> List[Export]:
+    tiers = ("fp32",) if validate else ()
+    made = []
+    for cls, golden, onnx_in, out, what in [(Trunk, "pixels", "pixels", "onnx", "the official model"),
+                                            (Blocks, "x_0", "x_0", "onnx-blocks", "the official blocks and final norm")]:
+        path = work / f"{out}.onnx"
+        torch.onnx.export(official(t, keys, cls), (torch.from_numpy(t[golden]),), str(path), opset_version=17,
+                          dynamo=False, input_names=[onnx_in], output_names=["x_norm"])
+        label = f"ONNX front-end (torch.onnx.export opset 17, dynamo=False), {what}"
+        made.append(_run(label, onnx_in, golden, work / out, lambda path=path, out=out, golden=golden, onnx_in=onnx_in:
+                         vips_export.export_onnx(path, work / out, inputs={onnx_in: t[golden]},
+                                                 tiers=tiers if cls is Trunk else (), force=True)))
+    return made
 
 
 # ---------------------------------------------------------------- comparisons
@@ -369,7 +388,7 @@ def official_pos(t: Dict[str, np.ndarray]) -> np.ndarray:
     return torch.cat((pos[:, :1], out), dim=1).numpy()
 
 
-def check_chained(doc: Dict[str, Any], got: Dict[str, np.ndarray], t: Dict[str, np.ndarray]) -> str:
+def check_chained(doc: Dict[str, Any], got: Dict[str, np.ndarray], t: Dict[str, np.ndarray]) -> Tuple[str, bool]:
     """The exported suite's goldens, as an engine's captures, judged by the committed suite (fp32,
     chained: each stage against the float64 reference from the previous capture)."""
     caps = {"pixels": t["pixels"]}
@@ -382,63 +401,106 @@ def check_chained(doc: Dict[str, Any], got: Dict[str, np.ndarray], t: Dict[str, 
     tr = report["tiers"][0]
     worst = max((vd.number(o["judgement"]["max_e"]), s["stage"]) for s in tr["stages"] for o in s["outputs"])
     e2e = "; ".join(f"{e['tensor']} rel L2 {e['drift']['rel_l2_error']:.1e}" for e in tr["end_to_end"])
-    return f"{'PASS' if report['passed'] else 'FAIL'} (largest max\\|e\\| {worst[0]:.3f} at {worst[1]}; {e2e})"
+    text = f"{'PASS' if report['passed'] else 'FAIL'} (largest max\\|e\\| {worst[0]:.3f} at {worst[1]}; {e2e})"
+    return text, bool(report["passed"])
 
 
 # ---------------------------------------------------------------- main
 
 
-def report(e: Export, t: Dict[str, np.ndarray], keys: Dict[str, str], committed: Dict[str, Any],
-           work: pathlib.Path) -> bool:
-    """Prints one export's section; True when it meets the round trip's criteria."""
+def given_input(doc: Dict[str, Any], name: str) -> Optional[str]:
+    """The document's name for the given model input `name` (stored beside the weights)."""
+    for k, v in doc["tensors"].items():
+        src = v.get("source")
+        if isinstance(src, dict) and "weights" in src and (k == name or src["weights"] == name) \
+                and "given" in str(v.get("description", "")):
+            return k
+    return None
+
+
+def preamble(e: Export, doc: Dict[str, Any], tensors: Dict[str, np.ndarray], t: Dict[str, np.ndarray]) -> Tuple[bool, List[str]]:
+    """What every export must meet whatever it covers: made of the official model, validated where
+    asked, nothing stored scrambled, the given input stored as given. (ok, lines to print)."""
+    ok, lines = e.official, []  # the attention swapped: said in the label, counted here
+    if e.noncontiguous:
+        ok = False
+        lines.append(f"**Exporter bug**: it handed safetensors' save_file non-C-contiguous arrays "
+                     f"({', '.join(f'`{k}`' for k in e.noncontiguous)}), which save_file writes in their memory "
+                     f"order: stored scrambled.")
+    if e.validated is not None:
+        ok &= e.validated
+        lines.append(("The exporter's own validation at fp32 (the committed pixels):\n\n" + e.validation + "\n")
+                     if e.validated else f"**{e.validation}**")
+    name = given_input(doc, e.given)
+    same = name is not None and name in tensors and np.array_equal(tensors[name].reshape(t[e.golden].shape), t[e.golden])
+    ok &= same
+    src = doc["tensors"][name]["source"] if name else None
+    lines.append(f"- Given input: `{e.given}` = the committed golden `{e.golden}`, stored as `{name}` "
+                 f"(`source: {src}`): {'bit for bit' if same else '**NOT the given values**'}.")
+    return ok, lines
+
+
+def report(pair: Tuple[Export, Export], t: Dict[str, np.ndarray], keys: Dict[str, str], committed: Dict[str, Any]) -> bool:
+    """Prints one front-end's section (the full export and the blocks-only one); True when it meets
+    the round trip's criteria."""
+    e, b = pair
     by_stage = {s["stage"]: s for s in committed["stages"]}
     print(f"### {e.label}\n")
-    if e.suite is None:
-        print(f"Refused in {e.seconds:.0f} s: {e.refused}\n")
-        if e.noncontiguous:
-            print(f"(Non-C-contiguous arrays handed to save_file: {', '.join(e.noncontiguous)}.)\n")
-        return not e.noncontiguous
-    doc = yaml.safe_load((e.suite / "suite.yaml").read_text())
-    print(f"Exported in {e.seconds:.0f} s: {len(doc['stages'])} stages "
-          f"({', '.join(s['stage'] for s in doc['stages'][:3])}, ..., {doc['stages'][-1]['stage']}); "
-          f"weights.safetensors {(e.suite / 'weights.safetensors').stat().st_size / 1e6:.1f} MB, "
-          f"suite.golden {(e.suite / 'suite.golden').stat().st_size / 1e6:.2f} MB.\n")
-    if e.noncontiguous:
-        print(f"**Exporter bug**: it handed safetensors' save_file non-C-contiguous arrays "
-              f"({', '.join(f'`{k}`' for k in e.noncontiguous)}), which save_file writes in their memory order: "
-              f"stored scrambled{'; made contiguous by this script for this row (FIX_LAYOUT)' if e.fixed else ''}.\n")
-    if e.validation:
-        print("The exporter's own validation at fp32 (seeded pixels):\n\n" + e.validation + "\n")
     ok = True
-    exp_all = tensors_of(e.suite)
-    carried = [(name, key) for name, key in keys.items() if key in exp_all]
-    same_w = sum(1 for name, key in carried if np.array_equal(exp_all[key], t[name]))
+    for x in pair:
+        if x.suite is None:
+            print(f"{x.label}: refused in {x.seconds:.0f} s: {x.refused}\n")
+            ok = False
+    if e.suite is None:
+        return False
+    doc = yaml.safe_load((e.suite / "suite.yaml").read_text())
+    print(f"Exported in {e.seconds:.0f} s{' (with its fp32 validation)' if e.validated is not None else ''}: "
+          f"{len(doc['stages'])} stages ({', '.join(s['stage'] for s in doc['stages'][:3])}, ..., "
+          f"{doc['stages'][-1]['stage']}); weights.safetensors {(e.suite / 'weights.safetensors').stat().st_size / 1e6:.1f} MB "
+          f"(the given pixels included), suite.golden {(e.suite / 'suite.golden').stat().st_size / 1e6:.2f} MB.")
+    full = tensors_of(e.suite)
+    good, lines = preamble(e, doc, full, t)
+    ok &= good
+    bdoc = blocks = None
+    if b.suite is not None:
+        bdoc = yaml.safe_load((b.suite / "suite.yaml").read_text())
+        blocks = tensors_of(b.suite)
+        print(f"The blocks and final norm alone, given `x_0`: exported in {b.seconds:.0f} s, {len(bdoc['stages'])} stages.")
+        good, blines = preamble(b, bdoc, blocks, t)
+        ok &= good
+        lines += blines
+    print("\n" + "\n".join(lines))
+    # Weights: every committed parameter but the folded pos_embed and the unused mask_token, as it is.
+    # (`keys`: the committed tensors named by their official parameter.)
+    carried = [(name, key) for name, key in keys.items() if key in full]
+    same_w = [name for name, key in carried if np.array_equal(full[key].reshape(t[name].shape), t[name])]
+    absent = sorted(key for key in keys.values() if key not in full)
+    ok &= len(same_w) == len(carried) and absent == ["pos_embed"]
+    print(f"- Weights: {len(same_w)} of {len(carried)} committed parameters carried bit for bit under their own names; "
+          f"not in the export: {', '.join(f'`{k}`' for k in absent) or 'none'} (folded into the constant below).")
     # The folded position embedding against the official interpolation in float64.
     pos_stage = next(s for s, _, g in stage_map(doc) if g == "x_0")
-    const = next(i for i in next(s for s in doc["stages"] if s["stage"] == pos_stage)["inputs"]
-                 if i in exp_all and exp_all[i].shape == (1, 257, 384))
+    pos_doc = next(s for s in doc["stages"] if s["stage"] == pos_stage)
+    const = next(i for i in pos_doc["inputs"] if i in full and full[i].shape == (1, 257, 384))
     ref_pos = official_pos(t)
-    pos = Diff.of(exp_all[const], ref_pos.astype(np.float32))
-    pos_abs = float(np.abs(exp_all[const] - ref_pos).max())
+    pos = Diff.of(full[const], ref_pos.astype(np.float32))
+    pos_abs = float(np.abs(full[const] - ref_pos).max())
     ok &= pos_abs < 1e-5
-    print(f"- Weights: {same_w} of {len(carried)} committed parameters carried bit for bit (all but `pos_embed`, "
-          f"folded, and `mask_token`, unused).")
-    print(f"- Position embedding: folded into `{const}` {list(exp_all[const].shape)} float32. Against the official "
-          f"interpolation in float64: max abs {pos_abs:.2e}; against that value's float32 rounding: {pos.verdict()}.")
-    # Values.
-    fed_doc, full = fed_copy(e.suite, work / f"{e.suite.name}-fed", {"pixels": t["pixels"]})
-    first_in = next(s for s in doc["stages"] if s["stage"] == "blocks.0")["inputs"][0]
-    x0_doc, blocks = fed_copy(e.suite, work / f"{e.suite.name}-from-x0", {first_in: t["x_0"]}, start="blocks.0")
-    iso = {g: Diff.of(blocks[o], t[g]) for _, o, g in stage_map(x0_doc) if g != "?"}
+    print(f"- Position embedding: folded into `{const}` {list(full[const].shape)} float32 "
+          f"({doc['tensors'][const].get('description', 'no description')}). Against the official interpolation in "
+          f"float64: max abs {pos_abs:.2e}; against that value's float32 rounding: {pos.verdict()}.")
     # What x_0 would be with the interpolation folded exactly (the float64 value rounded once).
     with_cls = np.concatenate([t["cls_token"], t["x_patch"]], axis=1).astype(np.float64)
     floor = Diff.of((with_cls + ref_pos.astype(np.float32)).astype(np.float32), t["x_0"])
     print(f"- x_0 with any float32 folded constant (the float64 interpolation rounded once, then the add in "
           f"float64): {floor.verdict()}, max abs {floor.max_abs:.1e}: the floor of a folded position embedding.")
-    print(f"- The exported goldens (fed the committed pixels) as an engine's captures, judged by `check "
-          f"{SUITE} --tier fp32 --mode chained`: {check_chained(doc, full, t)}.\n")
-    print("| exported stage | committed golden | fed the committed pixels: max abs | float32 storage | "
-          "blocks fed the committed x_0: max abs | float32 storage |")
+    chained, passed = check_chained(doc, full, t)
+    ok &= passed
+    print(f"- The exported goldens as an engine's captures, judged by `check {SUITE} --tier fp32 --mode chained`: "
+          f"{chained}.\n")
+    iso = {g: Diff.of(blocks[o], t[g]) for _, o, g in stage_map(bdoc) if g != "?"} if bdoc else {}
+    print("| exported stage | committed golden | given the committed pixels: max abs | float32 storage | "
+          "blocks alone, given the committed x_0: max abs | float32 storage |")
     print("|---|---|---|---|---|---|")
     for stage, out, golden in stage_map(doc):
         if golden == "?":
@@ -450,9 +512,12 @@ def report(e: Export, t: Dict[str, np.ndarray], keys: Dict[str, str], committed:
         cells = f"{i.max_abs:.2e} | {i.verdict()}" if i else "- | -"
         print(f"| {stage} | {golden} | {d.max_abs:.2e} | {d.verdict()} | {cells} |")
         # The position stage differs by its folded constant; every other stage, fed the committed
-        # value of its input, must be equal within float32 storage.
-        if golden != "x_0":
-            ok &= (i or d).equal()
+        # value of its input (the blocks: by the blocks-only export), must be equal within float32
+        # storage.
+        if golden == "x_patch":
+            ok &= d.equal()
+        elif golden != "x_0":
+            ok &= i is not None and i.equal()
     print("\n| exported stage | committed stage | same fused operators | what differs |")
     print("|---|---|---|---|")
     groups: Dict[Tuple[bool, str], int] = Counter()
@@ -463,9 +528,18 @@ def report(e: Export, t: Dict[str, np.ndarray], keys: Dict[str, str], committed:
             groups[(same, what)] += 1
     for (same, what), n in groups.items():
         print(f"| blocks.0 ... blocks.11 ({n} of 12) | block_00 | {'yes' if same else 'NO'} | {what} |")
+    if bdoc:
+        # The blocks-only export must lower the same blocks the same way.
+        mine = [ops_of(s) for s in doc["stages"] if s["stage"].startswith("blocks.") or s["stage"] == "norm"]
+        theirs = [ops_of(s) for s in bdoc["stages"]]
+        if mine != theirs:
+            ok = False
+            print("| blocks alone | the full export's | NO | another lowering |")
     for mine, ref in [("patch_embed", "patch_embed"), (pos_stage, "pos_embed"), ("norm", "final_norm")]:
         m = next((s for s in doc["stages"] if s["stage"] == mine), None)
         if m is None:
+            ok = False
+            print(f"| (none) | {ref} | NO | no stage `{mine}` |")
             continue
         ml = " → ".join(canon(o, a) for o, a in ops_of(m))
         rl = " → ".join(canon(o, a) for o, a in ops_of(by_stage[ref]))
@@ -480,52 +554,47 @@ def report(e: Export, t: Dict[str, np.ndarray], keys: Dict[str, str], committed:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    global FIX_LAYOUT
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     ap.add_argument("--front-end", action="append", choices=("torch", "onnx"), help="default: both")
-    ap.add_argument("--validate", action="store_true", help="the exporter's own fp32 validation of each suite")
+    ap.add_argument("--validate", action="store_true", help="the exporter's own fp32 validation of each full suite")
     ap.add_argument("--keep", type=pathlib.Path, help="keep the exported suites in this folder")
     args = ap.parse_args(argv)
     front_ends = args.front_end or ["torch", "onnx"]
     torch.set_grad_enabled(False)
 
-    t, keys = vd.export(SUITE)
+    t, described = vd.export(SUITE)
+    params = official(t, described, Trunk).state_dict()
+    keys = {name: key for name, key in described.items() if key in params}  # the committed parameters
     committed = yaml.safe_load(vd.document(SUITE).read_text())
-    pixels = torch.from_numpy(t["pixels"])
-    eager = float(np.abs(official_trunk(t, keys)(pixels).numpy().astype(np.float64) - t["x_norm"]).max())
+    eager = float(np.abs(official(t, described, Trunk)(torch.from_numpy(t["pixels"])).numpy().astype(np.float64)
+                         - t["x_norm"]).max())
 
     work = args.keep or pathlib.Path(tempfile.mkdtemp(prefix="dinov2-roundtrip-"))
     work.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
     exports: List[Export] = []
     if "torch" in front_ends:
-        exports.append(export_torch(official_trunk(t, keys), pixels, work / "torch-official",
-                                    "PyTorch front-end, the official Attention", args.validate))
-        exports.append(export_torch(official_trunk(t, keys, sdpa=True), pixels, work / "torch-sdpa",
-                                    "PyTorch front-end, Attention.forward as F.scaled_dot_product_attention",
-                                    args.validate))
+        exports += torch_exports(t, described, work, args.validate)
     if "onnx" in front_ends:
-        label = f"ONNX front-end (torch.onnx.export opset 17, dynamo=False; onnx {__import__('onnx').__version__})"
-        e = export_onnx(official_trunk(t, keys), pixels, work, work / "onnx", label, args.validate)
-        exports.append(e)
-        if e.noncontiguous:
-            FIX_LAYOUT = True
-            exports.append(export_onnx(official_trunk(t, keys), pixels, work, work / "onnx-contiguous",
-                                       label + ", its weights written C-contiguous", args.validate))
-            FIX_LAYOUT = False
+        exports += onnx_exports(t, described, work, args.validate)
+
+    import onnx
+    import onnxruntime
 
     where = CLI.relative_to(ROOT) if CLI.is_relative_to(ROOT) else CLI
-    print(f"torch {torch.__version__}, onnx {__import__('onnx').__version__}, official dinov2 code (PyPI 0.0.1.dev2, "
-          f"no xFormers), {where}. The official trunk run eagerly in float32 on the committed pixels: max abs "
-          f"{eager:.2e} from the golden x_norm. \"float32 storage\": per element, the distance in float32 units in "
-          f"the last place (ulp); where it is more than 1, the share of identical and of within-1-ulp elements "
-          f"and the largest difference in ulps of the tensor's largest magnitude.\n")
+    print(f"torch {torch.__version__}, onnx {onnx.__version__}, onnxruntime {onnxruntime.__version__}, official "
+          f"dinov2 code (PyPI 0.0.1.dev2, no xFormers), {where}. The official trunk run eagerly in float32 on the "
+          f"committed pixels: max abs {eager:.2e} from the golden x_norm. \"float32 storage\": per element, the "
+          f"distance in float32 units in the last place (ulp); where it is more than 1, the share of identical and "
+          f"of within-1-ulp elements and the largest difference in ulps of the tensor's largest magnitude.\n")
     ok = True
-    for e in exports:
-        ok &= report(e, t, keys, committed, work)
+    for k in range(0, len(exports), 2):
+        ok &= report((exports[k], exports[k + 1]), t, keys, committed)
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
-    print("Round trip:", "as expected (every stage but the folded position embedding equal within float32 storage, "
-          "the same fused operators)" if ok else "FAILED (see above)")
+    print(f"{len(exports)} exports in {time.time() - t0:.0f} s. Round trip:",
+          "as claimed (the official model through every front-end asked for; every stage but the folded position "
+          "embedding equal within float32 storage; the same fused operators)" if ok else "FAILED (see above)")
     return 0 if ok else 1
 
 
