@@ -186,20 +186,12 @@ def _describe(stage: Stage, graph: Graph, names: Dict[str, str]) -> str:
 
 
 def _impl(stage: Stage, graph: Graph, model_label: str) -> str:
-    classes = []
-    for n in stage.nodes:
-        path = n.module
-        while path:
-            if path in graph.module_classes and graph.module_classes[path] not in classes:
-                if path == stage.module or not path.startswith(stage.module):
-                    classes.append(graph.module_classes[path])
-                break
-            path = path.rpartition(".")[0]
     where = f"`{stage.module}`" if stage.module else "the model's own forward"
     if stage.module in graph.module_classes:
         return f"{graph.module_classes[stage.module]} {where} of {model_label}"
     if graph.framework == "onnx":
         return f"the ONNX nodes of {where} in {model_label}"
+    classes = dict.fromkeys(graph.module_classes[n.module] for n in stage.nodes if n.module in graph.module_classes)
     return f"{where} of {model_label}" + (f" ({', '.join(classes)})" if classes else "")
 
 

@@ -53,15 +53,14 @@ def cut(graph: Graph, globs: Sequence[str] = ()) -> List[Stage]:
             runs[-1].nodes.append(n)
         else:
             runs.append(Stage(name="", module=key, nodes=[n]))
-    # Movement-only runs without parameters join the run before (or after, for the first).
+    # Movement-only runs without parameters join the run before (the first joins the one after).
     merged: List[Stage] = []
     for r in runs:
-        pure = all(n.op in MOVEMENT for n in r.nodes) and not any(i in graph.consts for n in r.nodes for i in n.inputs)
-        if pure and merged:
+        if merged and _pure(r, graph):
             merged[-1].nodes.extend(r.nodes)
-        elif merged and _pure(merged[-1], graph) and len(merged) == 1:
-            r.nodes[:0] = merged[-1].nodes
-            merged[-1] = r
+        elif len(merged) == 1 and _pure(merged[0], graph):
+            r.nodes[:0] = merged[0].nodes
+            merged[0] = r
         else:
             merged.append(r)
     _name(merged, graph)

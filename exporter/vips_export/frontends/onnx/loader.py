@@ -61,7 +61,6 @@ class _Folder:
         self.model = model
         self.opsets = list(model.opset_import)
         self.const: Dict[str, np.ndarray] = {}
-        self.specs: Dict[str, Spec] = {}
         self.computed: Dict[str, str] = {}  # a folded value -> the node that computed it
 
     def evaluate(self, node) -> List[np.ndarray]:
