@@ -78,7 +78,7 @@ def _name(stages: List[Stage], graph: Graph) -> None:
         if s.module:
             base = s.module
         else:
-            params = [graph.const_names.get(i, "") for n in s.nodes for i in n.inputs if i in graph.consts]
+            params = [graph.const_names.get(i, "").removesuffix(".computed") for n in s.nodes for i in n.inputs if i in graph.consts]
             params = [p for p in params if p and "." not in p]
             base = "_".join(dict.fromkeys(params)) if params else s.nodes[0].op.split(".")[-1]
         base = re.sub(r"[^A-Za-z0-9_.\-]", "_", base)

@@ -62,6 +62,7 @@ class _Folder:
         self.opsets = list(model.opset_import)
         self.const: Dict[str, np.ndarray] = {}
         self.computed: Dict[str, str] = {}  # a folded value -> the node that computed it
+        self.roots: Dict[str, set] = {}  # a value -> the named initializers it derives from
 
     def evaluate(self, node) -> List[np.ndarray]:
         onnx = self.onnx
@@ -144,6 +145,7 @@ def load(path: Union[str, Path], input_shapes: Optional[Dict[str, Sequence[int]]
     specs = _value_specs(model)
     inputs = {i.name: specs[i.name] for i in g.input if i.name not in inits}
     clean_names = {n: n for n in inits if not n.startswith(("onnx::", "/"))}
+    folder.roots.update({n: {n} for n in clean_names})
     outputs = [o.name for o in g.output]
 
     # 1. Fold constants and shapes, then infer shapes again with what was folded, until nothing changes
@@ -197,11 +199,16 @@ def _fold(onnx, folder: "_Folder", nodes, specs: Dict[str, Spec], clean: Dict[st
             for o, v in zip(node.output, outs):
                 const[o] = c_order(np.asarray(v))
                 if node.op_type not in _VIEWS:  # a view of a parameter is that parameter
-                    folder.computed[o] = f"{node.op_type} {node.name}"
-            # An Expand, Reshape or Transpose of a named parameter keeps its name (the class token).
-            named = [i for i in ins if i in clean and const[i].dtype.kind == "f"]
-            if len(named) == 1 and len(node.output) == 1 and const[node.output[0]].size == const[named[0]].size:
-                clean[node.output[0]] = clean[named[0]]
+                    folder.computed[o] = f"{node.op_type} {node.name}, from {', '.join(sorted(folder.roots.get(o, ()))) or 'constants'}"
+            # Named after the parameter it comes from: a view of one keeps its name (the class token),
+            # anything else computed from one is `<param>.computed` (a position embedding's interpolation).
+            roots = set().union(*(folder.roots.get(i, set()) for i in ins))
+            for o in node.output:
+                folder.roots[o] = roots
+            if len(roots) == 1 and len(node.output) == 1 and const[node.output[0]].dtype.kind == "f":
+                (root,) = roots
+                view = node.op_type in _VIEWS and len(ins) and ins[0] in clean and const[node.output[0]].size == const[ins[0]].size
+                clean[node.output[0]] = clean[ins[0]] if view else f"{root}.computed"
         else:
             live.append(node)
     return live

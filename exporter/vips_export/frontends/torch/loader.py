@@ -102,6 +102,7 @@ class _Lowering:
         self.lists: Dict[str, List[str]] = {}  # multi-output node -> its part names
         self.placeholders: set = set()  # consts that are parameters or buffers as they are
         self.computed: Dict[str, str] = {}  # consts evaluated at export -> from what
+        self.roots: Dict[str, set] = {}  # a const -> the parameters it derives from
 
     def v(self, name: str) -> str:
         while name in self.alias:
@@ -167,6 +168,7 @@ class _Lowering:
                 if node.name in self.param_of:
                     self.const_t[node.name] = state[self.param_of[node.name]]
                     self.placeholders.add(node.name)
+                    self.roots[node.name] = {self.param_of[node.name]}
                 else:
                     self.g.inputs[node.name] = self.spec(node)
                     self.g.specs[node.name] = self.g.inputs[node.name]
@@ -222,15 +224,19 @@ class _Lowering:
         if not isinstance(out, self.torch.Tensor):
             return False
         self.const_t[node.name] = out
-        # Named after the parameter it comes from: an expand or view of one keeps its name (the class
-        # token), a computation from one is `<param>.computed` (an interpolated position embedding).
+        # Named after the parameter it comes from: a view of one keeps its name (the class token);
+        # anything else computed from one is `<param>.computed` (an interpolated position embedding).
         sources = {self.v(a.name) for a in flat}
-        params = sorted({self.param_of[s] for s in sources if s in self.param_of})
-        if len(sources) == 1 and params and self.const_t[sources.pop()].numel() == out.numel() and _view(node):
-            self.param_of[node.name] = params[0]
-        elif len(params) == 1:
-            self.param_of[node.name] = f"{params[0]}.computed"
-        self.computed[node.name] = f"aten.{_short(node.target)} of {', '.join(params) or 'constants'}"
+        roots = sorted(set().union(*(self.roots.get(s, set()) for s in sources)))
+        self.roots[node.name] = set(roots)
+        src = next(iter(sources))
+        if len(sources) == 1 and _view(node) and self.const_t[src].numel() == out.numel() and src not in self.computed:
+            if src in self.param_of:
+                self.param_of[node.name] = self.param_of[src]
+            return True
+        if len(roots) == 1:
+            self.param_of[node.name] = f"{roots[0]}.computed"
+        self.computed[node.name] = f"aten.{_short(node.target)}, from {', '.join(roots) or 'constants'}"
         return True
 
     def lower(self, node) -> bool:
@@ -476,7 +482,7 @@ class _Attention:
 
 def _view(node) -> bool:
     """An operator that only repeats or re-lays out its input."""
-    return _short(node.target) in ("expand", "view", "reshape", "_unsafe_view", "permute", "transpose", "clone", "contiguous", "unsqueeze", "squeeze", "flatten")
+    return _short(node.target) in ("expand", "view", "reshape", "_unsafe_view", "permute", "transpose", "clone", "contiguous", "unsqueeze", "squeeze", "flatten", "alias", "detach")
 
 
 def _path(p: str) -> str:
