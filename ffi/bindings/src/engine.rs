@@ -27,6 +27,7 @@ pub const VSDK_STAGE_UNEXPECTED_PASS: i32 = 11;
 pub const VSDK_STAGE_MEMORY_LIMIT: i32 = 12;
 pub const VSDK_STAGE_PROCESSES_LEFT: i32 = 13;
 pub const VSDK_STAGE_NOT_CAPTURED: i32 = 14;
+pub const VSDK_CHECK_AUTO: i32 = -1;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct vsdk_error {

@@ -14,7 +14,14 @@ struct MacroTypes;
 
 impl ParseCallbacks for MacroTypes {
     fn int_macro(&self, name: &str, _value: i64) -> Option<IntKind> {
-        const SIGNED: [&str; 4] = ["VSDK_STATUS_", "VSDK_DEVICE_", "VSDK_ATTR_", "VSDK_STAGE_"];
+        // VSDK_CHECK_AUTO goes in `vsdk_check_args_t.chained`, an int32_t.
+        const SIGNED: [&str; 5] = [
+            "VSDK_STATUS_",
+            "VSDK_DEVICE_",
+            "VSDK_ATTR_",
+            "VSDK_STAGE_",
+            "VSDK_CHECK_",
+        ];
         if SIGNED.iter().any(|p| name.starts_with(p)) {
             Some(IntKind::I32)
         } else if name.starts_with("VSDK_DTYPE_") {
