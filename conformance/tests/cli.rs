@@ -1,5 +1,10 @@
 //! The `vips-conformance` binary: output and exit codes of `providers`.
 
+mod common;
+/// Weights pinned by reference, through the command line.
+#[path = "cli/pinned_weights.rs"]
+mod pinned_weights;
+
 use std::process::Command;
 
 fn test_dir() -> std::path::PathBuf {

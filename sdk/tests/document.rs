@@ -2,6 +2,9 @@
 //! file:line:column, the field path and the cause.
 
 mod common;
+/// Weights pinned by reference (a module here: one test binary per theme, not per file).
+#[path = "document/pinned_weights.rs"]
+mod pinned_weights;
 use std::path::Path;
 use vips_sdk::compare::Tier;
 use vips_sdk::document::*;
