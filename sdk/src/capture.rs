@@ -191,20 +191,12 @@ fn read_safetensors(path: &Path, wanted: &dyn Fn(&str) -> bool) -> Result<Captur
             out.skipped.push(name.to_string());
             continue;
         }
-        let dtype = match view.dtype() {
-            safetensors::Dtype::F16 => DType::F16,
-            safetensors::Dtype::BF16 => DType::BF16,
-            safetensors::Dtype::F32 => DType::F32,
-            safetensors::Dtype::F64 => DType::F64,
-            safetensors::Dtype::U8 => DType::U8,
-            safetensors::Dtype::I32 => DType::I32,
-            safetensors::Dtype::I64 => DType::I64,
-            other => {
-                return Err(format!(
-                    "tensor `{name}`: dtype {other:?} is not in catalog v1"
-                ))
-            }
-        };
+        let dtype = safetensors_dtype(view.dtype()).ok_or_else(|| {
+            format!(
+                "tensor `{name}`: dtype {:?} is not in catalog v1",
+                view.dtype()
+            )
+        })?;
         let spec = crate::TensorSpec::new(dtype, view.shape());
         spec.bounded_size_bytes()
             .map_err(|e| format!("tensor `{name}`: {e}"))?;
@@ -266,4 +258,18 @@ fn npy_tensor<R: Read>(npy: NpyFile<R>, max_bytes: u64) -> Result<HostTensor, St
         DType::I64 => read::<i64, R>(npy, &shape),
         DType::BF16 => unreachable!("numpy has no bfloat16"),
     }
+}
+
+/// A safetensors dtype as the catalog's, where it has one.
+pub(crate) fn safetensors_dtype(d: safetensors::Dtype) -> Option<DType> {
+    Some(match d {
+        safetensors::Dtype::F16 => DType::F16,
+        safetensors::Dtype::BF16 => DType::BF16,
+        safetensors::Dtype::F32 => DType::F32,
+        safetensors::Dtype::F64 => DType::F64,
+        safetensors::Dtype::U8 => DType::U8,
+        safetensors::Dtype::I32 => DType::I32,
+        safetensors::Dtype::I64 => DType::I64,
+        _ => return None,
+    })
 }

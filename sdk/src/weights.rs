@@ -11,7 +11,7 @@
 
 use crate::document::{TensorDecl, TensorSource, WeightsPin};
 use crate::limits::{open_regular_file, MAX_SAFETENSORS_HEADER_BYTES, MAX_WEIGHTS_FILE_BYTES};
-use crate::{DType, HostTensor, TensorSpec};
+use crate::{HostTensor, TensorSpec};
 use safetensors::tensor::Metadata;
 use sha2::{Digest, Sha256};
 use std::fs::File;
@@ -138,20 +138,12 @@ impl PinnedWeights {
                 self.metadata.offset_keys().len()
             )
         })?;
-        let dtype = match info.dtype {
-            safetensors::Dtype::F16 => DType::F16,
-            safetensors::Dtype::BF16 => DType::BF16,
-            safetensors::Dtype::F32 => DType::F32,
-            safetensors::Dtype::F64 => DType::F64,
-            safetensors::Dtype::U8 => DType::U8,
-            safetensors::Dtype::I32 => DType::I32,
-            safetensors::Dtype::I64 => DType::I64,
-            other => {
-                return Err(format!(
-                    "`{key}` in {file} is {other:?}, which is not in catalog v1"
-                ))
-            }
-        };
+        let dtype = crate::capture::safetensors_dtype(info.dtype).ok_or_else(|| {
+            format!(
+                "`{key}` in {file} is {:?}, which is not in catalog v1",
+                info.dtype
+            )
+        })?;
         if let Some(shape) = decl.shape.as_deref().filter(|s| *s != info.shape) {
             return Err(format!(
                 "`{key}` in {file} has shape {:?}, the document declares {shape:?} for tensor `{}`",
