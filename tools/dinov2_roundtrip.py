@@ -2,7 +2,7 @@
 """DINOv2 ViT-S/14 through `vips-export` and back: issue 46's round trip.
 
     pip install torch safetensors pillow numpy onnx onnxruntime pyyaml && pip install --no-deps dinov2
-    cargo build -p vips-conformance            # target/release or target/debug; or $VIPS_CONFORMANCE
+    cargo build -p vips-conformance            # target/release or target/debug; or $VSDK_CONFORMANCE
     python3 tools/dinov2_roundtrip.py [--front-end torch|onnx ...] [--validate] [--keep DIR]
 
 Heavy (PyTorch, the official model code, an 87 MB weights file per export): kept out of default CI,
@@ -63,7 +63,6 @@ save_file non-contiguous.
 from __future__ import annotations
 
 import argparse
-import os
 import pathlib
 import shutil
 import subprocess
@@ -87,20 +86,18 @@ sys.path[:0] = [str(ROOT / "tools"), str(ROOT / "exporter")]
 import dinov2.models.vision_transformer as vt  # noqa: E402
 import validate_dinov2 as vd  # noqa: E402
 import vips_export  # noqa: E402
+import vips_export.sdk  # noqa: E402
 
 SUITE = "dinov2-vits14"
 MOVEMENT = {"vsdk.reshape", "vsdk.permute", "vsdk.crop", "vsdk.concat", "vsdk.cast"}
 
 
 def conformance() -> pathlib.Path:
-    """$VIPS_CONFORMANCE, else this checkout's release build, else its debug build."""
-    if os.environ.get("VIPS_CONFORMANCE"):
-        return pathlib.Path(os.environ["VIPS_CONFORMANCE"])
-    for profile in ("release", "debug"):
-        exe = ROOT / "target" / profile / "vips-conformance"
-        if exe.is_file():
-            return exe
-    sys.exit("vips-conformance not built: cargo build -p vips-conformance (or set VIPS_CONFORMANCE)")
+    """The exporter's own lookup: $VSDK_CONFORMANCE, PATH, or this checkout's build."""
+    try:
+        return pathlib.Path(vips_export.sdk.find_conformance())
+    except vips_export.ExportError as e:
+        sys.exit(str(e))
 
 
 CLI = conformance()

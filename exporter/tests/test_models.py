@@ -118,3 +118,23 @@ def test_a_given_input_is_what_the_suite_runs_on(tmp_path: Path, conformance: st
     assert np.array_equal(load_file(str(exported))["x"], image)
     wrong = vips_export([str(FIXTURES / "vit.onnx"), "-o", str(tmp_path / "w"), "--input", f"pixels={tmp_path / 'image.npy'}"])
     assert wrong.returncode == 2 and "pixels" in wrong.stderr and not (tmp_path / "w").exists()
+
+
+@pytest.mark.parametrize(
+    "args,says",
+    [
+        (["--tiers", "fp8"], "unknown tier"),
+        (["--notes", "NOTES"], "`stages` must map stage globs"),
+        (["--input-shape", "pixels=1,3,32,32"], "names no input of the model"),
+        (["--conformance", "NOT_THERE"], "vips-conformance not found"),
+    ],
+)
+def test_bad_options_are_named_and_leave_nothing_behind(args, says: str, tmp_path: Path) -> None:
+    notes = tmp_path / "notes.yaml"
+    notes.write_text("stages:\n  - blocks.*\n")
+    args = [str(notes) if a == "NOTES" else str(tmp_path / "nope") if a == "NOT_THERE" else a for a in args]
+    out = tmp_path / "vit"
+    r = vips_export([str(FIXTURES / "vit.onnx"), "-o", str(out), *args])
+    assert r.returncode == 2 and says in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.yaml"], list(tmp_path.iterdir())

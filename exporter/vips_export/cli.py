@@ -60,7 +60,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy", help="run the model on this input (a real image) instead of a seeded one; stored beside the weights")
     p.add_argument("--weights", choices=("model", "seeded"), default="model", help="model: the model's own, in weights.safetensors pinned by SHA-256 (default); seeded: every parameter replaced by a seeded normal with its own mean and std, nothing stored")
     p.add_argument("--tiers", default=",".join(TIERS), help="tiers the model is validated at (default fp32,fp16,bf16; empty: no validation)")
-    p.add_argument("--conformance", help="the vips-conformance program (default: PATH, $VSDK_CONFORMANCE, this checkout's build)")
+    p.add_argument("--conformance", help="the vips-conformance program (default: $VSDK_CONFORMANCE, PATH, or the build of the checkout this package runs from)")
     p.add_argument("--force", action="store_true", help="replace DIR if it exists")
     return p
 
@@ -108,7 +108,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         traceback.print_exc()
         return 3
     p = result.plan
-    print(f"wrote {result.suite}: {len(p.stages)} stages, {sum(len(s.nodes) for s in p.stages)} operators, {len(p.weights)} weights by reference")
+    stored = f", {len(p.weights)} tensors in weights.safetensors (pinned by SHA-256)" if p.weights else ""
+    seeded = f", {len(p.seeded_weights)} parameters seeded" if p.seeded_weights else ""
+    print(f"wrote {result.suite}: {len(p.stages)} stages, {sum(len(s.nodes) for s in p.stages)} operators{stored}{seeded}")
     if result.validation:
         print(result.validation.table())
     print(f"next: vips-conformance run {result.suite}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
@@ -40,8 +40,6 @@ class Plan:
     seeded_weights: Dict[str, Tuple[int, float, float]] = field(default_factory=dict)
     overrides: Dict[str, np.ndarray] = field(default_factory=dict)
 
-    def stage_of(self, name: str) -> Optional[Stage]:
-        return next((s for s in self.stages if s.name == name), None)
 
 
 WEIGHTS = ("model", "seeded")
@@ -72,7 +70,9 @@ def plan(
         return name
 
     if weights not in WEIGHTS:
-        raise ValueError(f"weights must be one of {WEIGHTS}")
+        raise ExportError(f"--weights must be one of {', '.join(WEIGHTS)}, not {weights}")
+    # The plan's own consts: seeding replaces some, and the caller's graph stays as it was.
+    graph = replace(graph, consts=dict(graph.consts))
     producers = {}
     for n in graph.nodes:
         for i in n.inputs:
@@ -113,6 +113,8 @@ def plan(
             inputs[v] = a
             stored[names[v]] = a
             continue
+        if not spec.dtype.startswith(("float", "bfloat")):
+            raise ExportError(f"input `{v}` is {spec.dtype}: seeded inputs are float only; give its values with --input {v}=FILE.npy (token ids, an image)")
         seeds[v] = 1000 + input_seed + k
         inputs[v] = seeded.normal(seeds[v], spec.shape, 0.0, 1.0, spec.dtype)
     if given:

@@ -39,8 +39,16 @@ def read_notes(path: Optional[Path]) -> Dict[str, Any]:
         data = yaml.safe_load(Path(path).read_text())
     except (OSError, yaml.YAMLError) as e:
         raise ExportError(f"{path}: the notes file cannot be read ({e})") from e
+    shape = "a map with `component` (a list of notes), `stages` (glob -> a list of notes), `paper`, `version`, `title`"
     if not isinstance(data, dict) or not set(data) <= {"component", "stages", "paper", "version", "title"}:
-        raise ExportError(f"{path}: a notes file is a map with `component` (list), `stages` (glob -> list), `paper`, `version`, `title`")
+        raise ExportError(f"{path}: a notes file is {shape}")
+    notes = lambda v: isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v))  # noqa: E731
+    if "component" in data and not notes(data["component"]):
+        raise ExportError(f"{path}: `component` must be a note or a list of notes ({shape})")
+    if "stages" in data and not (isinstance(data["stages"], dict) and all(isinstance(k, str) and notes(v) for k, v in data["stages"].items())):
+        raise ExportError(f"{path}: `stages` must map stage globs to a note or a list of notes ({shape})")
+    if isinstance(data.get("component"), str):
+        data["component"] = [data["component"]]
     return data
 
 
@@ -77,6 +85,11 @@ def export(
     graph.check()
     if out.exists() and not force:
         raise ExportError(f"{out} exists: choose another folder or pass --force to replace it")
+    if out.exists() and not out.is_dir():
+        raise ExportError(f"{out} is a file, not a suite folder: remove it or choose another name")
+    unknown = [t for t in tiers if t not in TIERS]
+    if unknown:
+        raise ExportError(f"unknown tier(s) {unknown}: choose from {', '.join(TIERS)}")
     notes = read_notes(notes_file)
     sdk = Conformance(find_conformance(conformance))
     stages = cut(graph, stage_globs)
@@ -87,14 +100,31 @@ def export(
     if partial.exists():
         shutil.rmtree(partial)
     partial.mkdir(parents=True)
+    try:
+        return _write(graph, runner, out, partial, p, sdk, model_label, cid_of(component, graph), title, notes, tiers, exporter_notes)
+    except BaseException:
+        if partial.exists():
+            shutil.rmtree(partial)
+        raise
+
+
+def cid_of(component: Optional[str], graph: Graph) -> str:
+    return component or component_id(graph.name)
+
+
+def _write(graph, runner, out, partial, p, sdk, model_label, cid, title, notes, tiers, exporter_notes) -> Exported:
+    """Everything into `partial`, then moved to `out` (or beside it, `.rejected`)."""
     weights_name = sha = None
     if p.weights:
         st = need("safetensors.numpy")
         weights_name = "weights.safetensors"
         st.save_file({k: c_order(v) for k, v in p.weights.items()}, str(partial / weights_name))
         (partial / weights_name).chmod(0o644)  # committed beside the document
-        sha = hashlib.sha256((partial / weights_name).read_bytes()).hexdigest()
-    cid = component or component_id(graph.name)
+        digest = hashlib.sha256()
+        with open(partial / weights_name, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+        sha = digest.hexdigest()
     text = write(
         p,
         component=cid,

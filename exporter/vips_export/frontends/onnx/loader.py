@@ -83,12 +83,17 @@ def _static_shapes(onnx, model, input_shapes: Dict[str, Sequence[int]]) -> Any:
     """The model with fixed input shapes and inferred value shapes."""
     g = model.graph
     inits = {i.name for i in g.initializer}
+    unknown = set(input_shapes) - {i.name for i in g.input if i.name not in inits}
+    if unknown:
+        raise ExportError(f"--input-shape names no input of the model: {sorted(unknown)}")
     for inp in g.input:
         if inp.name in inits:
             continue
         dims = inp.type.tensor_type.shape.dim
         if inp.name in input_shapes:
             want = list(input_shapes[inp.name])
+            if any(d < 1 for d in want):
+                raise ExportError(f"--input-shape {inp.name}: every size must be at least 1, got {want}")
             if len(want) != len(dims):
                 raise ExportError(f"--input-shape {inp.name}: rank {len(want)}, the model's input has rank {len(dims)}")
         else:
@@ -143,7 +148,14 @@ def load(path: Union[str, Path], input_shapes: Optional[Dict[str, Sequence[int]]
         const[init.name] = c_order(numpy_helper.to_array(init))
     inits = set(const)
     specs = _value_specs(model)
-    inputs = {i.name: specs[i.name] for i in g.input if i.name not in inits}
+    inputs = {}
+    for i in g.input:
+        if i.name in inits:
+            continue
+        if i.name not in specs:
+            elem = i.type.tensor_type.elem_type
+            raise ExportError(f"{path}: input `{i.name}` has element type {onnx.TensorProto.DataType.Name(elem)}, which the catalog has no tensors of")
+        inputs[i.name] = specs[i.name]
     clean_names = {n: n for n in inits if not n.startswith(("onnx::", "/"))}
     folder.roots.update({n: {n} for n in clean_names})
     outputs = [o.name for o in g.output]

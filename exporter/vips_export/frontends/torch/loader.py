@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import importlib
 import operator
+import os
+import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -36,13 +38,20 @@ def load_factory(spec: str, input_shapes: Dict[str, List[int]]) -> Tuple[Graph, 
     mod_name, _, fn_name = spec.partition(":")
     if not mod_name or not fn_name:
         raise ExportError(f"--torch {spec}: expected MODULE:FACTORY, e.g. my_models.vit:make")
+    # The user's module is found where they run the command, as `python -m` would find it.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     try:
         factory = getattr(importlib.import_module(mod_name), fn_name)
     except (ImportError, AttributeError) as e:
         raise ExportError(f"--torch {spec}: cannot import ({e})") from e
-    made = factory()
+    try:
+        made = factory()
+    except Exception as e:  # the user's code: report it as theirs
+        raise ExportError(f"--torch {spec}: the factory raised {type(e).__name__}: {e}") from e
     if isinstance(made, tuple):
-        model, inputs = made[0], tuple(made[1])
+        model, given = made[0], made[1]
+        inputs = (given,) if isinstance(given, torch.Tensor) else tuple(given)
     else:
         model = made
         if not input_shapes:
@@ -54,6 +63,8 @@ def load_factory(spec: str, input_shapes: Dict[str, List[int]]) -> Tuple[Graph, 
 
 def load_module(model: Any, inputs: Tuple[Any, ...], name: Optional[str] = None) -> Tuple[Graph, TorchRunner, str]:
     torch = need("torch")
+    if not isinstance(model, torch.nn.Module):
+        raise ExportError(f"{name or 'the model'}: expected a torch.nn.Module, got {type(model).__name__}")
     model = model.eval()
     label = name or type(model).__name__
     try:
