@@ -133,7 +133,7 @@ def _write(graph, runner, out, partial, p, sdk, model_label, cid, title, notes, 
         weights_file=weights_name,
         weights_sha256=sha,
         notes=notes,
-        exporter_notes=list(graph.notes) + list(exporter_notes),
+        exporter_notes=list(exporter_notes),
     )
     (partial / "suite.yaml").write_text(text)
     sdk.generate(partial)

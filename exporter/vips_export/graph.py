@@ -71,10 +71,6 @@ class Graph:
     # Consts computed at export from parameters (a folded interpolation): the framework computes them
     # again when the model runs, perhaps to other roundings, so validation captures them as fed.
     computed: Dict[str, str] = field(default_factory=dict)  # const -> what it was computed from
-    notes: List[str] = field(default_factory=list)
-
-    def producers(self) -> Dict[str, Node]:
-        return {n.output: n for n in self.nodes}
 
     def check(self) -> None:
         """Every node reads defined values, in order (a front-end bug otherwise)."""
@@ -99,7 +95,3 @@ def dtype_name(a: np.ndarray) -> str:
     if name not in DTYPES:
         raise ValueError(f"dtype {name} has no VIPS equivalent")
     return DTYPES[name]
-
-
-def spec_of(a: np.ndarray) -> Spec:
-    return Spec(tuple(int(d) for d in a.shape), dtype_name(a))
