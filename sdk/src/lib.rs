@@ -1,5 +1,16 @@
 //! The VIPS SDK: loads provider libraries through the C ABI of
-//! `include/vips_sdk/provider.h` and drives them.
+//! `include/vips_sdk/provider.h`, runs suites on them and certifies the
+//! results. This crate is the facade the CLI and the C library use: every
+//! module is one of the layers' (ARCHITECTURE.md), under the path it has
+//! always had.
+//!
+//! | layer | crate | modules |
+//! |---|---|---|
+//! | data | `vips-data` | `capture`, `document`, `golden`, `limits`, `tier`, `weights` |
+//! | verdicts | `vips-verdict` | `compare`, `error_map`, `error_model` |
+//! | execution | `vips-execution` | `loader`'s types, `install`, `execution`, `isolation`, `sandbox`, `allocator` |
+//! | runner | `vips-runner` | `suite`, `runner`, `contract`, `generate`, `pack`, `reference_cache` |
+//! | certification | `vips-certify` | `certify`, `replay` |
 //!
 //! ```no_run
 //! use vips_sdk::{Provider, HostTensor, Attrs};
@@ -11,38 +22,33 @@
 //! # Ok::<(), vips_sdk::Error>(())
 //! ```
 
-mod error;
-mod loader;
-mod tensor;
-
-pub use error::{is_unsupported_execute, status_code_name, Error};
-pub use install::{dirs_from_env, sdk_binary_dir};
-pub use loader::search::{discover, library_file_name, search_path, Discovered, PROVIDER_PATH_ENV};
-pub use loader::{Device, DeviceInfo, DeviceTensor, KernelId, Provider, ProviderInfo};
-pub use tensor::{Element, HostTensor};
-pub mod allocator;
-pub mod capture;
-pub mod certify;
-pub mod compare;
-pub mod contract;
-pub mod document;
-pub mod error_map;
-pub mod error_model;
-pub mod execution;
-pub mod generate;
-pub mod golden;
-pub mod install;
-pub mod isolation;
-mod json_float;
-pub mod limits;
-pub mod pack;
-pub mod reference_cache;
-pub mod replay;
-pub mod runner;
-pub mod sandbox;
-pub mod suite;
-pub mod weights;
+pub use vips_data::{capture, document, golden, limits, tier, weights};
+pub use vips_data::{is_unsupported_execute, status_code_name, Element, Error, HostTensor};
+pub use vips_execution::{allocator, install, sandbox};
+pub use vips_execution::{
+    dirs_from_env, discover, library_file_name, sdk_binary_dir, search_path, Device, DeviceInfo,
+    DeviceTensor, Discovered, KernelId, Provider, ProviderInfo, PROVIDER_PATH_ENV,
+};
+pub use vips_runner::run as runner;
+pub use vips_runner::{contract, generate, pack, reference_cache, suite};
+pub use vips_verdict::{compare, error_map, error_model};
 pub use vsdk_catalog::{AttrValue, Attrs, DType, Node, Op, TensorSpec};
+
+/// Running a stage's kernels on a provider so that it cannot hide what it
+/// did, in this process or in a worker process ([`Backend`]).
+pub mod execution {
+    pub use vips_execution::backend::Backend;
+    pub use vips_execution::execution::*;
+}
+
+/// The provider in a worker process, and the worker's wire format.
+pub mod isolation {
+    pub use vips_execution::isolation::*;
+    pub use vips_execution::protocol;
+}
+
+pub use vips_certify as certify;
+pub use vips_certify::replay;
 
 /// The provider ABI version this SDK speaks.
 pub const ABI_VERSION: u32 = vsdk_ffi::VSDK_ABI_VERSION;

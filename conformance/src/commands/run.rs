@@ -12,7 +12,7 @@ use std::time::Duration;
 use vips_sdk::certify::Statement;
 use vips_sdk::compare::Tier;
 use vips_sdk::execution::Backend;
-use vips_sdk::isolation::{Failure, Worker, WorkerCommand};
+use vips_sdk::isolation::{Failure, Worker};
 use vips_sdk::runner::{self, Baseline, Event, Mode, RunOptions, RunReport};
 use vips_sdk::suite::Suite;
 use vips_sdk::{HostTensor, Provider};
@@ -350,7 +350,7 @@ pub fn run(args: Args) -> super::Outcome {
                     .ok_or_else(|| format!("--memory-limit {m}: expected MiB, at least 16"))
             })
             .transpose()?;
-        let mut command = WorkerCommand::for_run(&suite, &opts, &library, memory)?;
+        let mut command = vips_sdk::runner::worker_command(&suite, &opts, &library, memory)?;
         for (paths, writable) in [(&args.sandbox_bind, false), (&args.sandbox_bind_rw, true)] {
             for p in paths {
                 if !p.exists() {

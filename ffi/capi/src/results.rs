@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::ffi::{c_char, CString};
 use vips_sdk::compare::Tier;
 use vips_sdk::execution::Backend;
-use vips_sdk::isolation::{Failure, Worker, WorkerCommand};
+use vips_sdk::isolation::{Failure, Worker};
 use vips_sdk::runner::{self, Mode, RunOptions, RunReport, Status};
 use vips_sdk::Provider;
 use vsdk_ffi::engine::{
@@ -453,7 +453,7 @@ pub unsafe extern "C" fn vsdk_run(
             // The CLI's worker: nothing in its process tells a driver that an
             // engine, not a certification, runs it.
             let library = p.provider.info().library.clone();
-            let command = WorkerCommand::for_run(&s.suite, &opts, &library, None)
+            let command = vips_sdk::runner::worker_command(&s.suite, &opts, &library, None)
                 .map_err(|m| Error::new(VSDK_STATUS_NOT_FOUND, m))?;
             let worker = Worker::new(command, library, o.device);
             if let Err(Failure::Provider(m)) = worker.open() {
