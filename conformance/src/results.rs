@@ -141,9 +141,8 @@ impl ResultFiles {
             let mut view = View::of_results(report);
             view.with_document(Ok(document), &report.document_sha256);
             view.remarks.extend(self.remarks.iter().cloned());
-            crate::commands::report::write(path, &view, Some(document))?;
-            self.written
-                .push((path.clone(), crate::commands::report::PAGE.into()));
+            crate::html::write(path, &view, Some(document))?;
+            self.written.push((path.clone(), crate::html::PAGE.into()));
         }
         Ok(())
     }

@@ -3,7 +3,7 @@
 
 use crate::html::{self, view::Signature, view::View};
 use crate::suites;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use vips_sdk::certify::{self, keys, SubjectFiles};
 use vips_sdk::document::Document;
@@ -51,15 +51,6 @@ pub fn document(suite: Option<&str>, component: &str) -> Result<Document, String
         path
     };
     Document::open(&doc).map_err(|e| e.to_string())
-}
-
-/// What an HTML page is, where a command says it wrote one.
-pub const PAGE: &str = "the HTML report, docs/report.md";
-
-/// Writes `view`'s page to `path`.
-pub fn write(path: &Path, view: &View, doc: Option<&Document>) -> Result<(), String> {
-    let page = html::render(view, doc.map(|d| d.stages.as_slice()))?;
-    std::fs::write(path, page).map_err(|e| format!("{}: cannot write: {e}", path.display()))
 }
 
 pub fn run(args: Args) -> super::Outcome {
@@ -120,7 +111,7 @@ pub fn run(args: Args) -> super::Outcome {
     let doc = document(args.suite.as_deref(), &component);
     let same = view.with_document(doc.as_ref().map_err(Clone::clone), &sha256);
     let doc = doc.ok().filter(|_| same);
-    write(&args.html, &view, doc.as_ref())?;
-    println!("wrote {} ({PAGE})", args.html.display());
+    html::write(&args.html, &view, doc.as_ref())?;
+    println!("wrote {} ({})", args.html.display(), html::PAGE);
     Ok(ExitCode::SUCCESS)
 }

@@ -102,6 +102,19 @@ details.stage-detail[open]>summary{margin-bottom:10px}
 svg{max-width:100%;height:auto}
 "#;
 
+/// What an HTML page is, where a command says it wrote one.
+pub const PAGE: &str = "the HTML report, docs/report.md";
+
+/// Writes `view`'s page to `path`.
+pub fn write(
+    path: &std::path::Path,
+    view: &View,
+    doc: Option<&vips_sdk::document::Document>,
+) -> Result<(), String> {
+    let page = render(view, doc.map(|d| d.stages.as_slice()))?;
+    std::fs::write(path, page).map_err(|e| format!("{}: cannot write: {e}", path.display()))
+}
+
 /// The page for `view`; `stages` are the document's (for notes and graphs).
 pub fn render(view: &View, stages: Option<&[Stage]>) -> Result<String, String> {
     let mut h = String::new();

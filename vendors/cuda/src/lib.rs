@@ -12,7 +12,6 @@
 //! The kernel source is compiled by NVRTC on a device's first launch, for
 //! that device's compute capability ([`compile_kernel_source`]).
 
-mod blas;
 mod device;
 pub mod nvrtc;
 

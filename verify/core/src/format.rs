@@ -129,7 +129,7 @@ pub enum Nan {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Rules {
     pub nan: Nan,
-    /// Elements allowed outside their bound (at most [`crate::tally::TOP`]).
+    /// Elements allowed outside their bound (at most [`TOP`](super::tally::TOP)).
     pub allowed_over: u64,
     /// Largest allowed `√(mean t²)`.
     pub rms_factor: f64,

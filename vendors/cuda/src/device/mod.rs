@@ -9,8 +9,10 @@
 //! error code 12.9 did not define would be outside it. Every code the calls
 //! below can return exists in 12.9.)
 
-use crate::blas::Blas;
+mod blas;
+
 use crate::nvrtc::{self, Compiled, Image, Target};
+use blas::Blas;
 use cudarc::driver::sys::{self, CUresult};
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr};
@@ -432,7 +434,7 @@ impl vsdk_gpu::Backend for Cuda {
     }
 
     fn gemm(&self, g: &vsdk_gpu::Gemm) -> Option<Result<(), ProviderError>> {
-        crate::blas::gemm(self, g)
+        blas::gemm(self, g)
     }
 }
 

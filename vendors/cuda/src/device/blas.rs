@@ -27,7 +27,7 @@
 //! would be: a float32 output (`Ctype` `CUDA_R_32F`) pre-filled with the bias,
 //! then one conversion, judged on a GPU first ([`conforms`]).
 
-use crate::device::{load_first, missing_symbols, Cuda};
+use super::{load_first, missing_symbols, Cuda};
 use cudarc::cublas::sys as cb;
 use cudarc::driver::sys;
 use std::ffi::{c_int, c_void, CStr};

@@ -1,0 +1,44 @@
+//! Data movement: crops, concatenations, reshapes and permutations of views.
+
+use super::*;
+
+pub(super) fn movement(c: &mut Cases) {
+    let d = c.dtype;
+    let shape = [4usize, 6, 5];
+    let attrs = match c.op {
+        Op::Crop => Attrs::new()
+            .with("offsets", AttrValue::Ints(vec![1, 2, 1]))
+            .with("sizes", AttrValue::Ints(vec![3, 3, 4])),
+        Op::Concat => Attrs::new().with("axis", AttrValue::Int(1)),
+        Op::Reshape => Attrs::new().with("shape", AttrValue::Ints(vec![6, -1])),
+        _ => Attrs::new().with("perm", AttrValue::Ints(vec![2, 0, 1])),
+    };
+    let pool: Vec<f64> = if d.is_float() {
+        specials(d)
+    } else {
+        vec![0.0, 1.0, 127.0, 255.0, -1.0, 2147483647.0, -2147483648.0]
+    };
+    let shapes: Vec<Vec<usize>> = match c.op {
+        Op::Concat => vec![shape.to_vec(), vec![4, 2, 5]],
+        _ => vec![shape.to_vec()],
+    };
+    let layouts = c.layouts(&shape);
+    // Integer dtypes: the padded view alone (the layouts are the same code).
+    let take = if d.is_float() { 3 } else { 1 };
+    for (variant, about, layout) in layouts
+        .into_iter()
+        .skip(if d.is_float() { 0 } else { 1 })
+        .take(take)
+    {
+        let inputs = shapes
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let v = c.with_specials(s, 100.0, &pool);
+                let l = (i == 0).then(|| layout.clone());
+                input(s, v, d, l)
+            })
+            .collect();
+        c.add(variant, about, attrs.clone(), inputs);
+    }
+}

@@ -1,0 +1,152 @@
+//! Normalisation: rows whose mean dwarfs their spread, gains near one.
+
+use super::*;
+
+pub(super) fn softmax(c: &mut Cases) {
+    let d = c.dtype;
+    let axis = Attrs::new().with("axis", AttrValue::Int(-1));
+    layout_cases(c, &axis, &[vec![4, 6, 33]], 3.0);
+    let v = c.normals(&[2, 8209], 3.0);
+    c.add(
+        "long-rows",
+        "rows of 8209 elements (past any one block's width)",
+        axis.clone(),
+        vec![input(&[2, 8209], v, d, None)],
+    );
+    let (rows, cols) = (8, 67);
+    let mut v = Vec::new();
+    for _ in 0..rows {
+        let mut row: Vec<f64> = (0..cols).map(|_| 300.0 * c.rng.unit() - 150.0).collect();
+        row[c.rng.below(cols)] = 100.0 + 50.0 * c.rng.unit();
+        row[c.rng.below(cols)] = f64::NEG_INFINITY;
+        v.extend(row);
+    }
+    c.add(
+        "large-logits",
+        "logits from -150 to 150, every row's maximum at least 100, and -Inf entries (exp overflows unless the maximum is subtracted)",
+        axis,
+        vec![input(&[rows, cols], v, d, None)],
+    );
+}
+
+/// A row's mean this many times its spread: one-pass `E[x²] − μ²` cancels
+/// catastrophically (kept representable in 16-bit dtypes).
+pub(super) fn large_mean(d: DType) -> (f64, f64) {
+    match d {
+        DType::F16 => (3000.0, 4.0),
+        DType::BF16 => (8192.0, 256.0),
+        _ => (1e4, 1.0),
+    }
+}
+
+pub(super) fn layer_norm(c: &mut Cases) {
+    let d = c.dtype;
+    let attrs = c.kept(&["eps"]).with("axis", AttrValue::Int(-1));
+    for (variant, about, layout) in c.layouts(&[6, 40]) {
+        let x = c.normals(&[6, 40], 2.0);
+        let w: Vec<f64> = (0..40).map(|_| 1.0 + 0.3 * c.rng.normal()).collect();
+        let b = c.normals(&[40], 0.5);
+        c.add(
+            variant,
+            about,
+            attrs.clone(),
+            vec![
+                input(&[6, 40], x, d, Some(layout)),
+                input(&[40], w, d, None),
+                input(&[40], b, d, None),
+            ],
+        );
+    }
+    for (variant, about, shape, (mean, spread)) in [
+        (
+            "large-mean",
+            "rows whose mean is thousands of times their spread (E[x²] ≫ σ²: one-pass variance cancels)",
+            [8usize, 384],
+            large_mean(d),
+        ),
+        ("long-rows", "rows of 4099 elements", [2, 4099], (0.0, 2.0)),
+    ] {
+        let x: Vec<f64> = (0..shape[0] * shape[1])
+            .map(|_| mean + spread * c.rng.normal())
+            .collect();
+        let w: Vec<f64> = (0..shape[1]).map(|_| 1.0 + 0.3 * c.rng.normal()).collect();
+        let b = c.normals(&[shape[1]], 0.5);
+        c.add(
+            variant,
+            about,
+            attrs.clone(),
+            vec![
+                input(&shape, x, d, None),
+                input(&[shape[1]], w, d, None),
+                input(&[shape[1]], b, d, None),
+            ],
+        );
+    }
+}
+
+/// γ near 1 (as trained from ones), of `shape`.
+pub(super) fn gains(c: &mut Cases, shape: &[usize]) -> Vec<f64> {
+    let n = shape.iter().product();
+    (0..n).map(|_| 1.0 + 0.3 * c.rng.normal()).collect()
+}
+
+pub(super) fn rms_norm(c: &mut Cases) {
+    let d = c.dtype;
+    let attrs = c.kept(&["eps"]);
+    let eps = match attrs.get("eps") {
+        Some(AttrValue::Float(e)) => *e,
+        _ => 1e-12,
+    };
+    // TRELLIS's q and k: [B, L, heads, D] with γ [heads, D].
+    let (shape, g_shape) = ([3usize, 4, 40], [4usize, 40]);
+    for (variant, about, layout) in c.layouts(&shape) {
+        let x = c.normals(&shape, 2.0);
+        let g = gains(c, &g_shape);
+        c.add(
+            variant,
+            about,
+            attrs.clone(),
+            vec![
+                input(&shape, x, d, Some(layout)),
+                input(&g_shape, g, d, None),
+            ],
+        );
+    }
+    // Rows of every scale: the squares of a huge row stay inside float32
+    // (the accumulation), a tiny row's norm stays above eps, another's
+    // falls below it (divided by eps), and an all-zero row gives 0.
+    let (huge, small): (f64, f64) = match d {
+        DType::F16 => (3e4, 2e-3),
+        DType::F64 => (1e100, 1e-100),
+        _ => (1e17, 1e-9),
+    };
+    let (rows, len) = (10usize, 48usize);
+    let below = 0.1 * eps / (len as f64).sqrt();
+    let mut x = Vec::with_capacity(rows * len);
+    for r in 0..rows {
+        let scale = match r % 5 {
+            0 => 1.0,
+            1 => huge,
+            2 => small.max(1e3 * eps),
+            3 => below,
+            _ => 0.0,
+        };
+        x.extend((0..len).map(|_| scale * c.rng.normal()));
+    }
+    let g = gains(c, &[len]);
+    c.add(
+        "row-scales",
+        "rows of every scale against a γ of the last axis only: huge (squares near float32's range), tiny, below eps (divided by eps) and all zero (0)",
+        attrs.clone(),
+        vec![input(&[rows, len], x, d, None), input(&[len], g, d, None)],
+    );
+    let shape = [2usize, 4099];
+    let x = c.normals(&shape, 2.0);
+    let g = gains(c, &shape);
+    c.add(
+        "long-rows",
+        "rows of 4099 elements, γ the input's whole shape",
+        attrs,
+        vec![input(&shape, x, d, None), input(&shape, g, d, None)],
+    );
+}
