@@ -7,10 +7,12 @@
 //! | layer | crate | modules |
 //! |---|---|---|
 //! | data | `vips-data` | `capture`, `document`, `golden`, `limits`, `tier`, `weights` |
+//! | execution | `vips-execution` | the loader's types, `install`, `execution`, `isolation`, `sandbox`, `allocator` |
 //! | verdicts | `vips-verdict` | `compare`, `error_map`, `error_model` |
-//! | execution | `vips-execution` | `loader`'s types, `install`, `execution`, `isolation`, `sandbox`, `allocator` |
 //! | runner | `vips-runner` | `suite`, `runner`, `contract`, `generate`, `pack`, `reference_cache` |
 //! | certification | `vips-certify` | `certify`, `replay` |
+//!
+//! Each depends only on the layers above it in this table.
 //!
 //! ```no_run
 //! use vips_sdk::{Provider, HostTensor, Attrs};
