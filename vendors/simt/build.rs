@@ -6,8 +6,8 @@ fn main() {
         "emulator/simt.cpp",
         "emulator/simt.hpp",
         "emulator/selftest.cu",
-        "../gpu/kernels/vips_kernels.cu",
-        "../gpu/kernels/vips_device.h",
+        // Every file of the kernel source (a directory: any file in it).
+        "../gpu/kernels",
     ] {
         println!("cargo:rerun-if-changed={f}");
     }

@@ -23,6 +23,34 @@
  * row-major buffers (`compact_copy`), so the arithmetic is plain loops over
  * flat arrays; outputs are always compact (the host guarantees it, we check).
  */
+
+/*
+ * Contents. The kernels are grouped by operator family, in this order:
+ *
+ *   Status objects
+ *   The provider instance, its device and its memory
+ *   Helpers for kernels: attributes and tensors
+ *   Kernels, by family:
+ *     element-wise          vsdk.gelu, vsdk.gelu_tanh, vsdk.silu, vsdk.sin,
+ *                           vsdk.cos, vsdk.add, vsdk.sub, vsdk.mul, vsdk.div,
+ *                           vsdk.cast
+ *     data movement         vsdk.crop, vsdk.concat, vsdk.reshape, vsdk.permute
+ *     linear, convolution   vsdk.linear, vsdk.conv2d
+ *     normalisation         vsdk.softmax, vsdk.layer_norm, vsdk.rms_norm
+ *     attention             vsdk.sdpa
+ *     resizes               vsdk.resize_pil_bicubic, vsdk.resize_pil_lanczos,
+ *                           vsdk.resize_bicubic
+ *     sparse voxel tensors  vsdk.sparse_conv3d, vsdk.sparse_downsample_coords,
+ *                           vsdk.sparse_downsample_index, vsdk.segment_mean,
+ *                           vsdk.gather_rows, vsdk.repeat_rows,
+ *                           vsdk.sparse_subdivide_coords
+ *     rasterization         vsdk.rasterize, vsdk.interpolate
+ *   Dispatch: `execute`, one line per kernel, family by family
+ *   The table and the entry point
+ *
+ * A new operator goes into its family's section, gets its line in `execute`
+ * and its name in KERNELS (whose order is the one `kernel_info` reports).
+ */
 #define _POSIX_C_SOURCE 200112L /* posix_memalign */
 
 #include <vips_sdk/provider.h>
@@ -393,9 +421,30 @@ static vsdk_status_t* load_f32(const vsdk_kernel_call_t* c, uint64_t i, float** 
 
 static const vsdk_dtype_t F32 = {VSDK_DTYPE_FLOAT, 32, 1};
 
+/* Splits a shape around `axis` into outer x len x inner, for row-wise kernels. */
+static void split_axis(const vsdk_tensor_t* t, int32_t axis, size_t* outer, size_t* len, size_t* inner) {
+  int32_t d;
+  *outer = *inner = 1;
+  for (d = 0; d < axis; d++) *outer *= (size_t)t->shape[d];
+  *len = (size_t)t->shape[axis];
+  for (d = axis + 1; d < t->ndim; d++) *inner *= (size_t)t->shape[d];
+}
+
+static vsdk_status_t* norm_axis(const vsdk_kernel_call_t* c, int64_t fallback, int32_t* axis) {
+  int64_t a;
+  int32_t r = c->inputs[0].ndim;
+  TRY(attr_int(c, "axis", fallback, &a));
+  if (a < 0) a += r;
+  if (r < 1 || a < 0 || a >= r) return INVALID("%s: axis out of range for rank %d", c->kernel, r);
+  *axis = (int32_t)a;
+  return NULL;
+}
+
 /* ------------------------------------------------------------------------- */
 /* Kernels                                                                   */
 /* ------------------------------------------------------------------------- */
+
+/* --- element-wise -------------------------------------------------------- */
 
 /* vsdk.gelu: x/2 * (1 + erf(x / sqrt(2))). Not the tanh approximation. */
 static vsdk_status_t* k_gelu(const vsdk_kernel_call_t* c) {
@@ -504,6 +553,176 @@ static vsdk_status_t* k_binary(const vsdk_kernel_call_t* c, char op) {
   return NULL;
 }
 
+/* vsdk.cast between float32 and uint8 (float -> uint8 rounds half to even and
+ * saturates; NaN becomes 0), and int32 to float32 (sparse coordinates as
+ * numbers: the position embedding's). */
+static vsdk_status_t* k_cast(const vsdk_kernel_call_t* c) {
+  const vsdk_attr_t* a = find_attr(c, "dtype");
+  const vsdk_tensor_t* t = &c->inputs[0];
+  vsdk_dtype_t to;
+  size_t i, n = numel(t);
+  void* src;
+  TRY(need_inputs(c, 1, 1));
+  if (a == NULL || a->kind != VSDK_ATTR_STRING) return INVALID("%s: attribute `dtype` (string) is required", c->kernel);
+  if (strcmp(a->value.s, "float32") == 0) to = F32;
+  else if (strcmp(a->value.s, "uint8") == 0) { to.code = VSDK_DTYPE_UINT; to.bits = 8; to.lanes = 1; }
+  else return UNSUPPORTED("%s: this template casts only between float32 and uint8, not to %s", c->kernel, a->value.s);
+  if (!is_f32(t->dtype) && !is_u8(t->dtype) && !(is_i32(t->dtype) && is_f32(to)))
+    return UNSUPPORTED("%s: input must be float32 or uint8 (or int32, to float32)", c->kernel);
+  TRY(check_output(c, to, t->ndim, t->shape));
+  TRY(compact_copy(c, t, &src));
+  for (i = 0; i < n; i++) {
+    double v = is_f32(t->dtype) ? ((float*)src)[i]
+               : is_i32(t->dtype) ? (double)((int32_t*)src)[i]
+                                  : ((unsigned char*)src)[i];
+    if (is_f32(to)) {
+      ((float*)out_data(c))[i] = (float)v;
+    } else {
+      double r = v != v ? 0.0 : nearbyint(v); /* default rounding mode: half to even */
+      ((unsigned char*)out_data(c))[i] = (unsigned char)(r < 0 ? 0 : r > 255 ? 255 : r);
+    }
+  }
+  free(src);
+  return NULL;
+}
+
+/* --- data movement: any element size ------------------------------------- */
+
+static vsdk_status_t* same_dtype_out(const vsdk_kernel_call_t* c, int32_t ndim, const int64_t* shape) {
+  return check_output(c, c->inputs[0].dtype, ndim, shape);
+}
+
+/* vsdk.crop: out = x[offsets[d] : offsets[d] + sizes[d]] on every axis. */
+static vsdk_status_t* k_crop(const vsdk_kernel_call_t* c) {
+  const vsdk_tensor_t* t = &c->inputs[0];
+  int64_t off[MAX_RANK], sz[MAX_RANK], idx[MAX_RANK] = {0};
+  int found, found2;
+  int32_t d;
+  size_t es = elem_size(t), i, n = 1;
+  char *src, *dst = (char*)out_data(c);
+  TRY(need_inputs(c, 1, 1));
+  TRY(attr_ints(c, "offsets", (uint64_t)t->ndim, off, &found));
+  TRY(attr_ints(c, "sizes", (uint64_t)t->ndim, sz, &found2));
+  if (!found || !found2) return INVALID("%s: `offsets` and `sizes` are required", c->kernel);
+  for (d = 0; d < t->ndim; d++) {
+    /* off + sz > shape, written so that it cannot overflow */
+    if (off[d] < 0 || sz[d] < 0 || off[d] > t->shape[d] || sz[d] > t->shape[d] - off[d])
+      return INVALID("%s: window outside axis %d", c->kernel, d);
+    n *= (size_t)sz[d];
+  }
+  TRY(same_dtype_out(c, t->ndim, sz));
+  TRY(compact_copy(c, t, (void**)&src));
+  for (i = 0; i < n; i++) {
+    int64_t flat = 0;
+    for (d = 0; d < t->ndim; d++) flat = flat * t->shape[d] + off[d] + idx[d];
+    memcpy(dst + i * es, src + (size_t)flat * es, es);
+    for (d = t->ndim - 1; d >= 0; d--) {
+      if (++idx[d] < sz[d]) break;
+      idx[d] = 0;
+    }
+  }
+  free(src);
+  return NULL;
+}
+
+/* vsdk.concat along `axis` (default 0). */
+static vsdk_status_t* k_concat(const vsdk_kernel_call_t* c) {
+  const vsdk_tensor_t* t0 = &c->inputs[0];
+  int32_t axis, d;
+  int64_t shape[MAX_RANK];
+  uint64_t in;
+  size_t outer, len, inner, es = elem_size(t0), o, placed = 0, total;
+  char* dst = (char*)out_data(c);
+  TRY(need_inputs(c, 1, (uint64_t)-1));
+  TRY(norm_axis(c, 0, &axis));
+  memcpy(shape, t0->shape, (size_t)t0->ndim * sizeof(int64_t));
+  shape[axis] = 0;
+  for (in = 0; in < c->num_inputs; in++) {
+    const vsdk_tensor_t* t = &c->inputs[in];
+    if (t->ndim != t0->ndim || !is_dtype(t->dtype, t0->dtype.code, t0->dtype.bits)) return INVALID("%s: inputs disagree", c->kernel);
+    for (d = 0; d < t->ndim; d++)
+      if (d != axis && t->shape[d] != t0->shape[d]) return INVALID("%s: input %llu differs off the axis", c->kernel, (unsigned long long)in);
+    if (t->shape[axis] > INT64_MAX - shape[axis]) return INVALID("%s: the concatenated axis overflows", c->kernel);
+    shape[axis] += t->shape[axis];
+  }
+  TRY(same_dtype_out(c, t0->ndim, shape));
+  total = (size_t)shape[axis];
+  for (in = 0; in < c->num_inputs; in++) {
+    char* src;
+    split_axis(&c->inputs[in], axis, &outer, &len, &inner);
+    TRY(compact_copy(c, &c->inputs[in], (void**)&src));
+    for (o = 0; o < outer; o++) memcpy(dst + ((o * total + placed) * inner) * es, src + o * len * inner * es, len * inner * es);
+    placed += len;
+    free(src);
+  }
+  return NULL;
+}
+
+/* vsdk.reshape: same elements in row-major order; `shape` may hold one -1. */
+static vsdk_status_t* k_reshape(const vsdk_kernel_call_t* c) {
+  const vsdk_attr_t* a = find_attr(c, "shape");
+  int64_t shape[MAX_RANK], known = 1, infer = -1;
+  uint64_t d;
+  char* src;
+  TRY(need_inputs(c, 1, 1));
+  if (a == NULL || a->kind != VSDK_ATTR_INTS || a->value.ints.len > MAX_RANK) return INVALID("%s: `shape` is required", c->kernel);
+  for (d = 0; d < a->value.ints.len; d++) {
+    uint64_t k;
+    shape[d] = a->value.ints.data[d];
+    if (shape[d] < -1 || (shape[d] == -1 && infer >= 0)) return INVALID("%s: `shape` has a dimension < -1 or two -1", c->kernel);
+    if (shape[d] == -1) {
+      infer = (int64_t)d;
+    } else {
+      if (!mul_within((uint64_t)known, (uint64_t)shape[d], MAX_TENSOR_BYTES, &k))
+        return INVALID("%s: `shape` overflows or exceeds the tensor limit", c->kernel);
+      known = (int64_t)k;
+    }
+  }
+  if (infer >= 0) shape[infer] = known ? (int64_t)numel(&c->inputs[0]) / known : 0;
+  TRY(same_dtype_out(c, (int32_t)a->value.ints.len, shape));
+  if (numel(&c->outputs[0]) != numel(&c->inputs[0])) return INVALID("%s: element counts differ", c->kernel);
+  TRY(compact_copy(c, &c->inputs[0], (void**)&src));
+  memcpy(out_data(c), src, numel(&c->inputs[0]) * elem_size(&c->inputs[0]));
+  free(src);
+  return NULL;
+}
+
+/* vsdk.permute: out axis d is input axis perm[d]. */
+static vsdk_status_t* k_permute(const vsdk_kernel_call_t* c) {
+  const vsdk_tensor_t* t = &c->inputs[0];
+  int64_t perm[MAX_RANK], shape[MAX_RANK], in_strides[MAX_RANK], idx[MAX_RANK] = {0}, s = 1;
+  int found;
+  int32_t d;
+  size_t es = elem_size(t), i, n = numel(t);
+  char *src, *dst = (char*)out_data(c);
+  TRY(need_inputs(c, 1, 1));
+  TRY(attr_ints(c, "perm", (uint64_t)t->ndim, perm, &found));
+  if (!found) return INVALID("%s: `perm` is required", c->kernel);
+  for (d = t->ndim - 1; d >= 0; d--) {
+    in_strides[d] = s;
+    s *= t->shape[d];
+  }
+  for (d = 0; d < t->ndim; d++) {
+    if (perm[d] < 0 || perm[d] >= t->ndim) return INVALID("%s: bad permutation", c->kernel);
+    shape[d] = t->shape[perm[d]];
+  }
+  TRY(same_dtype_out(c, t->ndim, shape));
+  TRY(compact_copy(c, t, (void**)&src));
+  for (i = 0; i < n; i++) {
+    int64_t off = 0;
+    for (d = 0; d < t->ndim; d++) off += idx[d] * in_strides[perm[d]];
+    memcpy(dst + i * es, src + (size_t)off * es, es);
+    for (d = t->ndim - 1; d >= 0; d--) {
+      if (++idx[d] < shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+  free(src);
+  return NULL;
+}
+
+/* --- linear and convolution ---------------------------------------------- */
+
 /* vsdk.linear: y[..., n] = sum_k x[..., k] * w[n, k] + b[n]. */
 static vsdk_status_t* k_linear(const vsdk_kernel_call_t* c) {
   const vsdk_tensor_t* xt = &c->inputs[0];
@@ -593,24 +812,7 @@ static vsdk_status_t* k_conv2d(const vsdk_kernel_call_t* c) {
   return NULL;
 }
 
-/* Splits a shape around `axis` into outer x len x inner, for row-wise kernels. */
-static void split_axis(const vsdk_tensor_t* t, int32_t axis, size_t* outer, size_t* len, size_t* inner) {
-  int32_t d;
-  *outer = *inner = 1;
-  for (d = 0; d < axis; d++) *outer *= (size_t)t->shape[d];
-  *len = (size_t)t->shape[axis];
-  for (d = axis + 1; d < t->ndim; d++) *inner *= (size_t)t->shape[d];
-}
-
-static vsdk_status_t* norm_axis(const vsdk_kernel_call_t* c, int64_t fallback, int32_t* axis) {
-  int64_t a;
-  int32_t r = c->inputs[0].ndim;
-  TRY(attr_int(c, "axis", fallback, &a));
-  if (a < 0) a += r;
-  if (r < 1 || a < 0 || a >= r) return INVALID("%s: axis out of range for rank %d", c->kernel, r);
-  *axis = (int32_t)a;
-  return NULL;
-}
+/* --- normalisation ------------------------------------------------------- */
 
 /* vsdk.softmax along `axis`: exp(x - max) / sum. */
 static vsdk_status_t* k_softmax(const vsdk_kernel_call_t* c) {
@@ -710,6 +912,8 @@ static vsdk_status_t* k_rms_norm(const vsdk_kernel_call_t* c) {
   free(g);
   return NULL;
 }
+
+/* --- attention ----------------------------------------------------------- */
 
 /* vsdk.sdpa: softmax(scale * q k^T) v over the last two axes. */
 static vsdk_status_t* k_sdpa(const vsdk_kernel_call_t* c) {
@@ -1046,178 +1250,6 @@ static vsdk_status_t* k_resize_bicubic(const vsdk_kernel_call_t* c) {
   free(fx); free(nx); free(ix); free(wx); free(fy); free(ny); free(iy); free(wy); free(src); free(tmp);
   return NULL;
 }
-
-/* --- data movement: any element size ------------------------------------- */
-
-static vsdk_status_t* same_dtype_out(const vsdk_kernel_call_t* c, int32_t ndim, const int64_t* shape) {
-  return check_output(c, c->inputs[0].dtype, ndim, shape);
-}
-
-/* vsdk.crop: out = x[offsets[d] : offsets[d] + sizes[d]] on every axis. */
-static vsdk_status_t* k_crop(const vsdk_kernel_call_t* c) {
-  const vsdk_tensor_t* t = &c->inputs[0];
-  int64_t off[MAX_RANK], sz[MAX_RANK], idx[MAX_RANK] = {0};
-  int found, found2;
-  int32_t d;
-  size_t es = elem_size(t), i, n = 1;
-  char *src, *dst = (char*)out_data(c);
-  TRY(need_inputs(c, 1, 1));
-  TRY(attr_ints(c, "offsets", (uint64_t)t->ndim, off, &found));
-  TRY(attr_ints(c, "sizes", (uint64_t)t->ndim, sz, &found2));
-  if (!found || !found2) return INVALID("%s: `offsets` and `sizes` are required", c->kernel);
-  for (d = 0; d < t->ndim; d++) {
-    /* off + sz > shape, written so that it cannot overflow */
-    if (off[d] < 0 || sz[d] < 0 || off[d] > t->shape[d] || sz[d] > t->shape[d] - off[d])
-      return INVALID("%s: window outside axis %d", c->kernel, d);
-    n *= (size_t)sz[d];
-  }
-  TRY(same_dtype_out(c, t->ndim, sz));
-  TRY(compact_copy(c, t, (void**)&src));
-  for (i = 0; i < n; i++) {
-    int64_t flat = 0;
-    for (d = 0; d < t->ndim; d++) flat = flat * t->shape[d] + off[d] + idx[d];
-    memcpy(dst + i * es, src + (size_t)flat * es, es);
-    for (d = t->ndim - 1; d >= 0; d--) {
-      if (++idx[d] < sz[d]) break;
-      idx[d] = 0;
-    }
-  }
-  free(src);
-  return NULL;
-}
-
-/* vsdk.concat along `axis` (default 0). */
-static vsdk_status_t* k_concat(const vsdk_kernel_call_t* c) {
-  const vsdk_tensor_t* t0 = &c->inputs[0];
-  int32_t axis, d;
-  int64_t shape[MAX_RANK];
-  uint64_t in;
-  size_t outer, len, inner, es = elem_size(t0), o, placed = 0, total;
-  char* dst = (char*)out_data(c);
-  TRY(need_inputs(c, 1, (uint64_t)-1));
-  TRY(norm_axis(c, 0, &axis));
-  memcpy(shape, t0->shape, (size_t)t0->ndim * sizeof(int64_t));
-  shape[axis] = 0;
-  for (in = 0; in < c->num_inputs; in++) {
-    const vsdk_tensor_t* t = &c->inputs[in];
-    if (t->ndim != t0->ndim || !is_dtype(t->dtype, t0->dtype.code, t0->dtype.bits)) return INVALID("%s: inputs disagree", c->kernel);
-    for (d = 0; d < t->ndim; d++)
-      if (d != axis && t->shape[d] != t0->shape[d]) return INVALID("%s: input %llu differs off the axis", c->kernel, (unsigned long long)in);
-    if (t->shape[axis] > INT64_MAX - shape[axis]) return INVALID("%s: the concatenated axis overflows", c->kernel);
-    shape[axis] += t->shape[axis];
-  }
-  TRY(same_dtype_out(c, t0->ndim, shape));
-  total = (size_t)shape[axis];
-  for (in = 0; in < c->num_inputs; in++) {
-    char* src;
-    split_axis(&c->inputs[in], axis, &outer, &len, &inner);
-    TRY(compact_copy(c, &c->inputs[in], (void**)&src));
-    for (o = 0; o < outer; o++) memcpy(dst + ((o * total + placed) * inner) * es, src + o * len * inner * es, len * inner * es);
-    placed += len;
-    free(src);
-  }
-  return NULL;
-}
-
-/* vsdk.reshape: same elements in row-major order; `shape` may hold one -1. */
-static vsdk_status_t* k_reshape(const vsdk_kernel_call_t* c) {
-  const vsdk_attr_t* a = find_attr(c, "shape");
-  int64_t shape[MAX_RANK], known = 1, infer = -1;
-  uint64_t d;
-  char* src;
-  TRY(need_inputs(c, 1, 1));
-  if (a == NULL || a->kind != VSDK_ATTR_INTS || a->value.ints.len > MAX_RANK) return INVALID("%s: `shape` is required", c->kernel);
-  for (d = 0; d < a->value.ints.len; d++) {
-    uint64_t k;
-    shape[d] = a->value.ints.data[d];
-    if (shape[d] < -1 || (shape[d] == -1 && infer >= 0)) return INVALID("%s: `shape` has a dimension < -1 or two -1", c->kernel);
-    if (shape[d] == -1) {
-      infer = (int64_t)d;
-    } else {
-      if (!mul_within((uint64_t)known, (uint64_t)shape[d], MAX_TENSOR_BYTES, &k))
-        return INVALID("%s: `shape` overflows or exceeds the tensor limit", c->kernel);
-      known = (int64_t)k;
-    }
-  }
-  if (infer >= 0) shape[infer] = known ? (int64_t)numel(&c->inputs[0]) / known : 0;
-  TRY(same_dtype_out(c, (int32_t)a->value.ints.len, shape));
-  if (numel(&c->outputs[0]) != numel(&c->inputs[0])) return INVALID("%s: element counts differ", c->kernel);
-  TRY(compact_copy(c, &c->inputs[0], (void**)&src));
-  memcpy(out_data(c), src, numel(&c->inputs[0]) * elem_size(&c->inputs[0]));
-  free(src);
-  return NULL;
-}
-
-/* vsdk.permute: out axis d is input axis perm[d]. */
-static vsdk_status_t* k_permute(const vsdk_kernel_call_t* c) {
-  const vsdk_tensor_t* t = &c->inputs[0];
-  int64_t perm[MAX_RANK], shape[MAX_RANK], in_strides[MAX_RANK], idx[MAX_RANK] = {0}, s = 1;
-  int found;
-  int32_t d;
-  size_t es = elem_size(t), i, n = numel(t);
-  char *src, *dst = (char*)out_data(c);
-  TRY(need_inputs(c, 1, 1));
-  TRY(attr_ints(c, "perm", (uint64_t)t->ndim, perm, &found));
-  if (!found) return INVALID("%s: `perm` is required", c->kernel);
-  for (d = t->ndim - 1; d >= 0; d--) {
-    in_strides[d] = s;
-    s *= t->shape[d];
-  }
-  for (d = 0; d < t->ndim; d++) {
-    if (perm[d] < 0 || perm[d] >= t->ndim) return INVALID("%s: bad permutation", c->kernel);
-    shape[d] = t->shape[perm[d]];
-  }
-  TRY(same_dtype_out(c, t->ndim, shape));
-  TRY(compact_copy(c, t, (void**)&src));
-  for (i = 0; i < n; i++) {
-    int64_t off = 0;
-    for (d = 0; d < t->ndim; d++) off += idx[d] * in_strides[perm[d]];
-    memcpy(dst + i * es, src + (size_t)off * es, es);
-    for (d = t->ndim - 1; d >= 0; d--) {
-      if (++idx[d] < shape[d]) break;
-      idx[d] = 0;
-    }
-  }
-  free(src);
-  return NULL;
-}
-
-/* vsdk.cast between float32 and uint8 (float -> uint8 rounds half to even and
- * saturates; NaN becomes 0), and int32 to float32 (sparse coordinates as
- * numbers: the position embedding's). */
-static vsdk_status_t* k_cast(const vsdk_kernel_call_t* c) {
-  const vsdk_attr_t* a = find_attr(c, "dtype");
-  const vsdk_tensor_t* t = &c->inputs[0];
-  vsdk_dtype_t to;
-  size_t i, n = numel(t);
-  void* src;
-  TRY(need_inputs(c, 1, 1));
-  if (a == NULL || a->kind != VSDK_ATTR_STRING) return INVALID("%s: attribute `dtype` (string) is required", c->kernel);
-  if (strcmp(a->value.s, "float32") == 0) to = F32;
-  else if (strcmp(a->value.s, "uint8") == 0) { to.code = VSDK_DTYPE_UINT; to.bits = 8; to.lanes = 1; }
-  else return UNSUPPORTED("%s: this template casts only between float32 and uint8, not to %s", c->kernel, a->value.s);
-  if (!is_f32(t->dtype) && !is_u8(t->dtype) && !(is_i32(t->dtype) && is_f32(to)))
-    return UNSUPPORTED("%s: input must be float32 or uint8 (or int32, to float32)", c->kernel);
-  TRY(check_output(c, to, t->ndim, t->shape));
-  TRY(compact_copy(c, t, &src));
-  for (i = 0; i < n; i++) {
-    double v = is_f32(t->dtype) ? ((float*)src)[i]
-               : is_i32(t->dtype) ? (double)((int32_t*)src)[i]
-                                  : ((unsigned char*)src)[i];
-    if (is_f32(to)) {
-      ((float*)out_data(c))[i] = (float)v;
-    } else {
-      double r = v != v ? 0.0 : nearbyint(v); /* default rounding mode: half to even */
-      ((unsigned char*)out_data(c))[i] = (unsigned char)(r < 0 ? 0 : r > 255 ? 255 : r);
-    }
-  }
-  free(src);
-  return NULL;
-}
-
-/* ------------------------------------------------------------------------- */
-/* Dispatch                                                                  */
-/* ------------------------------------------------------------------------- */
 
 /* ------------------------------------------------------------------------- */
 /* Sparse voxel tensors (docs/operators.md, "Sparse voxel tensors")          */
@@ -1883,6 +1915,10 @@ static vsdk_status_t* k_interpolate(const vsdk_kernel_call_t* c) {
   return st;
 }
 
+/* ------------------------------------------------------------------------- */
+/* Dispatch                                                                  */
+/* ------------------------------------------------------------------------- */
+
 static vsdk_status_t* execute(vsdk_provider_t* p, const vsdk_kernel_call_t* c) {
   const char* k;
   uint64_t i;
@@ -1904,6 +1940,11 @@ static vsdk_status_t* execute(vsdk_provider_t* p, const vsdk_kernel_call_t* c) {
   if (!strcmp(k, "vsdk.sub")) return k_binary(c, '-');
   if (!strcmp(k, "vsdk.mul")) return k_binary(c, '*');
   if (!strcmp(k, "vsdk.div")) return k_binary(c, '/');
+  if (!strcmp(k, "vsdk.cast")) return k_cast(c);
+  if (!strcmp(k, "vsdk.crop")) return k_crop(c);
+  if (!strcmp(k, "vsdk.concat")) return k_concat(c);
+  if (!strcmp(k, "vsdk.reshape")) return k_reshape(c);
+  if (!strcmp(k, "vsdk.permute")) return k_permute(c);
   if (!strcmp(k, "vsdk.linear")) return k_linear(c);
   if (!strcmp(k, "vsdk.conv2d")) return k_conv2d(c);
   if (!strcmp(k, "vsdk.softmax")) return k_softmax(c);
@@ -1913,11 +1954,6 @@ static vsdk_status_t* execute(vsdk_provider_t* p, const vsdk_kernel_call_t* c) {
   if (!strcmp(k, "vsdk.resize_pil_bicubic")) return k_resize_pil(c, cubic_half, 2.0);
   if (!strcmp(k, "vsdk.resize_pil_lanczos")) return k_resize_pil(c, lanczos3, 3.0);
   if (!strcmp(k, "vsdk.resize_bicubic")) return k_resize_bicubic(c);
-  if (!strcmp(k, "vsdk.crop")) return k_crop(c);
-  if (!strcmp(k, "vsdk.concat")) return k_concat(c);
-  if (!strcmp(k, "vsdk.reshape")) return k_reshape(c);
-  if (!strcmp(k, "vsdk.permute")) return k_permute(c);
-  if (!strcmp(k, "vsdk.cast")) return k_cast(c);
   if (!strcmp(k, "vsdk.sparse_conv3d")) return k_sparse_conv3d(c);
   if (!strcmp(k, "vsdk.sparse_downsample_coords")) return k_sparse_downsample(c, 0);
   if (!strcmp(k, "vsdk.sparse_downsample_index")) return k_sparse_downsample(c, 1);

@@ -27,7 +27,16 @@
 #include <thread>
 #include <vector>
 
-#include "vips_kernels.cu"
+// The kernel program: vsdk_gpu::KERNEL_FILES, in that order (a test checks).
+#include "common.cu"
+#include "elementwise.cu"
+#include "movement.cu"
+#include "linear.cu"
+#include "normalization.cu"
+#include "attention.cu"
+#include "resize.cu"
+#include "sparse.cu"
+#include "raster.cu"
 #include "selftest.cu"
 
 thread_local vips_simt_dim3 threadIdx;

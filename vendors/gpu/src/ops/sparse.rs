@@ -6,7 +6,8 @@
 //! explained on the host with the catalog's own check, so the message names
 //! the row the CPU provider names.
 
-use super::{grid_for, int, linear, ptr, suffix, Arg, Call};
+use super::linear::linear;
+use super::{grid_for, int, ptr, suffix, Arg, Call};
 use crate::backend::{Backend, DevicePtr};
 use vsdk_catalog::voxels::{self, Voxel};
 use vsdk_catalog::{Node, MAX_TENSOR_BYTES};

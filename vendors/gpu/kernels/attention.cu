@@ -1,0 +1,57 @@
+/* attention.cu: scaled dot-product attention.
+ * Part of the one kernel program (common.cu says how it is put together). */
+
+/* ---- scaled dot-product attention: out = softmax(scale · q kᵀ) v ----
+ * q [B, Lq, D], k [B, Lk, D], v [B, Lk, Dv] (batch dimensions folded into
+ * B); a block per (batch, query row) of the `rows` = B · Lq; the row's Lk
+ * scores live in dynamic shared memory (Lk floats). */
+template <class T>
+__device__ void vips_sdpa(const T* q, const T* k, const T* v, T* out, vips_i64 rows, int lq,
+                          int lk, int d, int dv, float scale) {
+  VIPS_DYNAMIC_SHARED(float, scores);
+  __shared__ float scratch[VIPS_BLOCK / 32];
+  for (vips_i64 row = blockIdx.x; row < rows; row += gridDim.x) {
+    const vips_i64 batch = row / lq;
+    const T* qrow = q + row * d;
+    const T* kb = k + batch * lk * d;
+    const T* vb = v + batch * lk * dv;
+    float mx = -vips_inf();
+    for (int j = threadIdx.x; j < lk; j += blockDim.x) {
+      float s = 0.0f;
+      for (int e = 0; e < d; ++e)
+        s = fmaf(vips_load(qrow + e), vips_load(kb + static_cast<vips_i64>(j) * d + e), s);
+      s *= scale;
+      scores[j] = s;
+      mx = fmaxf(mx, s);
+    }
+    mx = vips_block_max(mx, scratch);
+    float sum = 0.0f;
+    for (int j = threadIdx.x; j < lk; j += blockDim.x) {
+      const float p = expf(scores[j] - mx);
+      scores[j] = p;
+      sum += p;
+    }
+    const float inv = 1.0f / vips_block_sum(sum, scratch); /* its barriers publish scores[] */
+    T* orow = out + row * dv;
+    for (int e = threadIdx.x; e < dv; e += blockDim.x) {
+      float acc = 0.0f;
+      for (int j = 0; j < lk; ++j)
+        acc = fmaf(scores[j], vips_load(vb + static_cast<vips_i64>(j) * dv + e), acc);
+      vips_store(orow + e, acc * inv);
+    }
+    __syncthreads(); /* the next row overwrites scores[] */
+  }
+}
+
+/* The exported kernels: vips_sdpa_<dtype>, for each float type. */
+#define VIPS_ATTENTION_KERNELS(sfx, T)                                                          \
+  VIPS_KERNEL vips_sdpa_##sfx(                    \
+      const T* q, const T* k, const T* v, T* out, vips_i64 rows, int lq, int lk, int d, int dv,  \
+      float scale) {                                                                           \
+    vips_sdpa<T>(q, k, v, out, rows, lq, lk, d, dv, scale);                                          \
+  }                                                                                            \
+  VIPS_REGISTER(vips_sdpa_##sfx)
+
+VIPS_ATTENTION_KERNELS(f32, float)
+VIPS_ATTENTION_KERNELS(f16, vips_f16)
+VIPS_ATTENTION_KERNELS(bf16, vips_bf16)

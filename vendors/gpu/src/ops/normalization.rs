@@ -1,0 +1,78 @@
+//! Normalisation over an axis (layer norm, RMS norm, softmax): a block per
+//! row, the blocks striding over the rows.
+
+use super::{int, ptr, row_grid, suffix, Arg, Call};
+use crate::backend::Backend;
+use vsdk_provider_kit::{ProviderError, TensorArg};
+
+pub(super) fn layer_norm<B: Backend>(
+    c: &mut Call<B>,
+    ins: &[TensorArg],
+    axis: &usize,
+    eps: &f64,
+    out: &TensorArg,
+) -> Result<(), ProviderError> {
+    let n = out.numel();
+    let x = c.compact(&ins[0])?;
+    let (w, b) = (c.compact(&ins[1])?, c.compact(&ins[2])?);
+    let len: usize = ins[0].shape[*axis..].iter().product();
+    let rows = n / len;
+    let args = vec![
+        Arg::Ptr(x),
+        Arg::Ptr(w),
+        Arg::Ptr(b),
+        Arg::Ptr(ptr(out)),
+        Arg::I64(int(rows, "the number of rows")?),
+        Arg::I64(int(len, "a row's length")?),
+        Arg::F32(*eps as f32),
+    ];
+    let kernel = format!("vips_layer_norm_{}", suffix(out.dtype)?);
+    c.launch(&kernel, row_grid(rows), 0, args)
+}
+
+pub(super) fn rms_norm<B: Backend>(
+    c: &mut Call<B>,
+    ins: &[TensorArg],
+    eps: &f64,
+    out: &TensorArg,
+) -> Result<(), ProviderError> {
+    let n = out.numel();
+    let (x, g) = (c.compact(&ins[0])?, c.compact(&ins[1])?);
+    let len = ins[0].shape.last().copied().unwrap_or(1);
+    let rows = n / len.max(1);
+    let args = vec![
+        Arg::Ptr(x),
+        Arg::Ptr(g),
+        Arg::Ptr(ptr(out)),
+        Arg::I64(int(rows, "the number of rows")?),
+        Arg::I64(int(len, "a row's length")?),
+        Arg::I64(int(ins[1].numel(), "gamma's length")?),
+        // An eps below float32's normal range would flush to 0 and
+        // make an all-zero row 0/0.
+        Arg::F32((*eps as f32).max(f32::MIN_POSITIVE)),
+    ];
+    let kernel = format!("vips_rms_norm_{}", suffix(out.dtype)?);
+    c.launch(&kernel, row_grid(rows), 0, args)
+}
+
+pub(super) fn softmax<B: Backend>(
+    c: &mut Call<B>,
+    ins: &[TensorArg],
+    axis: &usize,
+    out: &TensorArg,
+) -> Result<(), ProviderError> {
+    let n = out.numel();
+    let x = c.compact(&ins[0])?;
+    let len = ins[0].shape[*axis];
+    let inner: usize = ins[0].shape[axis + 1..].iter().product();
+    let rows = n / len;
+    let args = vec![
+        Arg::Ptr(x),
+        Arg::Ptr(ptr(out)),
+        Arg::I64(int(rows, "the number of rows")?),
+        Arg::I64(int(len, "a row's length")?),
+        Arg::I64(int(inner, "a row's stride")?),
+    ];
+    let kernel = format!("vips_softmax_{}", suffix(out.dtype)?);
+    c.launch(&kernel, row_grid(rows), 0, args)
+}
