@@ -1,6 +1,5 @@
 //! The `vips-conformance` binary: output and exit codes of `providers`.
 
-use crate::common;
 /// Weights pinned by reference, through the command line.
 mod pinned_weights;
 

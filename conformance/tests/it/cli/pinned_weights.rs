@@ -2,7 +2,7 @@
 //! safetensors file is generated without `--weights`, `inspect` shows the
 //! pinned file, the golden file holds no weights, and `run` passes.
 
-use super::common;
+use crate::common;
 
 use common::{repo, Out};
 use sha2::{Digest, Sha256};

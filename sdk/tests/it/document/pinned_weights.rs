@@ -4,7 +4,7 @@
 //! from the file, checks the file's hash and each tensor's, and runs. A
 //! changed, missing or incomplete file is refused by name.
 
-use super::common;
+use crate::common;
 
 use rand::Rng;
 use sha2::{Digest, Sha256};
