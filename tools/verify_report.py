@@ -12,7 +12,7 @@ keys verifies over the DSSE pre-authentication encoding (PAE); the payload is
 a VIPS certification statement (again no repeated key, every field present
 with its type) whose subjects are the predicate's provider library and golden
 set; its verdict and reasons are what the rule of `Predicate::assess`
-(sdk/src/certify/predicate.rs) gives for its own records; and the given files'
+(sdk/certify/src/predicate.rs) gives for its own records; and the given files'
 SHA-256 equal the subjects'. Exit code 0 when the report verifies and says
 CERTIFIED; 1 when it does not verify or says NOT CERTIFIED; 2 for an input
 error (an unreadable or malformed report or key).
@@ -189,7 +189,7 @@ STAGE = {
     "attempts": U32, "seconds": NUM, "reason": opt(STR), "outputs": listof(OUTPUT),
     "findings": listof(STR), "tightest_node": opt(NODE), "drill_down": opt(NODE),
 }
-SANDBOX = {  # sdk/src/sandbox/facts.rs
+SANDBOX = {  # sdk/execution/src/sandbox/facts.rs
     "namespaces": listof(STR), "no_new_privs": BOOL, "seccomp": opt(STR),
     "private_root": BOOL, "binds": listof(STR), "writable": listof(STR),
     "device_nodes": listof(STR), "memory_limit_bytes": opt(U64),
@@ -197,7 +197,7 @@ SANDBOX = {  # sdk/src/sandbox/facts.rs
     "max_file_bytes": opt(U64), "core_dumps": BOOL, "runner_non_dumpable": BOOL,
     "tree_confirmed_dead": BOOL, "missing": listof(STR),
 }
-PREDICATE = ("fields", {  # sdk/src/certify/predicate.rs
+PREDICATE = ("fields", {  # sdk/certify/src/predicate.rs
     "verdict": oneof("CERTIFIED", "NOT CERTIFIED"),
     "reasons": listof(STR),
     "component": {f: STR for f in ("id", "version", "document_sha256", "golden", "golden_sha256")},
