@@ -1,5 +1,5 @@
 //! The body of every fuzz target, in one place: the libFuzzer binaries
-//! (`fuzz/fuzz_targets/*.rs`) call these, and `sdk/tests/fuzz_corpus.rs`
+//! (`fuzz/fuzz_targets/*.rs`) call these, and `sdk/tests/it/fuzz_corpus.rs`
 //! replays the committed corpus through the same functions in the normal
 //! test suite.
 //!

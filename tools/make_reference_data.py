@@ -4,7 +4,7 @@
 The SDK's resize kernels are specified to match these libraries exactly
 (Pillow: bit for bit on uint8; PyTorch: within float32 rounding). This script
 writes sdk/tests/data/{pillow_bicubic,torch_bicubic}.json; the tests in
-sdk/tests/known_values.rs compare both providers against them.
+sdk/tests/it/known_values.rs compare both providers against them.
 
     pip install numpy pillow torch && python3 tools/make_reference_data.py
 """

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Pillow's resize of the images given on stdin, for sdk/tests/pillow_resize.rs.
+"""Pillow's resize of the images given on stdin, for sdk/tests/it/pillow_resize.rs.
 
 Reads a JSON list of cases ({"filter": "bicubic" | "lanczos", "mode": a Pillow
 mode (L, LA, RGB, RGBA, RGBa), "h", "w", "oh", "ow", "data": the pixels as hex})

@@ -6,7 +6,7 @@ Standard library only. Reads a JSON list of specs on stdin:
     "distribution": {"uniform": [low, high]} | {"normal": [mean, std]}
                     | {"test_image": true}}, ...]
 and prints a JSON list with, per spec, the hex of the little-endian bytes and
-the SHA-256 of the canonical float32 bytes. sdk/tests/golden_format.rs checks
+the SHA-256 of the canonical float32 bytes. sdk/tests/it/golden_format.rs checks
 that they equal the SDK's bytes.
 """
 import hashlib

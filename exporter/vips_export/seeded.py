@@ -1,6 +1,6 @@
 """Seeded tensors exactly as the SDK regenerates them (docs/golden-format.md, "Seeded tensors"):
 SplitMix64, uniform from the top 53 bits, normal as the sum of 12 uniforms. Vectorised with numpy's
-wrapping uint64 arithmetic; sdk/tests/golden_format.rs checks the same recipe in pure Python."""
+wrapping uint64 arithmetic; sdk/tests/it/golden_format.rs checks the same recipe in pure Python."""
 from __future__ import annotations
 
 import hashlib

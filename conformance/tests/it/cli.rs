@@ -895,8 +895,19 @@ fn chained_check_feeds_a_capture_wider_than_the_tier_as_captured() {
     ]);
     let v: serde_json::Value =
         serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
-    assert_eq!(code, 0, "{v}");
-    let ln = &v["tiers"][0]["stages"][1];
+    let tier = &v["tiers"][0];
+    for s in tier["stages"].as_array().unwrap() {
+        assert_eq!(s["status"], "pass", "{s}");
+    }
+    // End to end is the demo's conditioning, not this feature: layer_norm of
+    // rows with mean 40 amplifies bfloat16 parameters' rounding, and for some
+    // seeds (VSDK_TEST_SEED=3989701402) `p` drifts past bf16's rel L2 0.1.
+    // The exit code must still say what the report says.
+    let end_to_end = tier["end_to_end"].as_array().unwrap();
+    assert!(!end_to_end.is_empty(), "{v}");
+    let all_passed = end_to_end.iter().all(|e| e["passed"] == true);
+    assert_eq!(code == 0, all_passed, "{v}");
+    let ln = &tier["stages"][1];
     assert_eq!(ln["stage"], "layer_norm");
     assert!(
         ln["notes"].to_string().contains(

@@ -3,8 +3,8 @@
 //! engine API (`include/vips_sdk/vips_sdk.h`, in [`engine`]).
 //!
 //! The header is the source of truth. `src/bindings.rs` is bindgen's output,
-//! committed so that a machine without libclang builds; `tests/bindings.rs`
-//! regenerates it and fails on any drift, and `tests/layout.rs` pins sizes and
+//! committed so that a machine without libclang builds; `tests/bindings/bindings.rs`
+//! regenerates it and fails on any drift, and `tests/bindings/layout.rs` pins sizes and
 //! offsets so an accidental layout change fails CI.
 
 #[rustfmt::skip]
