@@ -12,7 +12,7 @@
 //! use vips_data::HostTensor;
 //! let x = HostTensor::from_vec(&[2], vec![1.0f32, 1.0 + 1.0 / 4096.0])?;
 //! let at_fp16 = to_tier(&x, Tier::Fp16);
-//! assert_eq!(at_fp16.to_vec::<f32>()?, [1.0, 1.0]); // below half a float16 step
+//! assert_eq!(*at_fp16.f64_values(), [1.0, 1.0]); // below half a float16 step
 //! # Ok::<(), vips_data::Error>(())
 //! ```
 
