@@ -1,9 +1,35 @@
-//! Matrix products on the `gemm` crate (runtime-dispatched SIMD, rayon threads).
+//! Matrix products on the `gemm` crates (runtime-dispatched SIMD, rayon threads).
 
 use super::Real;
+use gemm_common::Parallelism;
 use ndarray::{ArrayViewD, ArrayViewMutD, Axis};
 use rayon::prelude::*;
 use vsdk_catalog::Conv2d;
+
+/// The signature of `gemm-f32`'s and `gemm-f64`'s kernels: m, n, k; dst, its
+/// column and row strides, whether to read it; lhs and rhs with theirs; alpha
+/// (on dst), beta (on the product); three conjugation flags; threads.
+pub type GemmFn<T> = unsafe fn(
+    usize,
+    usize,
+    usize,
+    *mut T,
+    isize,
+    isize,
+    bool,
+    *const T,
+    isize,
+    isize,
+    *const T,
+    isize,
+    isize,
+    T,
+    T,
+    bool,
+    bool,
+    bool,
+    Parallelism,
+);
 
 /// A strided matrix: base pointer, row stride, column stride (in elements).
 #[derive(Clone, Copy)]
@@ -48,20 +74,32 @@ pub unsafe fn gemm<T: Real>(
         return;
     }
     let parallelism = if parallel {
-        gemm::Parallelism::Rayon(rayon::current_num_threads())
+        Parallelism::Rayon(rayon::current_num_threads())
     } else {
-        gemm::Parallelism::None
+        Parallelism::None
+    };
+    // The kernels prefer a destination in column order: a row-major product
+    // is computed as its transpose, dstᵀ = bᵀ·aᵀ (as `gemm`'s umbrella does).
+    let transposed = |x: Mat<T>| Mat {
+        ptr: x.ptr,
+        rs: x.cs,
+        cs: x.rs,
+    };
+    let (m, n, dst_cs, dst_rs, a, b) = if dst.rs > 1 {
+        (n, m, dst.rs, 1, transposed(b), transposed(a))
+    } else {
+        (m, n, 1, dst.rs, a, b)
     };
     // SAFETY: forwarded; gemm computes dst = alpha·dst + beta·a·b, reading dst
     // only when `accumulate`.
     unsafe {
-        gemm::gemm(
+        T::gemm_fn()(
             m,
             n,
             k,
             dst.ptr,
-            1,
-            dst.rs,
+            dst_cs,
+            dst_rs,
             accumulate,
             a.ptr,
             a.cs,

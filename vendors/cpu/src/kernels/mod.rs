@@ -41,6 +41,8 @@ pub trait Real:
     fn unary(f: elementwise::Unary, x: &[Self], out: &mut [Self]);
     fn softmax_row(row: &mut [Self]);
     fn layer_norm_row(row: &[Self], w: &[Self], b: &[Self], eps: f64, out: &mut [Self]);
+    /// `gemm`'s kernel for this type, chosen for the machine's instruction set.
+    fn gemm_fn() -> matmul::GemmFn<Self>;
 }
 
 impl Real for f32 {
@@ -63,6 +65,9 @@ impl Real for f32 {
     fn layer_norm_row(row: &[Self], w: &[Self], b: &[Self], eps: f64, out: &mut [Self]) {
         fast_f32::layer_norm_row(row, w, b, eps, out)
     }
+    fn gemm_fn() -> matmul::GemmFn<Self> {
+        gemm_f32::gemm::f32::get_gemm_fn()
+    }
 }
 
 impl Real for f64 {
@@ -84,6 +89,9 @@ impl Real for f64 {
     }
     fn layer_norm_row(row: &[Self], w: &[Self], b: &[Self], eps: f64, out: &mut [Self]) {
         norm::layer_norm_row_plain(row, w, b, eps, out)
+    }
+    fn gemm_fn() -> matmul::GemmFn<Self> {
+        gemm_f64::gemm::f64::get_gemm_fn()
     }
 }
 

@@ -90,7 +90,7 @@ pub(super) fn matmul(
     dims: (usize, usize, usize),
     b_transposed: bool,
 ) -> Vec<f64> {
-    row_major_gemm(a, b, dims, b_transposed, 0.0, 1.0)
+    row_major_gemm(a, b, dims, b_transposed)
 }
 
 /// [`matmul`] of non-negative matrices, in float32 where nothing can
@@ -107,7 +107,7 @@ pub(super) fn nonneg_matmul(
     }
     let narrow = |x: &[f64]| x.par_iter().map(|&v| v as f32).collect::<Vec<f32>>();
     rounded_up(
-        row_major_gemm(&narrow(a), &narrow(b), dims, b_transposed, 0.0, 1.0),
+        row_major_gemm(&narrow(a), &narrow(b), dims, b_transposed),
         dims.1,
         slack,
     )
@@ -126,7 +126,7 @@ pub(super) fn nonneg_gemm(
         return matmul(&a.wide(), &b.wide(), dims, b_transposed);
     }
     rounded_up(
-        row_major_gemm(&a.f32, &b.f32, dims, b_transposed, 0.0, 1.0),
+        row_major_gemm(&a.f32, &b.f32, dims, b_transposed),
         dims.1,
         slack,
     )
@@ -141,16 +141,63 @@ pub(super) fn rounded_up(out: Vec<f32>, terms: usize, slack: Option<f64>) -> Vec
         .collect()
 }
 
-/// `a [m, k] · b` in `T` (`zero` and `one` of it).
-pub(super) fn row_major_gemm<T: 'static + Copy>(
+/// The signature of `gemm-f32`'s and `gemm-f64`'s kernels: m, n, k; dst, its
+/// column and row strides, whether to read it; lhs and rhs with theirs; alpha
+/// (on dst), beta (on the product); three conjugation flags; threads.
+type GemmFn<T> = unsafe fn(
+    usize,
+    usize,
+    usize,
+    *mut T,
+    isize,
+    isize,
+    bool,
+    *const T,
+    isize,
+    isize,
+    *const T,
+    isize,
+    isize,
+    T,
+    T,
+    bool,
+    bool,
+    bool,
+    gemm_common::Parallelism,
+);
+
+/// The float types the reference multiplies in, with `gemm`'s kernel for each
+/// (chosen for the machine's instruction set).
+pub(super) trait GemmScalar: Copy + 'static {
+    const ZERO: Self;
+    const ONE: Self;
+    fn gemm_fn() -> GemmFn<Self>;
+}
+
+impl GemmScalar for f32 {
+    const ZERO: Self = 0.0;
+    const ONE: Self = 1.0;
+    fn gemm_fn() -> GemmFn<Self> {
+        gemm_f32::gemm::f32::get_gemm_fn()
+    }
+}
+
+impl GemmScalar for f64 {
+    const ZERO: Self = 0.0;
+    const ONE: Self = 1.0;
+    fn gemm_fn() -> GemmFn<Self> {
+        gemm_f64::gemm::f64::get_gemm_fn()
+    }
+}
+
+/// `a [m, k] · b` in `T`.
+pub(super) fn row_major_gemm<T: GemmScalar>(
     a: &[T],
     b: &[T],
     (m, k, n): (usize, usize, usize),
     b_transposed: bool,
-    zero: T,
-    one: T,
 ) -> Vec<T> {
-    let mut out = vec![zero; m * n];
+    let mut out = vec![T::ZERO; m * n];
     if m == 0 || n == 0 || k == 0 {
         return out;
     }
@@ -163,29 +210,58 @@ pub(super) fn row_major_gemm<T: 'static + Copy>(
     } else {
         (n as isize, 1)
     };
-    // SAFETY: `a` holds m·k and `b` k·n elements (asserted) at the given
-    // strides, `out` m·n; no overlap.
-    unsafe {
-        gemm::gemm(
+    // The kernels prefer a destination in column order: with more than one
+    // column, outᵀ [n, m] = bᵀ · aᵀ is computed instead (as `gemm`'s umbrella does).
+    let (rows, cols, out_cs, out_rs, lhs, lhs_cs, lhs_rs, rhs, rhs_cs, rhs_rs) = if n > 1 {
+        (
+            n,
+            m,
+            n as isize,
+            1,
+            b.as_ptr(),
+            b_rs,
+            b_cs,
+            a.as_ptr(),
+            k as isize,
+            1,
+        )
+    } else {
+        (
             m,
             n,
-            k,
-            out.as_mut_ptr(),
             1,
             n as isize,
-            false,
             a.as_ptr(),
             1,
             k as isize,
             b.as_ptr(),
             b_cs,
             b_rs,
-            zero,
-            one,
+        )
+    };
+    // SAFETY: `a` holds m·k and `b` k·n elements (asserted) at the given
+    // strides, `out` m·n; no overlap.
+    unsafe {
+        T::gemm_fn()(
+            rows,
+            cols,
+            k,
+            out.as_mut_ptr(),
+            out_cs,
+            out_rs,
+            false,
+            lhs,
+            lhs_cs,
+            lhs_rs,
+            rhs,
+            rhs_cs,
+            rhs_rs,
+            T::ZERO,
+            T::ONE,
             false,
             false,
             false,
-            gemm::Parallelism::Rayon(0),
+            gemm_common::Parallelism::Rayon(0),
         );
     }
     out
