@@ -36,6 +36,10 @@ const MUTANTS: &[(&str, &str)] = &[
     ),
     ("segment_sum", "c/mutant_segment_sum.c"),
     ("gather_next_row", "c/mutant_gather_next_row.c"),
+    ("relu_fmaxf", "c/mutant_relu_fmaxf.c"),
+    ("hardsigmoid_keras", "c/mutant_hardsigmoid_keras.c"),
+    ("sigmoid_overflowing", "c/mutant_sigmoid_overflowing.c"),
+    ("tanh_overflowing", "c/mutant_tanh_overflowing.c"),
 ];
 
 /// Compiles `source` (plus `extra` flags) into `OUT_DIR/lib<stem>.so` and

@@ -32,8 +32,10 @@
  *   Helpers for kernels: attributes and tensors
  *   Kernels, by family:
  *     element-wise          vsdk.gelu, vsdk.gelu_tanh, vsdk.silu, vsdk.sin,
- *                           vsdk.cos, vsdk.add, vsdk.sub, vsdk.mul, vsdk.div,
- *                           vsdk.cast
+ *                           vsdk.cos, vsdk.relu, vsdk.clamp, vsdk.sigmoid,
+ *                           vsdk.tanh, vsdk.exp, vsdk.sqrt, vsdk.rsqrt,
+ *                           vsdk.hardswish, vsdk.hardsigmoid, vsdk.add, vsdk.sub,
+ *                           vsdk.mul, vsdk.div, vsdk.cast
  *     data movement         vsdk.crop, vsdk.concat, vsdk.reshape, vsdk.permute
  *     linear, convolution   vsdk.linear, vsdk.conv2d
  *     normalisation         vsdk.softmax, vsdk.layer_norm, vsdk.rms_norm
@@ -119,6 +121,8 @@ static const char* const KERNELS[] = {
     "vsdk.sdpa", "vsdk.gelu", "vsdk.gelu_tanh", "vsdk.silu", "vsdk.sin", "vsdk.cos",
     "vsdk.sparse_conv3d", "vsdk.sparse_downsample_coords", "vsdk.sparse_downsample_index", "vsdk.segment_mean",
     "vsdk.gather_rows", "vsdk.repeat_rows", "vsdk.sparse_subdivide_coords", "vsdk.rasterize", "vsdk.interpolate",
+    "vsdk.relu", "vsdk.clamp", "vsdk.sigmoid", "vsdk.tanh", "vsdk.exp", "vsdk.sqrt", "vsdk.rsqrt",
+    "vsdk.hardswish", "vsdk.hardsigmoid",
 };
 #define NUM_KERNELS (sizeof KERNELS / sizeof KERNELS[0])
 
@@ -481,6 +485,28 @@ static float silu_f(float x) {
 static float sin_f(float x) { return sinf(x); }
 static float cos_f(float x) { return cosf(x); }
 
+/* vsdk.relu: NaN stays NaN (fmaxf(NaN, 0) would be 0: the classic port mistake). */
+static float relu_f(float x) { return x != x ? x : (x > 0.0f ? x : 0.0f); }
+
+/* vsdk.sigmoid: 1 / (1 + exp(-x)), exp of a non-positive number only, like silu. */
+static float sigmoid_f(float x) {
+  float e;
+  if (x >= 0.0f) return 1.0f / (1.0f + expf(-x));
+  e = expf(x);
+  return e / (1.0f + e);
+}
+
+static float tanh_f(float x) { return tanhf(x); }
+static float exp_f(float x) { return expf(x); }
+static float sqrt_f(float x) { return sqrtf(x); }
+static float rsqrt_f(float x) { return 1.0f / sqrtf(x); }
+
+/* vsdk.hardswish, vsdk.hardsigmoid: PyTorch's x * relu6(x + 3) / 6 and relu6(x + 3) / 6
+ * (comparisons, not fmaxf/fminf: NaN stays NaN). */
+static float relu6_f(float x) { return x < 0.0f ? 0.0f : (x > 6.0f ? 6.0f : x); }
+static float hardswish_f(float x) { return x * relu6_f(x + 3.0f) / 6.0f; }
+static float hardsigmoid_f(float x) { return relu6_f(x + 3.0f) / 6.0f; }
+
 /* Element-wise functions of one input. */
 static vsdk_status_t* k_unary(const vsdk_kernel_call_t* c, float (*f)(float)) {
   float* x;
@@ -492,6 +518,33 @@ static vsdk_status_t* k_unary(const vsdk_kernel_call_t* c, float (*f)(float)) {
   TRY(load_f32(c, 0, &x));
   n = numel(&c->inputs[0]);
   for (i = 0; i < n; i++) y[i] = f(x[i]);
+  free(x);
+  return NULL;
+}
+
+/* vsdk.clamp: min(max(x, lo), hi), either bound optional (at least one given);
+ * NaN stays NaN. The bounds are compared in float32. */
+static vsdk_status_t* k_clamp(const vsdk_kernel_call_t* c) {
+  double lo, hi;
+  float *x, *y = (float*)out_data(c);
+  size_t i, n;
+  TRY(need_inputs(c, 1, 1));
+  TRY(need_f32(c));
+  TRY(attr_float(c, "min", -HUGE_VAL, &lo));
+  TRY(attr_float(c, "max", HUGE_VAL, &hi));
+  if (find_attr(c, "min") == NULL && find_attr(c, "max") == NULL) return INVALID("%s: one of min and max is required", c->kernel);
+  if (lo != lo || hi != hi || lo > hi) return INVALID("%s: bounds [%g, %g] are not in order", c->kernel, lo, hi);
+  TRY(check_output(c, F32, c->inputs[0].ndim, c->inputs[0].shape));
+  TRY(load_f32(c, 0, &x));
+  n = numel(&c->inputs[0]);
+  for (i = 0; i < n; i++) {
+    float v = x[i];
+    if (v == v) {
+      if (v < (float)lo) v = (float)lo;
+      if (v > (float)hi) v = (float)hi;
+    }
+    y[i] = v;
+  }
   free(x);
   return NULL;
 }
@@ -1936,6 +1989,15 @@ static vsdk_status_t* execute(vsdk_provider_t* p, const vsdk_kernel_call_t* c) {
   if (!strcmp(k, "vsdk.silu")) return k_unary(c, silu_f);
   if (!strcmp(k, "vsdk.sin")) return k_unary(c, sin_f);
   if (!strcmp(k, "vsdk.cos")) return k_unary(c, cos_f);
+  if (!strcmp(k, "vsdk.relu")) return k_unary(c, relu_f);
+  if (!strcmp(k, "vsdk.clamp")) return k_clamp(c);
+  if (!strcmp(k, "vsdk.sigmoid")) return k_unary(c, sigmoid_f);
+  if (!strcmp(k, "vsdk.tanh")) return k_unary(c, tanh_f);
+  if (!strcmp(k, "vsdk.exp")) return k_unary(c, exp_f);
+  if (!strcmp(k, "vsdk.sqrt")) return k_unary(c, sqrt_f);
+  if (!strcmp(k, "vsdk.rsqrt")) return k_unary(c, rsqrt_f);
+  if (!strcmp(k, "vsdk.hardswish")) return k_unary(c, hardswish_f);
+  if (!strcmp(k, "vsdk.hardsigmoid")) return k_unary(c, hardsigmoid_f);
   if (!strcmp(k, "vsdk.add")) return k_binary(c, '+');
   if (!strcmp(k, "vsdk.sub")) return k_binary(c, '-');
   if (!strcmp(k, "vsdk.mul")) return k_binary(c, '*');

@@ -52,24 +52,85 @@ pub(super) fn binary(
     Ok((node, out(shape)))
 }
 
+/// An element-wise function of one input besides GELU (docs/operators.md,
+/// "Element-wise functions of one input").
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Unary {
+    GeluTanh,
+    Silu,
+    Sin,
+    Cos,
+    Relu,
+    /// Bounds as given (∓∞ where absent); `min <= max`, neither NaN.
+    Clamp {
+        min: f64,
+        max: f64,
+    },
+    Sigmoid,
+    Tanh,
+    Exp,
+    Sqrt,
+    Rsqrt,
+    HardSwish,
+    HardSigmoid,
+}
+
+impl Unary {
+    /// Piecewise-linear functions: exact but for their products (hardswish's
+    /// `x·(x + 3)/6`), with kinks where an input error may cross a corner.
+    pub fn is_piecewise_linear(self) -> bool {
+        matches!(
+            self,
+            Unary::Relu | Unary::Clamp { .. } | Unary::HardSwish | Unary::HardSigmoid
+        )
+    }
+}
+
 /// The activations and other functions of one input: the shape is kept.
 pub(super) fn unary(
     op: Op,
-    _c: &Check,
-    _attrs: &Attrs,
+    c: &Check,
+    attrs: &Attrs,
     inputs: &[TensorSpec],
     dtype: DType,
 ) -> Inferred {
     let x = &inputs[0];
     let out = |shape: Vec<usize>| vec![TensorSpec { dtype, shape }];
-    let node = match op {
-        Op::Gelu => Node::Gelu,
-        Op::GeluTanh => Node::GeluTanh,
-        Op::Silu => Node::Silu,
-        Op::Sin => Node::Sin,
-        _ => Node::Cos,
+    let f = match op {
+        Op::Gelu => return Ok((Node::Gelu, out(x.shape.clone()))),
+        Op::GeluTanh => Unary::GeluTanh,
+        Op::Silu => Unary::Silu,
+        Op::Sin => Unary::Sin,
+        Op::Cos => Unary::Cos,
+        Op::Relu => Unary::Relu,
+        Op::Clamp => {
+            let min = attrs.float(c.kernel, "min")?;
+            let max = attrs.float(c.kernel, "max")?;
+            if min.is_none() && max.is_none() {
+                return c.attr("min", "one of `min` and `max` is required");
+            }
+            let (min, max) = (
+                min.unwrap_or(f64::NEG_INFINITY),
+                max.unwrap_or(f64::INFINITY),
+            );
+            if min.is_nan() || max.is_nan() {
+                return c.attr("min", "the bounds must not be NaN");
+            }
+            if min > max {
+                return c.attr("max", format!("max {max} is below min {min}"));
+            }
+            Unary::Clamp { min, max }
+        }
+        Op::Sigmoid => Unary::Sigmoid,
+        Op::Tanh => Unary::Tanh,
+        Op::Exp => Unary::Exp,
+        Op::Sqrt => Unary::Sqrt,
+        Op::Rsqrt => Unary::Rsqrt,
+        Op::HardSwish => Unary::HardSwish,
+        Op::HardSigmoid => Unary::HardSigmoid,
+        _ => return c.fail("not an element-wise function of one input"),
     };
-    Ok((node, out(x.shape.clone())))
+    Ok((Node::Unary(f), out(x.shape.clone())))
 }
 
 #[cfg(test)]
@@ -85,10 +146,26 @@ mod tests {
     fn unary_activations_keep_the_shape_and_take_no_attributes() {
         for (op, name, node) in [
             (Op::Gelu, "vsdk.gelu", Node::Gelu),
-            (Op::GeluTanh, "vsdk.gelu_tanh", Node::GeluTanh),
-            (Op::Silu, "vsdk.silu", Node::Silu),
-            (Op::Sin, "vsdk.sin", Node::Sin),
-            (Op::Cos, "vsdk.cos", Node::Cos),
+            (Op::GeluTanh, "vsdk.gelu_tanh", Node::Unary(Unary::GeluTanh)),
+            (Op::Silu, "vsdk.silu", Node::Unary(Unary::Silu)),
+            (Op::Sin, "vsdk.sin", Node::Unary(Unary::Sin)),
+            (Op::Cos, "vsdk.cos", Node::Unary(Unary::Cos)),
+            (Op::Relu, "vsdk.relu", Node::Unary(Unary::Relu)),
+            (Op::Sigmoid, "vsdk.sigmoid", Node::Unary(Unary::Sigmoid)),
+            (Op::Tanh, "vsdk.tanh", Node::Unary(Unary::Tanh)),
+            (Op::Exp, "vsdk.exp", Node::Unary(Unary::Exp)),
+            (Op::Sqrt, "vsdk.sqrt", Node::Unary(Unary::Sqrt)),
+            (Op::Rsqrt, "vsdk.rsqrt", Node::Unary(Unary::Rsqrt)),
+            (
+                Op::HardSwish,
+                "vsdk.hardswish",
+                Node::Unary(Unary::HardSwish),
+            ),
+            (
+                Op::HardSigmoid,
+                "vsdk.hardsigmoid",
+                Node::Unary(Unary::HardSigmoid),
+            ),
         ] {
             assert_eq!(Op::lookup(name, 1).unwrap(), op);
             assert_eq!(
@@ -108,5 +185,37 @@ mod tests {
             let err = Node::infer(op, &attr, &[f32s(&[3])]).unwrap_err();
             assert!(err.to_string().contains("`approximate`"), "{err}");
         }
+    }
+
+    #[test]
+    fn clamp_takes_one_or_both_bounds_in_order() {
+        let x = [f32s(&[4, 3])];
+        let call = |attrs: Attrs| Node::infer(Op::Clamp, &attrs, &x).map(|(n, _)| n);
+        let relu6 = Attrs::new()
+            .with("min", AttrValue::Int(0))
+            .with("max", AttrValue::Float(6.0));
+        assert_eq!(
+            call(relu6).unwrap(),
+            Node::Unary(Unary::Clamp { min: 0.0, max: 6.0 })
+        );
+        let above = Attrs::new().with("min", AttrValue::Float(-1.5));
+        assert_eq!(
+            call(above).unwrap(),
+            Node::Unary(Unary::Clamp {
+                min: -1.5,
+                max: f64::INFINITY
+            })
+        );
+        let err = call(Attrs::new()).unwrap_err().to_string();
+        assert!(err.contains("one of `min` and `max` is required"), "{err}");
+        let crossed = Attrs::new()
+            .with("min", AttrValue::Float(2.0))
+            .with("max", AttrValue::Float(1.0));
+        let err = call(crossed).unwrap_err().to_string();
+        assert!(err.contains("max 1 is below min 2"), "{err}");
+        let nan = Attrs::new().with("max", AttrValue::Float(f64::NAN));
+        assert!(call(nan).unwrap_err().to_string().contains("NaN"));
+        let typed = Attrs::new().with("min", AttrValue::Str("0".into()));
+        assert!(call(typed).is_err());
     }
 }

@@ -13,6 +13,7 @@ mod resize;
 mod sparse;
 
 pub use attention::Sdpa;
+pub use elementwise::Unary;
 pub use linear::Conv2d;
 pub use movement::Crop;
 pub use resize::{PilResize, Resize};
@@ -59,9 +60,18 @@ pub enum Op {
     SparseSubdivideCoords,
     Rasterize,
     Interpolate,
+    Relu,
+    Clamp,
+    Sigmoid,
+    Tanh,
+    Exp,
+    Sqrt,
+    Rsqrt,
+    HardSwish,
+    HardSigmoid,
 }
 
-pub const ALL_OPS: [Op; 32] = [
+pub const ALL_OPS: [Op; 41] = [
     Op::ResizePilBicubic,
     Op::ResizePilLanczos,
     Op::ResizeBicubic,
@@ -94,6 +104,15 @@ pub const ALL_OPS: [Op; 32] = [
     Op::SparseSubdivideCoords,
     Op::Rasterize,
     Op::Interpolate,
+    Op::Relu,
+    Op::Clamp,
+    Op::Sigmoid,
+    Op::Tanh,
+    Op::Exp,
+    Op::Sqrt,
+    Op::Rsqrt,
+    Op::HardSwish,
+    Op::HardSigmoid,
 ];
 
 impl Op {
@@ -131,6 +150,15 @@ impl Op {
             Op::SparseSubdivideCoords => "vsdk.sparse_subdivide_coords",
             Op::Rasterize => "vsdk.rasterize",
             Op::Interpolate => "vsdk.interpolate",
+            Op::Relu => "vsdk.relu",
+            Op::Clamp => "vsdk.clamp",
+            Op::Sigmoid => "vsdk.sigmoid",
+            Op::Tanh => "vsdk.tanh",
+            Op::Exp => "vsdk.exp",
+            Op::Sqrt => "vsdk.sqrt",
+            Op::Rsqrt => "vsdk.rsqrt",
+            Op::HardSwish => "vsdk.hardswish",
+            Op::HardSigmoid => "vsdk.hardsigmoid",
         }
     }
 
@@ -193,6 +221,9 @@ impl Op {
             Op::Sdpa => &["scale"],
             Op::Add | Op::Sub | Op::Mul | Op::Div | Op::Linear => &[],
             Op::Gelu | Op::GeluTanh | Op::Silu | Op::Sin | Op::Cos => &[],
+            Op::Clamp => &["min", "max"],
+            Op::Relu | Op::Sigmoid | Op::Tanh | Op::Exp | Op::Sqrt | Op::Rsqrt => &[],
+            Op::HardSwish | Op::HardSigmoid => &[],
             Op::SparseDownsampleCoords | Op::SparseDownsampleIndex => &["voxels"],
             Op::SegmentMean => &["segments"],
             Op::RepeatRows => &["times"],
@@ -236,10 +267,8 @@ pub enum Node {
     },
     Sdpa(Sdpa),
     Gelu,
-    GeluTanh,
-    Silu,
-    Sin,
-    Cos,
+    /// An element-wise function of one input besides GELU.
+    Unary(Unary),
     /// Submanifold, 3x3x3: inputs feats, coords, w [27, Cin, Cout], b?.
     SparseConv3d,
     /// The `voxels` distinct parents, sorted.
@@ -425,7 +454,10 @@ impl Node {
             Op::Permute => movement::permute,
             Op::Cast => elementwise::cast,
             Op::Add | Op::Sub | Op::Mul | Op::Div => elementwise::binary,
-            Op::Gelu | Op::GeluTanh | Op::Silu | Op::Sin | Op::Cos => elementwise::unary,
+            Op::GeluTanh | Op::Silu | Op::Sin | Op::Cos => elementwise::unary,
+            Op::Relu | Op::Clamp | Op::Sigmoid | Op::Tanh | Op::Exp => elementwise::unary,
+            Op::Sqrt | Op::Rsqrt | Op::HardSwish | Op::HardSigmoid => elementwise::unary,
+            Op::Gelu => elementwise::unary,
             Op::LayerNorm => normalization::layer_norm,
             Op::RmsNorm => normalization::rms_norm,
             Op::Softmax => normalization::softmax,

@@ -8,6 +8,7 @@ mod common;
 /// Builders of hostile files (also used by conformance/tests/it/hostile_files.rs).
 mod hostile_builders;
 
+mod activations;
 mod anchored_goldens;
 mod certify;
 mod compare;

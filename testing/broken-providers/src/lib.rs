@@ -38,3 +38,11 @@ pub const MUTANT_SPARSE_BOUNDARY_DROPPED: &str = env!("VSDK_MUTANT_SPARSE_BOUNDA
 pub const MUTANT_SEGMENT_SUM: &str = env!("VSDK_MUTANT_SEGMENT_SUM");
 /// The C template whose `vsdk.gather_rows` copies the row after the indexed one.
 pub const MUTANT_GATHER_NEXT_ROW: &str = env!("VSDK_MUTANT_GATHER_NEXT_ROW");
+/// The C template whose `vsdk.relu` is `fmaxf(x, 0)` (NaN becomes 0).
+pub const MUTANT_RELU_FMAXF: &str = env!("VSDK_MUTANT_RELU_FMAXF");
+/// The C template whose `vsdk.hardsigmoid` is Keras's `clip(0.2·x + 0.5, 0, 1)`.
+pub const MUTANT_HARDSIGMOID_KERAS: &str = env!("VSDK_MUTANT_HARDSIGMOID_KERAS");
+/// The C template whose `vsdk.sigmoid` is `exp(x)/(1 + exp(x))` (NaN past x = 88.7).
+pub const MUTANT_SIGMOID_OVERFLOWING: &str = env!("VSDK_MUTANT_SIGMOID_OVERFLOWING");
+/// The C template whose `vsdk.tanh` is `(exp(2x) − 1)/(exp(2x) + 1)` (NaN past x = 44.4).
+pub const MUTANT_TANH_OVERFLOWING: &str = env!("VSDK_MUTANT_TANH_OVERFLOWING");

@@ -40,20 +40,35 @@ __device__ __forceinline__ float vips_times_sigmoid(float x, float y) {
   return x * e / (1.0f + e);
 }
 
-/* Element-wise functions of one input; op: 0 silu, 1 gelu_tanh, 2 sin, 3 cos.
+/* Element-wise functions of one input; op: 0 silu, 1 gelu_tanh, 2 sin, 3 cos, 4 relu,
+ * 5 clamp (to [lo, hi]), 6 sigmoid, 7 tanh, 8 exp, 9 sqrt, 10 rsqrt, 11 hardswish,
+ * 12 hardsigmoid.
  * sinf/cosf reduce large arguments accurately (TRELLIS's embeddings reach
  * ~1000 rad); __sinf/__cosf and fast-math do not, and must not be used. */
 template <class T>
-__device__ void vips_unary(const T* x, T* out, vips_i64 n, int op) {
+__device__ void vips_unary(const T* x, T* out, vips_i64 n, int op, float lo, float hi) {
   for (vips_i64 i = vips_global_id(); i < n; i += vips_grid_stride()) {
     const float v = vips_load(x + i);
+    /* fmaxf and fminf return the other operand for NaN: the selections test
+     * for it first (relu, clamp and hardsigmoid of NaN are NaN). */
+    const bool nan = v != v;
     float y;
     switch (op) {
       case 0: y = vips_times_sigmoid(v, v); break;
       /* x/2·(1 + tanh(a)) = x·σ(2a): no cancellation for negative x. */
       case 1: y = vips_times_sigmoid(v, 1.5957691216057308f * (v + 0.044715f * v * v * v)); break;
       case 2: y = sinf(v); break;
-      default: y = cosf(v); break;
+      case 3: y = cosf(v); break;
+      case 4: y = nan ? v : fmaxf(v, 0.0f); break;
+      case 5: y = nan ? v : fminf(fmaxf(v, lo), hi); break;
+      case 6: y = vips_times_sigmoid(1.0f, v); break;
+      case 7: y = tanhf(v); break;
+      case 8: y = expf(v); break;
+      case 9: y = sqrtf(v); break;
+      case 10: y = 1.0f / sqrtf(v); break;
+      /* PyTorch's forms: x·relu6(x + 3)/6 and relu6(x + 3)/6. */
+      case 11: y = v * fminf(fmaxf(v + 3.0f, 0.0f), 6.0f) / 6.0f; break;
+      default: y = nan ? v : fminf(fmaxf(v + 3.0f, 0.0f), 6.0f) / 6.0f; break;
     }
     vips_store(out + i, y);
   }
@@ -81,8 +96,8 @@ __device__ void vips_cast(const S* x, D* out, vips_i64 n) {
   }                                                                                            \
   VIPS_REGISTER(vips_gelu_##sfx)                                                               \
   VIPS_KERNEL                                     \
-      vips_unary_##sfx(const T* x, T* out, vips_i64 n, int op) {                               \
-    vips_unary<T>(x, out, n, op);                                                              \
+      vips_unary_##sfx(const T* x, T* out, vips_i64 n, int op, float lo, float hi) {           \
+    vips_unary<T>(x, out, n, op, lo, hi);                                                      \
   }                                                                                            \
   VIPS_REGISTER(vips_unary_##sfx)
 

@@ -1,7 +1,6 @@
 use super::Real;
 use ndarray::{ArrayViewD, ArrayViewMutD, Zip};
 use rayon::prelude::*;
-use vsdk_catalog::Node;
 
 /// `out = f(a, b)` with NumPy broadcasting (the catalog checked the shapes).
 pub fn binary<T: Real>(
@@ -70,25 +69,7 @@ pub fn gelu<T: Real>(x: &ArrayViewD<T>, mut out: ArrayViewMutD<T>) {
 
 /// The element-wise functions of one input besides GELU (docs/operators.md,
 /// "Element-wise functions of one input").
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Unary {
-    GeluTanh,
-    Silu,
-    Sin,
-    Cos,
-}
-
-impl Unary {
-    pub fn of(node: &Node) -> Option<Unary> {
-        match node {
-            Node::GeluTanh => Some(Unary::GeluTanh),
-            Node::Silu => Some(Unary::Silu),
-            Node::Sin => Some(Unary::Sin),
-            Node::Cos => Some(Unary::Cos),
-            _ => None,
-        }
-    }
-}
+pub use vsdk_catalog::Unary;
 
 /// `f` of every element, in parallel chunks.
 pub fn unary<T: Real>(f: Unary, x: &ArrayViewD<T>, mut out: ArrayViewMutD<T>) {
@@ -115,17 +96,33 @@ pub fn times_sigmoid_f64(x: f64, y: f64) -> f64 {
     }
 }
 
+/// `f(x)` in float64, the reference's definitions (docs/operators.md).
+pub fn unary_scalar_f64(f: Unary, x: f64) -> f64 {
+    let relu6 = |y: f64| y.clamp(0.0, 6.0);
+    match f {
+        Unary::Silu => times_sigmoid_f64(x, x),
+        Unary::GeluTanh => times_sigmoid_f64(x, 2.0 * SQRT_2_OVER_PI * (x + 0.044_715 * x * x * x)),
+        Unary::Sin => x.sin(),
+        Unary::Cos => x.cos(),
+        // NaN passes through; −0 and +0 both give +0.
+        Unary::Relu if x > 0.0 || x.is_nan() => x,
+        Unary::Relu => 0.0,
+        Unary::Clamp { min, max } => x.clamp(min, max),
+        Unary::Sigmoid => times_sigmoid_f64(1.0, x),
+        Unary::Tanh => x.tanh(),
+        Unary::Exp => x.exp(),
+        Unary::Sqrt => x.sqrt(),
+        Unary::Rsqrt => 1.0 / x.sqrt(),
+        // PyTorch's forms: x·relu6(x + 3)/6 and relu6(x + 3)/6.
+        Unary::HardSwish => x * relu6(x + 3.0) / 6.0,
+        Unary::HardSigmoid => relu6(x + 3.0) / 6.0,
+    }
+}
+
 /// [`unary`] of a float64 slice, the reference's definitions.
 pub fn unary_f64(f: Unary, x: &[f64], out: &mut [f64]) {
     for (o, &v) in out.iter_mut().zip(x) {
-        *o = match f {
-            Unary::Silu => times_sigmoid_f64(v, v),
-            Unary::GeluTanh => {
-                times_sigmoid_f64(v, 2.0 * SQRT_2_OVER_PI * (v + 0.044_715 * v * v * v))
-            }
-            Unary::Sin => v.sin(),
-            Unary::Cos => v.cos(),
-        };
+        *o = unary_scalar_f64(f, v);
     }
 }
 

@@ -12,7 +12,7 @@
 //! generate golden values, do not use this module: they keep `libm` and
 //! sequential sums.
 
-use super::elementwise::{Unary, SQRT_2_OVER_PI};
+use super::elementwise::{unary_scalar_f64, Unary, SQRT_2_OVER_PI};
 use multiversion::multiversion;
 
 /// erf(z) ≈ z·P(z²)/Q(z²) on |z| < 4 (erf(±4) = ±(1 − 1.5e-8), and ±1 beyond).
@@ -71,21 +71,16 @@ pub fn gelu(x: &[f32], out: &mut [f32]) {
 
 /// `f` of each element (docs/operators.md). SiLU and the tanh GELU are
 /// `x·σ(y)` (`y = x`, `y = 2a`), vectorised through [`exp_nonpositive`] of
-/// `−|y|` (no overflow, no cancellation); sin and cos take the C library's
-/// float64 functions, whose argument reduction is exact at any magnitude,
-/// rounded once.
+/// `−|y|` (no overflow, no cancellation); the others take the float64
+/// definitions (sin and cos the C library's, whose argument reduction is exact
+/// at any magnitude), rounded once.
 pub fn unary(f: Unary, x: &[f32], out: &mut [f32]) {
     match f {
         Unary::Silu => silu(x, out),
         Unary::GeluTanh => gelu_tanh(x, out),
-        Unary::Sin => {
+        _ => {
             for (o, &v) in out.iter_mut().zip(x) {
-                *o = f64::from(v).sin() as f32;
-            }
-        }
-        Unary::Cos => {
-            for (o, &v) in out.iter_mut().zip(x) {
-                *o = f64::from(v).cos() as f32;
+                *o = unary_scalar_f64(f, f64::from(v)) as f32;
             }
         }
     }

@@ -235,10 +235,7 @@ fn float_node<T: Real>(
         Node::Mul => elementwise::binary(&ins[0], &ins[1], out, |a, b| a * b),
         Node::Div => elementwise::binary(&ins[0], &ins[1], out, |a, b| a / b),
         Node::Gelu => elementwise::gelu(&ins[0], out),
-        Node::GeluTanh | Node::Silu | Node::Sin | Node::Cos => {
-            let f = elementwise::Unary::of(node).expect("an element-wise function");
-            elementwise::unary(f, &ins[0], out)
-        }
+        &Node::Unary(f) => elementwise::unary(f, &ins[0], out),
         Node::Linear => matmul::linear(&ins[0], &ins[1], ins.get(2), out),
         Node::Conv2d(c) => matmul::conv2d(&ins[0], &ins[1], ins.get(2), c, out),
         Node::LayerNorm { axis, eps } => {

@@ -3,7 +3,7 @@
 
 use super::{grid_for, int, ptr, strides, suffix, Arg, Call};
 use crate::backend::Backend;
-use vsdk_catalog::{DType, Node};
+use vsdk_catalog::{DType, Node, Unary};
 use vsdk_provider_kit::{ProviderError, TensorArg};
 
 pub(super) fn cast<B: Backend>(
@@ -81,17 +81,31 @@ pub(super) fn gelu<B: Backend>(
 
 pub(super) fn unary<B: Backend>(
     c: &mut Call<B>,
-    node: &Node,
+    f: Unary,
     ins: &[TensorArg],
     out: &TensorArg,
 ) -> Result<(), ProviderError> {
     let n = out.numel();
-    // The source's `vips_unary` op codes.
-    let op = match node {
-        Node::Silu => 0,
-        Node::GeluTanh => 1,
-        Node::Sin => 2,
-        _ => 3,
+    // The source's `vips_unary` op codes; clamp's bounds in float32, where
+    // the kernel compares (∓∞ stay infinite).
+    let (mut lo, mut hi) = (0.0, 0.0);
+    let op = match f {
+        Unary::Silu => 0,
+        Unary::GeluTanh => 1,
+        Unary::Sin => 2,
+        Unary::Cos => 3,
+        Unary::Relu => 4,
+        Unary::Clamp { min, max } => {
+            (lo, hi) = (min as f32, max as f32);
+            5
+        }
+        Unary::Sigmoid => 6,
+        Unary::Tanh => 7,
+        Unary::Exp => 8,
+        Unary::Sqrt => 9,
+        Unary::Rsqrt => 10,
+        Unary::HardSwish => 11,
+        Unary::HardSigmoid => 12,
     };
     let x = c.compact(&ins[0])?;
     let args = vec![
@@ -99,6 +113,8 @@ pub(super) fn unary<B: Backend>(
         Arg::Ptr(ptr(out)),
         Arg::I64(int(n, "size")?),
         Arg::I32(op),
+        Arg::F32(lo),
+        Arg::F32(hi),
     ];
     c.launch(
         &format!("vips_unary_{}", suffix(out.dtype)?),

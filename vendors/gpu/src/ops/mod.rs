@@ -336,9 +336,7 @@ fn dispatch<B: Backend>(
         Node::Cast(to) => elementwise::cast(c, ins, to, out),
         Node::Add | Node::Sub | Node::Mul | Node::Div => elementwise::binary(c, node, ins, out),
         Node::Gelu => elementwise::gelu(c, ins, out),
-        Node::Silu | Node::GeluTanh | Node::Sin | Node::Cos => {
-            elementwise::unary(c, node, ins, out)
-        }
+        Node::Unary(f) => elementwise::unary(c, *f, ins, out),
         Node::Linear => linear::linear(c, ins, out),
         Node::Conv2d(conv) => linear::conv2d(c, ins, conv, out),
         Node::LayerNorm { axis, eps } => normalization::layer_norm(c, ins, axis, eps, out),

@@ -138,6 +138,140 @@ pub(super) fn activation(c: &mut Cases) {
     );
 }
 
+/// The activations of CNNs and LLM blocks, and exp, sqrt, rsqrt: views and a
+/// large tensor, then each function's pitfall values (docs/operators.md):
+/// NaN through a selection (`fmaxf(NaN, 0)` is 0), the kinks hit exactly
+/// (0, ±3, 6, clamp's bounds, all-equal runs of them), `exp` overflowing and
+/// going subnormal, `sqrt` and `rsqrt` at ±0, subnormals and negatives.
+pub(super) fn unary(c: &mut Cases) {
+    let d = c.dtype;
+    let (max, tiny, sub) = values::limits(d);
+    let positive = matches!(c.op, Op::Sqrt | Op::Rsqrt);
+    let attr_sets: Vec<(&str, &str, Attrs)> =
+        match c.op {
+            Op::Clamp => vec![
+            ("relu6", "clamp to [0, 6] (relu6)", bounds(Some(0.0), Some(6.0))),
+            (
+                "min-only",
+                "clamp from below at −0.3 (not a float16 or bfloat16 number: the bound is rounded)",
+                bounds(Some(-0.3), None),
+            ),
+            (
+                "max-only",
+                "clamp from above at 1.75",
+                bounds(None, Some(1.75)),
+            ),
+        ],
+            _ => vec![("", "", Attrs::new())],
+        };
+    for (tag, what, attrs) in attr_sets {
+        let name = |v: &str| {
+            if tag.is_empty() {
+                v.to_string()
+            } else {
+                format!("{tag}-{v}")
+            }
+        };
+        let about = |v: &str| {
+            if what.is_empty() {
+                v.to_string()
+            } else {
+                format!("{what}; {v}")
+            }
+        };
+        // exp's results stay inside the dtype: an overflow to ∞ is right
+        // in IEEE arithmetic but the float64 reference is finite, and the
+        // catalog does not judge results beyond the dtype's range (as for
+        // `vsdk.mul`); hardswish's x·relu6(x + 3) overflows at max/6 in
+        // PyTorch's own form.
+        let exp = c.op == Op::Exp;
+        let fit = move |v: &mut Vec<f64>| {
+            let top = 0.98 * max.ln();
+            v.iter_mut().for_each(|x| {
+                if positive {
+                    *x = x.abs();
+                }
+                if exp {
+                    *x = x.min(top);
+                }
+            })
+        };
+        let shape = [3, 5, 37];
+        for (variant, text, layout) in c.layouts(&shape) {
+            let mut v = c.normals(&shape, 3.0);
+            fit(&mut v);
+            c.add(
+                &name(variant),
+                &about(text),
+                attrs.clone(),
+                vec![input(&shape, v, d, Some(layout))],
+            );
+        }
+        let n = (1 << 17) + 3;
+        let mut v = c.normals(&[n], 4.0);
+        fit(&mut v);
+        c.add(
+            &name("large"),
+            &about("131075 elements (past one block and one grid row)"),
+            attrs.clone(),
+            vec![input(&[n], v, d, None)],
+        );
+        let mut extremes = vec![0.0, -0.0, f64::NAN, sub, -sub, tiny, -tiny];
+        let pitfalls: &[f64] = match c.op {
+            // The kinks, exactly, and NaN (above).
+            Op::Relu => &[1.0, -1.0],
+            Op::Clamp => &[0.0, 6.0, -0.3, 1.75, 6.5, -0.5],
+            Op::HardSwish | Op::HardSigmoid => &[-3.0, 3.0, -1.5, 2.999, -2.999, 6.0],
+            // Subnormal results (exp(−100) is below float32's smallest
+            // normal, exp(−104) among its subnormals) and flushes to 0.
+            Op::Exp => &[-88.0, -100.0, -104.0, -110.0],
+            // Where exp(±x) or exp(±2x) overflow float32: ∞/∞ forms give NaN.
+            Op::Sigmoid | Op::Tanh => &[20.0, -20.0, 45.0, -45.0, 89.0, -89.0, 100.0, -100.0],
+            // Roots of negatives are NaN; rsqrt(±0) is ±∞.
+            _ => &[-1.0, -4.0, 4.0, 1e-3],
+        };
+        extremes.extend_from_slice(pitfalls);
+        match c.op {
+            // The largest results the dtype holds (e^88 in float32).
+            Op::Exp => extremes.extend([max.ln() - 0.7, 0.9 * max.ln()]),
+            Op::HardSwish => extremes.extend([max / 8.0, -max / 8.0]),
+            _ => extremes.extend([max / 4.0, -max / 4.0]),
+        }
+        let mut v = c.with_specials(&[9, 33], 3.0, &extremes);
+        fit(&mut v);
+        c.add(
+            &name("extremes"),
+            &about("±0, NaN, subnormals, the kinks and the overflow points of docs/operators.md"),
+            attrs.clone(),
+            vec![input(&[9, 33], v, d, None)],
+        );
+        // All-equal runs at a kink: a kernel that picks the wrong side of a
+        // tie (relu(−0), clamp at its bound) still gives the value.
+        let at: f64 = match c.op {
+            Op::Clamp => 6.0,
+            Op::HardSwish | Op::HardSigmoid => -3.0,
+            _ => 0.0,
+        };
+        c.add(
+            &name("all-at-the-kink"),
+            &about("every element at the function's kink or bound"),
+            attrs,
+            vec![input(&[4, 33], vec![at; 4 * 33], d, None)],
+        );
+    }
+}
+
+fn bounds(min: Option<f64>, max: Option<f64>) -> Attrs {
+    let mut a = Attrs::new();
+    if let Some(m) = min {
+        a = a.with("min", AttrValue::Float(m));
+    }
+    if let Some(m) = max {
+        a = a.with("max", AttrValue::Float(m));
+    }
+    a
+}
+
 /// sin and cos: small arguments, arguments up to ±1000 (TRELLIS's
 /// embeddings) and far beyond, where only an accurate argument reduction
 /// keeps the result (docs/operators.md).

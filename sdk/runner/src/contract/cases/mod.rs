@@ -160,6 +160,8 @@ pub(super) fn of(op: Op, dtype: DType, needed: &Needed, seed: u64) -> Vec<Case> 
         Op::Gelu => gelu(&mut c),
         Op::GeluTanh | Op::Silu => activation(&mut c),
         Op::Sin | Op::Cos => trig(&mut c),
+        Op::Relu | Op::Clamp | Op::Sigmoid | Op::Tanh | Op::Exp => unary(&mut c),
+        Op::Sqrt | Op::Rsqrt | Op::HardSwish | Op::HardSigmoid => unary(&mut c),
         Op::Softmax => softmax(&mut c),
         Op::LayerNorm => layer_norm(&mut c),
         Op::RmsNorm => rms_norm(&mut c),

@@ -307,10 +307,9 @@ pub(super) fn evaluate(r: &Reference, c: &Call) -> Result<Evaluated, Error> {
                     .collect()
             })
         }
-        Node::Gelu | Node::GeluTanh => {
-            // erf (or tanh) is an approximation everywhere: a few ulps of
-            // 1 + erf, times |x| / 2, plus the final products; the tanh
-            // form's x/2·(1 + tanh) cancels for negative x.
+        Node::Gelu => {
+            // erf is an approximation everywhere: a few ulps of 1 + erf,
+            // times |x| / 2, plus the final products.
             let x = c.inputs[0].f64_values();
             let m: Vec<f64> = v
                 .iter()
@@ -319,25 +318,7 @@ pub(super) fn evaluate(r: &Reference, c: &Call) -> Result<Evaluated, Error> {
                 .collect();
             exact(rounding(p, &v, 4.0, &m))
         }
-        Node::Silu => {
-            // x / (1 + exp(−x)) cancels nothing: a few ulps of the result.
-            // The absolute term is 32·tiny: that common form gives −0 where
-            // exp(−x) overflows float32 (x < −88.7) while the exact result
-            // is up to 22·tiny (docs/operators.md).
-            let m: Vec<f64> = v.iter().map(|v| v.abs()).collect();
-            exact(
-                rounding(p, &v, 4.0, &m)
-                    .into_iter()
-                    .map(|b| b + SILU_TINY * p.tiny)
-                    .collect(),
-            )
-        }
-        Node::Sin | Node::Cos => {
-            // A few ulps of the result, as accurate sinf/cosf give over the
-            // whole range (an argument reduction that loses |x|·u does not).
-            let m: Vec<f64> = v.iter().map(|v| v.abs()).collect();
-            exact(rounding(p, &v, 4.0, &m))
-        }
+        Node::Unary(f) => exact(unary_local(*f, &c.inputs[0].f64_values(), &v, p)),
         Node::Softmax { axis } => {
             let x = c.inputs[0].f64_values();
             affine(|lambda| softmax_local(&x, &v, &value.spec.shape, *axis, p, lambda))
@@ -529,24 +510,7 @@ fn sigma(
                 .map(|(&v, &x)| stored(v) + rounding_var(ua, 2.0 * v.abs() + x.abs()))
                 .collect()
         }
-        Node::GeluTanh => {
-            // tanh to about an ulp of 1 + tanh, times |x|/2, and the products.
-            let x = c.inputs[0].f64_values();
-            v.iter()
-                .zip(x.iter())
-                .map(|(&v, &x)| stored(v) + rounding_var(ua, 2.0 * v.abs() + x.abs()))
-                .collect()
-        }
-        Node::Silu => {
-            // exp (an ulp, damped by e/(1 + e)), the sum and the quotient,
-            // and the flush of the absolute term.
-            let t = SILU_TINY * p.tiny;
-            v.iter()
-                .map(|&v| stored(v) + 2.0 * rounding_var(ua, v) + t * t / 3.0)
-                .collect()
-        }
-        // An ulp or so of the result.
-        Node::Sin | Node::Cos => v.iter().map(|&v| stored(v) + rounding_var(ua, v)).collect(),
+        Node::Unary(f) => unary_variance(*f, &c.inputs[0].f64_values(), v, p, stored),
         Node::Softmax { axis } => {
             let x = c.inputs[0].f64_values();
             softmax_sigma(&x, v, &value.spec.shape, *axis, p)
@@ -772,28 +736,10 @@ pub(super) fn propagate(
                 .collect();
             dense(out_shape, d)
         }
-        Node::GeluTanh | Node::Silu | Node::Sin | Node::Cos => {
-            let x = c.inputs[0].f64_values();
-            let vx = var(0).to_f64_vec();
-            let d = x
-                .iter()
-                .zip(vx.iter())
-                .map(|(&x, &v)| {
-                    // sin and cos also take the second-order term,
-                    // E[(f''·δ²/2)²] = ¾·f''²·V² for a normal δ: their
-                    // arguments carry absolute errors of u·|x| radians,
-                    // tenths of a radian at 16 bits for |x| in the hundreds,
-                    // where the slope alone vanishes at the extrema.
-                    let curvature = match c.node {
-                        Node::Sin => x.sin(),
-                        Node::Cos => x.cos(),
-                        _ => 0.0,
-                    };
-                    unary_slope(c.node, x).powi(2) * v + 0.75 * (curvature * v).powi(2)
-                })
-                .collect();
-            dense(out_shape, d)
-        }
+        Node::Unary(f) => dense(
+            out_shape,
+            unary_propagate(*f, &c.inputs[0].f64_values(), &var(0).to_f64_vec(), lambda),
+        ),
         Node::Softmax { axis } => dense(
             out_shape,
             softmax_propagate(&value.f64_values(), &var(0).f64_values(), out_shape, *axis),

@@ -1,5 +1,6 @@
 use super::*;
 use rand::{Rng, SeedableRng};
+use vsdk_catalog::Unary;
 
 /// The slopes that propagate errors through the element-wise functions
 /// agree with central differences of the functions themselves, and
@@ -11,31 +12,105 @@ fn unary_slopes_are_the_derivatives() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let gelu_tanh =
         |x: f64| 0.5 * x * (1.0 + (SQRT_2_OVER_PI * (x + 0.044_715 * x * x * x)).tanh());
-    let fs: [(Node, &dyn Fn(f64) -> f64); 4] = [
-        (Node::Silu, &|x: f64| x * sigmoid(x)),
-        (Node::GeluTanh, &gelu_tanh),
-        (Node::Sin, &f64::sin),
-        (Node::Cos, &f64::cos),
+    let fs: [(Unary, &dyn Fn(f64) -> f64); 4] = [
+        (Unary::Silu, &|x: f64| x * sigmoid(x)),
+        (Unary::GeluTanh, &gelu_tanh),
+        (Unary::Sin, &f64::sin),
+        (Unary::Cos, &f64::cos),
     ];
     for (node, f) in fs {
         for _ in 0..2000 {
             let x: f64 = rng.gen_range(-12.0..12.0);
             let h = 1e-5;
             let numeric = (f(x + h) - f(x - h)) / (2.0 * h);
-            let slope = unary_slope(&node, x);
+            let slope = unary_slope(node, x);
             assert!(
                 (slope - numeric).abs() <= 1e-6 * (1.0 + numeric.abs()),
                 "{node:?} at {x}: {slope} vs {numeric}"
             );
         }
     }
-    for node in [Node::Silu, Node::GeluTanh] {
-        assert_eq!(unary_slope(&node, f64::INFINITY), 1.0);
-        assert_eq!(unary_slope(&node, f64::NEG_INFINITY), 0.0);
-        assert_eq!(unary_slope(&node, 1e300), 1.0);
-        assert_eq!(unary_slope(&node, -1e300), 0.0);
+    for node in [Unary::Silu, Unary::GeluTanh] {
+        assert_eq!(unary_slope(node, f64::INFINITY), 1.0);
+        assert_eq!(unary_slope(node, f64::NEG_INFINITY), 0.0);
+        assert_eq!(unary_slope(node, 1e300), 1.0);
+        assert_eq!(unary_slope(node, -1e300), 0.0);
     }
     assert!(sigmoid(-800.0) == 0.0 && sigmoid(800.0) == 1.0);
+}
+
+/// The secant rule: the slope squared times the variance where the function
+/// is smooth on the window (central differences of the float64 definitions,
+/// at random points), the right share of the window at a kink, and the
+/// domain's edge respected.
+#[test]
+fn unary_propagation_is_the_slope_where_smooth_and_the_secant_at_kinks() {
+    let seed = rand::random();
+    eprintln!("seed {seed}");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let smooth = [
+        (Unary::Sigmoid, -12.0..12.0),
+        (Unary::Tanh, -5.0..5.0),
+        (Unary::Exp, -30.0..30.0),
+        (Unary::Sqrt, 0.01..100.0),
+        (Unary::Rsqrt, 0.01..100.0),
+        (Unary::HardSwish, -2.9..2.9),
+        (Unary::HardSigmoid, -2.9..2.9),
+        (Unary::Relu, 0.01..50.0),
+        (
+            Unary::Clamp {
+                min: -1.0,
+                max: 2.0,
+            },
+            -0.99..1.99,
+        ),
+    ];
+    for (f, range) in smooth {
+        for _ in 0..500 {
+            let x: f64 = rng.gen_range(range.clone());
+            // Windows small enough for the curvature (first order in w), large
+            // enough for float64's cancellation in the differences.
+            let v = (1e-6 * (1.0 + x.abs())).powi(2);
+            let h = 1e-6 * (1.0 + x.abs());
+            let fx = |x| unary_value(f, x);
+            let slope = (fx(x + h) - fx(x - h)) / (2.0 * h);
+            let curvature = (fx(x + h) - 2.0 * fx(x) + fx(x - h)) / (h * h);
+            for lambda in [None, Some(4.0)] {
+                // The secant's slope is the slope up to the curvature over
+                // half the window (and float64's noise).
+                let w = lambda.unwrap_or(1.0) * v.sqrt();
+                let got = unary_propagate(f, &[x], &[v], lambda)[0].sqrt() / v.sqrt();
+                assert!(
+                    (got - slope.abs()).abs()
+                        <= 1.01 * curvature.abs() * w / 2.0 + 1e-5 * (1.0 + slope.abs()),
+                    "{f:?} at {x}, λ {lambda:?}: slope {got} vs {slope}"
+                );
+            }
+        }
+    }
+    // Half the window beyond relu's kink: a quarter of the variance.
+    let v = 0.04;
+    let got = unary_propagate(Unary::Relu, &[-0.1], &[v], None)[0];
+    assert!((got - 0.01).abs() < 1e-12, "{got}");
+    // Far below the kink: nothing passes; an input as large as the window
+    // below clamp's upper bound passes its share.
+    assert_eq!(unary_propagate(Unary::Relu, &[-1.0], &[v], None)[0], 0.0);
+    let c = Unary::Clamp { min: 0.0, max: 6.0 };
+    let got = unary_propagate(c, &[6.1], &[v], Some(1.0))[0];
+    assert!((got - 0.01).abs() < 1e-12, "{got}");
+    // sqrt at 0: the window is cut at 0 (√w, not NaN); rsqrt's is infinite.
+    let got = unary_propagate(Unary::Sqrt, &[0.0], &[v], None)[0];
+    assert!((got - 0.2).abs() < 1e-12, "{got}");
+    assert_eq!(
+        unary_propagate(Unary::Rsqrt, &[0.0], &[v], None)[0],
+        f64::INFINITY
+    );
+    // Outside the domain, and at infinite inputs: nothing to propagate.
+    assert_eq!(unary_propagate(Unary::Sqrt, &[-4.0], &[v], None)[0], 0.0);
+    assert_eq!(
+        unary_propagate(Unary::Exp, &[f64::INFINITY], &[v], None)[0],
+        0.0
+    );
 }
 
 /// Attention's rules a block of query rows at a time give what they give
