@@ -113,17 +113,48 @@ def test_attention_and_linear_are_fused_with_their_scale_and_transposed_weight(t
 
 def test_every_unsupported_operator_is_listed_and_nothing_else_happens(tmp_path: Path) -> None:
     nodes = [
-        helper.make_node("Relu", ["x"], ["r"], name="/stem/act/Relu"),
-        helper.make_node("Tanh", ["r"], ["t"], name="/head/Tanh"),
+        helper.make_node("Floor", ["x"], ["r"], name="/stem/act/Floor"),
+        helper.make_node("Erf", ["r"], ["t"], name="/head/Erf"),
         helper.make_node("ReduceMean", ["t"], ["y"], axes=[1], keepdims=0, name="/pool/ReduceMean"),
     ]
     p = _model(nodes, [_f("x", [2, 8])], [_f("y", [2])], {}, tmp_path / "u.onnx")
     with pytest.raises(UnsupportedOperators) as e:
         refuse_unsupported(load(p), [])
     text = str(e.value)
-    for where in ("/stem/act/Relu", "/head/Tanh", "/pool/ReduceMean"):
+    for where in ("/stem/act/Floor", "/head/Erf", "/pool/ReduceMean"):
         assert where in text
     assert "stage stem" in text and "stage pool" in text
+
+
+def test_activations_lower_to_their_operators_and_lookalikes_are_refused(tmp_path: Path) -> None:
+    c = {"lo": np.array(-1.5, np.float32), "hi": np.array(6, np.float32)}
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"], name="/a/Relu"),
+        helper.make_node("Clip", ["a", "", "hi"], ["b"], name="/b/Clip"),
+        helper.make_node("Clip", ["b", "lo"], ["d"], name="/d/Clip"),
+        helper.make_node("HardSigmoid", ["d"], ["e"], name="/e/HardSigmoid", alpha=1 / 6, beta=0.5),
+        helper.make_node("Sigmoid", ["e"], ["y"], name="/y/Sigmoid"),
+    ]
+    g = load(_model(nodes, [_f("x", [2, 8])], [_f("y", [2, 8])], c, tmp_path / "a.onnx"))
+    assert [(n.op, n.attrs) for n in g.nodes] == [
+        ("vsdk.relu", {}),
+        ("vsdk.clamp", {"max": 6.0}),
+        ("vsdk.clamp", {"min": -1.5}),
+        ("vsdk.hardsigmoid", {}),
+        ("vsdk.sigmoid", {}),
+    ]
+    # ONNX's default HardSigmoid is Keras's (alpha 0.2); a bound computed by the graph is no number.
+    nodes = [
+        helper.make_node("HardSigmoid", ["x"], ["h"], name="/keras/HardSigmoid"),
+        helper.make_node("Relu", ["x"], ["m"], name="/m/Relu"),
+        helper.make_node("Clip", ["h", "", "m"], ["y"], name="/clip/Clip"),
+    ]
+    p = _model(nodes, [_f("x", [2, 8])], [_f("y", [2, 8])], {}, tmp_path / "k.onnx")
+    with pytest.raises(UnsupportedOperators) as e:
+        refuse_unsupported(load(p), [])
+    text = str(e.value)
+    assert "/keras/HardSigmoid" in text and "alpha 0.2" in text, text
+    assert "/clip/Clip" in text and "not a constant" in text, text
 
 
 def test_a_missing_framework_is_named() -> None:

@@ -138,3 +138,58 @@ def test_bad_options_are_named_and_leave_nothing_behind(args, says: str, tmp_pat
     assert r.returncode == 2 and says in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.yaml"], list(tmp_path.iterdir())
+
+
+def _activations_cnn(path: Path) -> Path:
+    """A small MobileNet-like ONNX graph on fresh random weights: convolution, ReLU, a depthwise
+    convolution, ReLU6 as Clip, hard swish, a hard-sigmoid gate (PyTorch's alpha 1/6), sigmoid, tanh,
+    exp and sqrt, each node under its own module name."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng()
+    w = lambda *s: (rng.normal(size=s) * 0.4).astype(np.float32)
+    inits = {
+        "stem.weight": w(8, 3, 3, 3), "stem.bias": w(8),
+        "dw.weight": w(8, 1, 3, 3), "dw.bias": w(8),
+        "se.weight": w(8, 8, 1, 1), "se.bias": w(8),
+        "zero": np.array(0, np.float32), "six": np.array(6, np.float32),
+    }
+    n = helper.make_node
+    nodes = [
+        n("Conv", ["x", "stem.weight", "stem.bias"], ["c1"], name="/stem/conv/Conv", pads=[1, 1, 1, 1]),
+        n("Relu", ["c1"], ["r1"], name="/stem/act/Relu"),
+        n("Conv", ["r1", "dw.weight", "dw.bias"], ["c2"], name="/dw/conv/Conv", pads=[1, 1, 1, 1], group=8),
+        n("Clip", ["c2", "zero", "six"], ["r6"], name="/dw/act/Clip"),
+        n("HardSwish", ["r6"], ["hs"], name="/dw/hs/HardSwish"),
+        n("Conv", ["hs", "se.weight", "se.bias"], ["c3"], name="/se/conv/Conv"),
+        n("HardSigmoid", ["c3"], ["g"], name="/se/gate/HardSigmoid", alpha=1 / 6, beta=0.5),
+        n("Mul", ["hs", "g"], ["y"], name="/se/Mul"),
+        n("Sigmoid", ["y"], ["s"], name="/head/sig/Sigmoid"),
+        n("Tanh", ["y"], ["t"], name="/head/tanh/Tanh"),
+        n("Exp", ["t"], ["e"], name="/head/exp/Exp"),
+        n("Sqrt", ["e"], ["q"], name="/head/sqrt/Sqrt"),
+        n("Add", ["s", "q"], ["out"], name="/head/Add"),
+    ]
+    f = lambda name, shape: helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+    g = helper.make_graph(nodes, "activations", [f("x", [1, 3, 16, 16])], [f("out", [1, 8, 16, 16])],
+                          [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+def test_the_cnn_activations_export_without_emulation_and_pass(tmp_path: Path, conformance: str) -> None:
+    out = tmp_path / "activations"
+    r = vips_export([str(_activations_cnn(tmp_path / "activations.onnx")), "-o", str(out)])
+    assert r.returncode == 0, r.stderr + r.stdout
+    doc = yaml.safe_load((out / "suite.yaml").read_text())
+    ops = [node["op"] for s in doc["stages"] for node in s["graph"]]
+    for op in ("vsdk.relu", "vsdk.clamp", "vsdk.hardswish", "vsdk.hardsigmoid", "vsdk.sigmoid", "vsdk.tanh", "vsdk.exp", "vsdk.sqrt"):
+        assert ops.count(op) == 1, (op, ops)
+    clamp = next(node for s in doc["stages"] for node in s["graph"] if node["op"] == "vsdk.clamp")
+    assert clamp["attrs"] == {"min": 0.0, "max": 6.0}, clamp
+    # ONNX Runtime ran the model: its captures pass the suite at every tier in both modes.
+    v = json.loads((out / "validation.json").read_text())
+    assert v["passed"], v
+    run = sdk(conformance, ["run", str(out), "--tier", "fp32", "--quiet"])
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]

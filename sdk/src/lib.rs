@@ -34,7 +34,7 @@ pub use vips_execution::{
 pub use vips_runner::run as runner;
 pub use vips_runner::{contract, generate, pack, reference_cache, suite};
 pub use vips_verdict::{compare, error_map, error_model};
-pub use vsdk_catalog::{AttrValue, Attrs, DType, Node, Op, TensorSpec};
+pub use vsdk_catalog::{AttrValue, Attrs, DType, Node, Op, TensorSpec, ALL_OPS};
 
 /// Running a stage's kernels on a provider so that it cannot hide what it
 /// did, in this process or in a worker process ([`Backend`]).

@@ -445,7 +445,16 @@ class _Fusion:
 _CAST = {1: "float32", 2: "uint8", 6: "int32", 7: "int64", 10: "float16", 11: "float64", 16: "bfloat16"}
 _VIEWS = ("Expand", "Reshape", "Transpose", "Unsqueeze", "Squeeze", "Identity", "Flatten")
 _ELEMENTWISE = {"Add": "vsdk.add", "Sub": "vsdk.sub", "Mul": "vsdk.mul", "Div": "vsdk.div"}
-_UNARY = {"Sin": "vsdk.sin", "Cos": "vsdk.cos"}
+_UNARY = {
+    "Sin": "vsdk.sin",
+    "Cos": "vsdk.cos",
+    "Relu": "vsdk.relu",
+    "Sigmoid": "vsdk.sigmoid",
+    "Tanh": "vsdk.tanh",
+    "Exp": "vsdk.exp",
+    "Sqrt": "vsdk.sqrt",
+    "HardSwish": "vsdk.hardswish",
+}
 _SHAPE_ONLY = ("Reshape", "Flatten", "Squeeze", "Unsqueeze")
 _ALIASES = ("Identity", "Dropout")
 
@@ -562,6 +571,15 @@ class _Lowering:
         if op in _UNARY:
             self.emit(n, _UNARY[op], self.ins(n), out)
             return True
+        if op == "HardSigmoid":
+            # ONNX's default (alpha 0.2) is Keras's hard sigmoid; PyTorch exports alpha = 1/6.
+            alpha, beta = float(a.get("alpha", 0.2)), float(a.get("beta", 0.5))
+            if abs(alpha - 1 / 6) > 1e-6 or abs(beta - 0.5) > 1e-6:
+                raise ExportError(f"HardSigmoid with alpha {alpha:g}, beta {beta:g} is not the catalog's hardsigmoid (PyTorch's: alpha 1/6, beta 0.5)")
+            self.emit(n, "vsdk.hardsigmoid", self.ins(n), out)
+            return True
+        if op == "Clip":
+            return self.clip(n)
         if op == "Gelu":
             kind = "vsdk.gelu_tanh" if a.get("approximate", b"none") in (b"tanh", "tanh") else "vsdk.gelu"
             self.emit(n, kind, self.ins(n), out)
@@ -613,6 +631,29 @@ class _Lowering:
         if op == "Split":
             return self.split(n)
         return False
+
+    def clip(self, n: ONode) -> bool:
+        """Clip with constant bounds (inputs since opset 11, attributes before) -> `vsdk.clamp`."""
+        out = n.outputs[0]
+        bounds: List[Optional[float]] = []
+        for k, name in ((1, "min"), (2, "max")):
+            given = n.inputs[k] if len(n.inputs) > k else ""
+            if given:
+                value = self.const.get(self.v(given))
+                if value is None or value.size != 1:
+                    raise ExportError(f"Clip's {name} `{given}` is computed, not a constant: only number bounds have a catalog operator")
+                bounds.append(float(value.reshape(())))
+            else:
+                bounds.append(float(n.attrs[name]) if name in n.attrs else None)
+        lo, hi = bounds
+        if lo is None and hi is None:
+            self.alias[out] = n.inputs[0]
+            return True
+        if lo is not None and hi is not None and lo > hi:
+            raise ExportError(f"Clip with min {lo:g} above max {hi:g}: not the catalog's clamp")
+        attrs = {k: v for k, v in (("min", lo), ("max", hi)) if v is not None}
+        self.emit(n, "vsdk.clamp", [self.inp(n.inputs[0], n, "const")], out, attrs)
+        return True
 
     def fused(self, n: ONode) -> bool:
         out = n.outputs[0]

@@ -28,7 +28,21 @@ _FRIENDLY = {
 }
 _ALIASES = {"clone", "contiguous", "alias", "detach", "dropout", "lift_fresh_copy", "_assert_tensor_metadata"}
 _ELEMENTWISE = {"add": "vsdk.add", "sub": "vsdk.sub", "mul": "vsdk.mul", "div": "vsdk.div"}
-_UNARY = {"silu": "vsdk.silu", "sin": "vsdk.sin", "cos": "vsdk.cos"}
+_UNARY = {
+    "silu": "vsdk.silu",
+    "sin": "vsdk.sin",
+    "cos": "vsdk.cos",
+    "relu": "vsdk.relu",
+    "sigmoid": "vsdk.sigmoid",
+    "tanh": "vsdk.tanh",
+    "exp": "vsdk.exp",
+    "sqrt": "vsdk.sqrt",
+    "rsqrt": "vsdk.rsqrt",
+    "hardswish": "vsdk.hardswish",
+    "hardsigmoid": "vsdk.hardsigmoid",
+}
+# ATen's clamps: the positions of (min, max) among the arguments, and their defaults.
+_CLAMPS = {"clamp": (1, 2, None, None), "hardtanh": (1, 2, -1.0, 1.0), "clamp_min": (1, None, None, None), "clamp_max": (None, 1, None, None)}
 _RESHAPES = {"view", "reshape", "_unsafe_view", "flatten", "unsqueeze", "squeeze", "unflatten"}
 
 
@@ -157,6 +171,30 @@ class _Lowering:
             return self.scalar(a, node.name)
         raise ExportError(f"{node.name}: unexpected argument {a!r}")
 
+    def clamp(self, node, t: str, args: Sequence[Any]) -> bool:
+        """`clamp`, `clamp_min`, `clamp_max`, `hardtanh` (ReLU6) with number bounds -> `vsdk.clamp`;
+        tensor bounds have no catalog operator."""
+        at_min, at_max, lo, hi = _CLAMPS[t]
+        names = {"clamp": ("min", "max"), "hardtanh": ("min_val", "max_val"), "clamp_min": ("min", None), "clamp_max": (None, "max")}[t]
+
+        def bound(at: Optional[int], name: Optional[str], default: Optional[float]) -> Optional[float]:
+            if at is None:
+                return None
+            v = node.kwargs.get(name, args[at] if len(args) > at else default)
+            if v is not None and not isinstance(v, (int, float)):
+                raise ExportError(f"{node.name}: aten.{t} with a tensor bound has no catalog operator (number bounds only)")
+            return None if v is None else float(v)
+
+        lo, hi = bound(at_min, names[0], lo), bound(at_max, names[1], hi)
+        if lo is None and hi is None:
+            self.alias[node.name] = self.v(args[0].name)
+            return True
+        if lo is not None and hi is not None and lo > hi:
+            raise ExportError(f"{node.name}: aten.{t} with min {lo} above max {hi} (PyTorch then returns max everywhere): not the catalog's clamp")
+        attrs = {k: v for k, v in (("min", lo), ("max", hi)) if v is not None}
+        self.emit(node, "vsdk.clamp", [self.arg(args[0], node)], attrs)
+        return True
+
     def emit(self, node, op: str, inputs: List[str], attrs=None, output: Optional[str] = None, spec: Optional[Spec] = None) -> str:
         out = output or node.name
         stack = node.meta.get("nn_module_stack") or {}
@@ -277,6 +315,8 @@ class _Lowering:
         if t in _UNARY:
             self.emit(node, _UNARY[t], [self.arg(args[0], node)])
             return True
+        if t in _CLAMPS:
+            return self.clamp(node, t, args)
         if t == "gelu":
             approx = node.kwargs.get("approximate", args[1] if len(args) > 1 else "none")
             self.emit(node, "vsdk.gelu_tanh" if approx == "tanh" else "vsdk.gelu", [self.arg(args[0], node)])
