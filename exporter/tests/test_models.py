@@ -141,7 +141,7 @@ def test_bad_options_are_named_and_leave_nothing_behind(args, says: str, tmp_pat
 
 
 def _activations_cnn(path: Path) -> Path:
-    """A small MobileNet-like ONNX graph on fresh random weights: convolution, ReLU, a depthwise
+    """A small MobileNet-like ONNX graph on fresh random weights: convolution, batch norm, ReLU, a depthwise
     convolution, ReLU6 as Clip, hard swish, a hard-sigmoid gate (PyTorch's alpha 1/6), sigmoid, tanh,
     exp and sqrt, each node under its own module name."""
     import onnx
@@ -154,11 +154,15 @@ def _activations_cnn(path: Path) -> Path:
         "dw.weight": w(8, 1, 3, 3), "dw.bias": w(8),
         "se.weight": w(8, 8, 1, 1), "se.bias": w(8),
         "zero": np.array(0, np.float32), "six": np.array(6, np.float32),
+        "bn.weight": (1 + w(8)).astype(np.float32), "bn.bias": w(8),
+        "bn.running_mean": w(8), "bn.running_var": rng.uniform(0.01, 2, 8).astype(np.float32),
     }
     n = helper.make_node
     nodes = [
         n("Conv", ["x", "stem.weight", "stem.bias"], ["c1"], name="/stem/conv/Conv", pads=[1, 1, 1, 1]),
-        n("Relu", ["c1"], ["r1"], name="/stem/act/Relu"),
+        n("BatchNormalization", ["c1", "bn.weight", "bn.bias", "bn.running_mean", "bn.running_var"], ["b1"],
+          name="/stem/bn/BatchNormalization", epsilon=1e-5),
+        n("Relu", ["b1"], ["r1"], name="/stem/act/Relu"),
         n("Conv", ["r1", "dw.weight", "dw.bias"], ["c2"], name="/dw/conv/Conv", pads=[1, 1, 1, 1], group=8),
         n("Clip", ["c2", "zero", "six"], ["r6"], name="/dw/act/Clip"),
         n("HardSwish", ["r6"], ["hs"], name="/dw/hs/HardSwish"),
@@ -184,7 +188,7 @@ def test_the_cnn_activations_export_without_emulation_and_pass(tmp_path: Path, c
     assert r.returncode == 0, r.stderr + r.stdout
     doc = yaml.safe_load((out / "suite.yaml").read_text())
     ops = [node["op"] for s in doc["stages"] for node in s["graph"]]
-    for op in ("vsdk.relu", "vsdk.clamp", "vsdk.hardswish", "vsdk.hardsigmoid", "vsdk.sigmoid", "vsdk.tanh", "vsdk.exp", "vsdk.sqrt"):
+    for op in ("vsdk.batch_norm", "vsdk.relu", "vsdk.clamp", "vsdk.hardswish", "vsdk.hardsigmoid", "vsdk.sigmoid", "vsdk.tanh", "vsdk.exp", "vsdk.sqrt"):
         assert ops.count(op) == 1, (op, ops)
     clamp = next(node for s in doc["stages"] for node in s["graph"] if node["op"] == "vsdk.clamp")
     assert clamp["attrs"] == {"min": 0.0, "max": 6.0}, clamp

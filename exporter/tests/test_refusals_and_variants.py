@@ -19,13 +19,12 @@ def test_resnet18_is_refused_with_every_missing_operator_at_once(tmp_path: Path)
     out = tmp_path / "resnet18"
     r = vips_export([str(FIXTURES / "resnet18.graph.onnx"), "-o", str(out)])
     assert r.returncode == 2, r.stdout + r.stderr
-    for op in ("BatchNormalization ×20", "MaxPool ×1", "GlobalAveragePool ×1"):
+    for op in ("MaxPool ×1", "GlobalAveragePool ×1"):
         assert op in r.stderr, r.stderr
-    # ReLU is a catalog operator now: not among the refusals.
-    assert "Relu" not in r.stderr, r.stderr
+    # ReLU and batch norm are catalog operators now: not among the refusals.
+    assert "Relu" not in r.stderr and "BatchNormalization" not in r.stderr, r.stderr
     # Every use, with its node and stage, in one message.
-    assert r.stderr.count("BatchNormalization at ") == 20 and "/layer4/layer4.1/bn2/BatchNormalization" in r.stderr
-    assert "stage layer3.0" in r.stderr
+    assert "/maxpool/MaxPool" in r.stderr and "/global_pool/pool/GlobalAveragePool" in r.stderr, r.stderr
     assert not out.exists() and not any(tmp_path.iterdir()), "something partial was written"
 
 

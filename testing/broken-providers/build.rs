@@ -40,6 +40,7 @@ const MUTANTS: &[(&str, &str)] = &[
     ("hardsigmoid_keras", "c/mutant_hardsigmoid_keras.c"),
     ("sigmoid_overflowing", "c/mutant_sigmoid_overflowing.c"),
     ("tanh_overflowing", "c/mutant_tanh_overflowing.c"),
+    ("batch_norm_eps", "c/mutant_batch_norm_eps.c"),
 ];
 
 /// Compiles `source` (plus `extra` flags) into `OUT_DIR/lib<stem>.so` and

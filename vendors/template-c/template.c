@@ -38,7 +38,8 @@
  *                           vsdk.mul, vsdk.div, vsdk.cast
  *     data movement         vsdk.crop, vsdk.concat, vsdk.reshape, vsdk.permute
  *     linear, convolution   vsdk.linear, vsdk.conv2d
- *     normalisation         vsdk.softmax, vsdk.layer_norm, vsdk.rms_norm
+ *     normalisation         vsdk.softmax, vsdk.layer_norm, vsdk.rms_norm,
+ *                           vsdk.batch_norm
  *     attention             vsdk.sdpa
  *     resizes               vsdk.resize_pil_bicubic, vsdk.resize_pil_lanczos,
  *                           vsdk.resize_bicubic
@@ -122,7 +123,7 @@ static const char* const KERNELS[] = {
     "vsdk.sparse_conv3d", "vsdk.sparse_downsample_coords", "vsdk.sparse_downsample_index", "vsdk.segment_mean",
     "vsdk.gather_rows", "vsdk.repeat_rows", "vsdk.sparse_subdivide_coords", "vsdk.rasterize", "vsdk.interpolate",
     "vsdk.relu", "vsdk.clamp", "vsdk.sigmoid", "vsdk.tanh", "vsdk.exp", "vsdk.sqrt", "vsdk.rsqrt",
-    "vsdk.hardswish", "vsdk.hardsigmoid",
+    "vsdk.hardswish", "vsdk.hardsigmoid", "vsdk.batch_norm",
 };
 #define NUM_KERNELS (sizeof KERNELS / sizeof KERNELS[0])
 
@@ -964,6 +965,46 @@ static vsdk_status_t* k_rms_norm(const vsdk_kernel_call_t* c) {
   free(x);
   free(g);
   return NULL;
+}
+
+/* vsdk.batch_norm (inference): (x - mean[c]) / sqrt(var[c] + eps) * weight[c] + bias[c],
+ * channel axis 1 of [N, C, ...]. eps is the call's attribute (PyTorch's default 1e-5, but
+ * models set their own: never a constant here). */
+static float bn_eps_f(double eps) { return (float)eps; }
+
+static vsdk_status_t* k_batch_norm(const vsdk_kernel_call_t* c) {
+  const vsdk_tensor_t* xt = &c->inputs[0];
+  double eps;
+  size_t ch, inner = 1, n, i, k;
+  float *x, *p[4], *y = (float*)out_data(c);
+  vsdk_status_t* st = NULL;
+  int32_t d;
+  TRY(need_inputs(c, 5, 5));
+  TRY(need_f32(c));
+  TRY(attr_float(c, "eps", 1e-5, &eps));
+  if (!(eps > 0.0) || isinf(eps)) return INVALID("%s: eps must be finite and > 0", c->kernel);
+  if (xt->ndim < 2) return INVALID("%s: input must be [N, C, ...]", c->kernel);
+  ch = (size_t)xt->shape[1];
+  for (k = 1; k < 5; k++)
+    if (c->inputs[k].ndim != 1 || (size_t)c->inputs[k].shape[0] != ch)
+      return INVALID("%s: input %u must have one value per channel", c->kernel, (unsigned)k);
+  for (d = 2; d < xt->ndim; d++) inner *= (size_t)xt->shape[d];
+  TRY(check_output(c, F32, xt->ndim, xt->shape));
+  TRY(load_f32(c, 0, &x));
+  for (k = 0; k < 4; k++) p[k] = NULL;
+  for (k = 0; k < 4 && st == NULL; k++) st = load_f32(c, (uint64_t)(k + 1), &p[k]);
+  if (st == NULL) {
+    n = numel(xt);
+    for (i = 0; i < n; i++) {
+      size_t ci = ch ? (i / (inner ? inner : 1)) % ch : 0;
+      /* (bn_eps_f)(...), not bn_eps_f(...): a test's mutant of this template swaps the function. */
+      float s = sqrtf(p[1][ci] + (bn_eps_f)(eps));
+      y[i] = (x[i] - p[0][ci]) / s * p[2][ci] + p[3][ci];
+    }
+  }
+  free(x);
+  for (k = 0; k < 4; k++) free(p[k]);
+  return st;
 }
 
 /* --- attention ----------------------------------------------------------- */
@@ -2012,6 +2053,7 @@ static vsdk_status_t* execute(vsdk_provider_t* p, const vsdk_kernel_call_t* c) {
   if (!strcmp(k, "vsdk.softmax")) return k_softmax(c);
   if (!strcmp(k, "vsdk.layer_norm")) return k_layer_norm(c);
   if (!strcmp(k, "vsdk.rms_norm")) return k_rms_norm(c);
+  if (!strcmp(k, "vsdk.batch_norm")) return k_batch_norm(c);
   if (!strcmp(k, "vsdk.sdpa")) return k_sdpa(c);
   if (!strcmp(k, "vsdk.resize_pil_bicubic")) return k_resize_pil(c, cubic_half, 2.0);
   if (!strcmp(k, "vsdk.resize_pil_lanczos")) return k_resize_pil(c, lanczos3, 3.0);

@@ -69,9 +69,10 @@ pub enum Op {
     Rsqrt,
     HardSwish,
     HardSigmoid,
+    BatchNorm,
 }
 
-pub const ALL_OPS: [Op; 41] = [
+pub const ALL_OPS: [Op; 42] = [
     Op::ResizePilBicubic,
     Op::ResizePilLanczos,
     Op::ResizeBicubic,
@@ -113,6 +114,7 @@ pub const ALL_OPS: [Op; 41] = [
     Op::Rsqrt,
     Op::HardSwish,
     Op::HardSigmoid,
+    Op::BatchNorm,
 ];
 
 impl Op {
@@ -159,6 +161,7 @@ impl Op {
             Op::Rsqrt => "vsdk.rsqrt",
             Op::HardSwish => "vsdk.hardswish",
             Op::HardSigmoid => "vsdk.hardsigmoid",
+            Op::BatchNorm => "vsdk.batch_norm",
         }
     }
 
@@ -217,7 +220,7 @@ impl Op {
             Op::Reshape => &["shape"],
             Op::Permute => &["perm"],
             Op::LayerNorm => &["axis", "eps"],
-            Op::RmsNorm => &["eps"],
+            Op::RmsNorm | Op::BatchNorm => &["eps"],
             Op::Sdpa => &["scale"],
             Op::Add | Op::Sub | Op::Mul | Op::Div | Op::Linear => &[],
             Op::Gelu | Op::GeluTanh | Op::Silu | Op::Sin | Op::Cos => &[],
@@ -264,6 +267,11 @@ pub enum Node {
     },
     Softmax {
         axis: usize,
+    },
+    /// Inference: inputs x [N, C, ...], running mean, running var, weight,
+    /// bias (each [C]).
+    BatchNorm {
+        eps: f64,
     },
     Sdpa(Sdpa),
     Gelu,
@@ -418,6 +426,7 @@ impl Node {
             Op::Conv2d | Op::Linear => (2, 3),
             Op::RmsNorm => (2, 2),
             Op::LayerNorm | Op::Sdpa => (3, 3),
+            Op::BatchNorm => (5, 5),
             Op::SparseConv3d => (3, 4),
             Op::SegmentMean | Op::GatherRows => (2, 2),
             Op::Rasterize => (2, 2),
@@ -460,6 +469,7 @@ impl Node {
             Op::Gelu => elementwise::unary,
             Op::LayerNorm => normalization::layer_norm,
             Op::RmsNorm => normalization::rms_norm,
+            Op::BatchNorm => normalization::batch_norm,
             Op::Softmax => normalization::softmax,
             Op::Linear => linear::linear,
             Op::Conv2d => linear::conv2d,

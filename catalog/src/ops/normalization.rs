@@ -1,4 +1,5 @@
-//! Normalisation over an axis: layer norm, RMS norm, softmax.
+//! Normalisation: layer norm, RMS norm and softmax over an axis; inference
+//! batch norm with running statistics per channel.
 
 use super::{Check, Inferred};
 use crate::{Attrs, DType, Node, Op, TensorSpec};
@@ -61,6 +62,43 @@ pub(super) fn rms_norm(
     Ok((Node::RmsNorm { eps }, out(x.shape.clone())))
 }
 
+pub(super) fn batch_norm(
+    _op: Op,
+    c: &Check,
+    attrs: &Attrs,
+    inputs: &[TensorSpec],
+    dtype: DType,
+) -> Inferred {
+    let x = &inputs[0];
+    if x.shape.len() < 2 {
+        return c.fail(format!(
+            "input must be [N, C, ...] (rank >= 2), got shape {:?}",
+            x.shape
+        ));
+    }
+    let eps = attrs.float(c.kernel, "eps")?.unwrap_or(1e-5);
+    // eps > 0 keeps a channel of variance 0 defined.
+    if !(eps > 0.0 && eps.is_finite()) {
+        return c.attr("eps", format!("expected a finite value > 0, got {eps}"));
+    }
+    let ch = x.shape[1];
+    for (i, name) in [(1, "mean"), (2, "var"), (3, "weight"), (4, "bias")] {
+        if inputs[i].shape != [ch] {
+            return c.fail(format!(
+                "{name} must have shape [{ch}] (one per channel), got {:?}",
+                inputs[i].shape
+            ));
+        }
+    }
+    Ok((
+        Node::BatchNorm { eps },
+        vec![TensorSpec {
+            dtype,
+            shape: x.shape.clone(),
+        }],
+    ))
+}
+
 pub(super) fn softmax(
     _op: Op,
     c: &Check,
@@ -108,5 +146,38 @@ mod tests {
         let (node, _) = Node::infer(Op::RmsNorm, &attrs, &[x.clone(), f32s(&[8])]).unwrap();
         assert_eq!(node, Node::RmsNorm { eps: 1e-6 });
         assert!(Node::infer(Op::RmsNorm, &Attrs::new(), &[f32s(&[]), f32s(&[])]).is_err());
+    }
+
+    #[test]
+    fn batch_norm_takes_per_channel_statistics_and_a_positive_eps() {
+        let x = TensorSpec::new(DType::F32, &[2, 3, 5, 7]);
+        let c3 = TensorSpec::new(DType::F32, &[3]);
+        let five = |x: &TensorSpec, p: &TensorSpec| {
+            vec![x.clone(), p.clone(), p.clone(), p.clone(), p.clone()]
+        };
+        let eps = Attrs::new().with("eps", AttrValue::Float(1e-3));
+        let (n, out) = Node::infer(Op::BatchNorm, &eps, &five(&x, &c3)).unwrap();
+        assert_eq!((n, out), (Node::BatchNorm { eps: 1e-3 }, vec![x.clone()]));
+        let (n, _) = Node::infer(Op::BatchNorm, &Attrs::new(), &five(&x, &c3)).unwrap();
+        assert_eq!(n, Node::BatchNorm { eps: 1e-5 });
+        // Rank 2 ([N, C]) is a batch norm too; rank 1 is not.
+        let x2 = TensorSpec::new(DType::F32, &[4, 3]);
+        assert!(Node::infer(Op::BatchNorm, &Attrs::new(), &five(&x2, &c3)).is_ok());
+        let x1 = TensorSpec::new(DType::F32, &[3]);
+        let err = Node::infer(Op::BatchNorm, &Attrs::new(), &five(&x1, &c3)).unwrap_err();
+        assert!(err.to_string().contains("[N, C, ...]"), "{err}");
+        let c4 = TensorSpec::new(DType::F32, &[4]);
+        let mut wrong = five(&x, &c3);
+        wrong[2] = c4;
+        let err = Node::infer(Op::BatchNorm, &Attrs::new(), &wrong).unwrap_err();
+        assert!(err.to_string().contains("var must have shape [3]"), "{err}");
+        for bad in [0.0, -1e-5, f64::INFINITY] {
+            let a = Attrs::new().with("eps", AttrValue::Float(bad));
+            assert!(
+                Node::infer(Op::BatchNorm, &a, &five(&x, &c3)).is_err(),
+                "{bad}"
+            );
+        }
+        assert!(Node::infer(Op::BatchNorm, &Attrs::new(), &five(&x, &c3)[..4]).is_err());
     }
 }

@@ -46,3 +46,5 @@ pub const MUTANT_HARDSIGMOID_KERAS: &str = env!("VSDK_MUTANT_HARDSIGMOID_KERAS")
 pub const MUTANT_SIGMOID_OVERFLOWING: &str = env!("VSDK_MUTANT_SIGMOID_OVERFLOWING");
 /// The C template whose `vsdk.tanh` is `(exp(2x) − 1)/(exp(2x) + 1)` (NaN past x = 44.4).
 pub const MUTANT_TANH_OVERFLOWING: &str = env!("VSDK_MUTANT_TANH_OVERFLOWING");
+/// The C template whose `vsdk.batch_norm` uses eps 1e-3 (Keras's default) whatever the call says.
+pub const MUTANT_BATCH_NORM_EPS: &str = env!("VSDK_MUTANT_BATCH_NORM_EPS");

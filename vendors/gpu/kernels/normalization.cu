@@ -74,6 +74,18 @@ __device__ void vips_softmax(const T* x, T* out, vips_i64 rows, vips_i64 len, vi
 }
 
 /* The exported kernels: vips_{layer_norm,rms_norm,softmax}_<dtype>, for each float type. */
+/* vsdk.batch_norm (inference): one thread per element, channel axis 1 of [N, C, inner];
+ * the statistics unfolded, (x - mean) / sqrt(var + eps) * w + b, in float32. */
+template <class T>
+__device__ void vips_batch_norm(const T* x, const T* mean, const T* var, const T* w, const T* b, T* out,
+                                vips_i64 n, vips_i64 channels, vips_i64 inner, float eps) {
+  for (vips_i64 i = vips_global_id(); i < n; i += vips_grid_stride()) {
+    const vips_i64 c = (i / inner) % channels;
+    const float s = sqrtf(vips_load(var + c) + eps);
+    vips_store(out + i, (vips_load(x + i) - vips_load(mean + c)) / s * vips_load(w + c) + vips_load(b + c));
+  }
+}
+
 #define VIPS_NORMALIZATION_KERNELS(sfx, T)                                                      \
   VIPS_KERNEL vips_layer_norm_##sfx(              \
       const T* x, const T* w, const T* b, T* out, vips_i64 rows, vips_i64 len, float eps) {    \
@@ -85,6 +97,11 @@ __device__ void vips_softmax(const T* x, T* out, vips_i64 rows, vips_i64 len, vi
     vips_rms_norm<T>(x, g, out, rows, len, glen, eps);                                         \
   }                                                                                            \
   VIPS_REGISTER(vips_rms_norm_##sfx)                                                           \
+  VIPS_KERNEL vips_batch_norm_##sfx(const T* x, const T* mean, const T* var, const T* w, const T* b, \
+                                    T* out, vips_i64 n, vips_i64 channels, vips_i64 inner, float eps) { \
+    vips_batch_norm<T>(x, mean, var, w, b, out, n, channels, inner, eps);                     \
+  }                                                                                            \
+  VIPS_REGISTER(vips_batch_norm_##sfx)                                                         \
   VIPS_KERNEL                                     \
       vips_softmax_##sfx(const T* x, T* out, vips_i64 rows, vips_i64 len, vips_i64 inner) {    \
     vips_softmax<T>(x, out, rows, len, inner);                                                       \

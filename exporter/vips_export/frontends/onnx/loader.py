@@ -580,6 +580,13 @@ class _Lowering:
             return True
         if op == "Clip":
             return self.clip(n)
+        if op == "BatchNormalization":
+            if int(a.get("training_mode", 0)) != 0 or len([o for o in n.outputs if o]) > 1:
+                raise ExportError("BatchNormalization in training mode (the batch's own statistics) has no catalog operator")
+            x, scale, bias, mean, var = self.ins(n, ("x", "weight", "bias", "running_mean", "running_var"))
+            eps = float(str(np.float32(a.get("epsilon", 1e-5))))
+            self.emit(n, "vsdk.batch_norm", [x, mean, var, scale, bias], out, {"eps": eps})
+            return True
         if op == "Gelu":
             kind = "vsdk.gelu_tanh" if a.get("approximate", b"none") in (b"tanh", "tanh") else "vsdk.gelu"
             self.emit(n, kind, self.ins(n), out)

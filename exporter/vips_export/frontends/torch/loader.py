@@ -41,6 +41,13 @@ _UNARY = {
     "hardswish": "vsdk.hardswish",
     "hardsigmoid": "vsdk.hardsigmoid",
 }
+# ATen's inference batch norms: the positions of (running_mean, running_var, training, eps) among
+# their arguments (input, weight, bias first), and whether they return a tuple.
+_BATCH_NORMS = {
+    "_native_batch_norm_legit_no_training": (3, 4, None, 6, True),
+    "native_batch_norm": (3, 4, 5, 7, True),
+    "batch_norm": (3, 4, 5, 7, False),
+}
 # ATen's clamps: the positions of (min, max) among the arguments, and their defaults.
 _CLAMPS = {"clamp": (1, 2, None, None), "hardtanh": (1, 2, -1.0, 1.0), "clamp_min": (1, None, None, None), "clamp_max": (None, 1, None, None)}
 _RESHAPES = {"view", "reshape", "_unsafe_view", "flatten", "unsqueeze", "squeeze", "unflatten"}
@@ -171,6 +178,28 @@ class _Lowering:
             return self.scalar(a, node.name)
         raise ExportError(f"{node.name}: unexpected argument {a!r}")
 
+    def batch_norm(self, node, t: str, args: Sequence[Any]) -> bool:
+        """Inference batch norm (running statistics) -> `vsdk.batch_norm`; in training mode the
+        batch's own statistics are used, which no catalog operator computes."""
+        at_mean, at_var, at_training, at_eps, tuple_out = _BATCH_NORMS[t]
+        if at_training is not None and bool(args[at_training]):
+            raise ExportError(f"{node.name}: aten.{t} in training mode (the batch's own statistics): export the model in eval()")
+        x = args[0]
+        ch = int(x.meta["val"].shape[1])
+        ones = lambda what, fill: self.const(f"{node.name}.{what}", self.torch.full((ch,), fill))
+        w = self.arg(args[1], node) if args[1] is not None else ones("ones", 1.0)
+        b = self.arg(args[2], node) if args[2] is not None else ones("zeros", 0.0)
+        ins = [self.arg(x, node), self.arg(args[at_mean], node), self.arg(args[at_var], node), w, b]
+        eps = float(args[at_eps]) if len(args) > at_eps else 1e-5
+        if not tuple_out:
+            self.emit(node, "vsdk.batch_norm", ins, {"eps": eps})
+            return True
+        out = f"{node.name}.0"
+        spec = Spec(tuple(int(d) for d in x.meta["val"].shape), _DTYPES[str(x.meta["val"].dtype)])
+        self.emit(node, "vsdk.batch_norm", ins, {"eps": eps}, output=out, spec=spec)
+        self.lists[node.name] = [out]  # the saved statistics (outputs 1, 2) are training's
+        return True
+
     def clamp(self, node, t: str, args: Sequence[Any]) -> bool:
         """`clamp`, `clamp_min`, `clamp_max`, `hardtanh` (ReLU6) with number bounds -> `vsdk.clamp`;
         tensor bounds have no catalog operator."""
@@ -296,6 +325,8 @@ class _Lowering:
             if parts is None:
                 # Part of a multi-output operator already listed as unsupported.
                 return any(u.where == args[0].name or u.source == _source(args[0]) for u in self.g.unsupported)
+            if int(args[1]) >= len(parts):
+                raise ExportError(f"{node.name}: output {args[1]} of {args[0].name} (a batch norm's saved statistics are training's) has no catalog operator")
             self.alias[node.name] = parts[args[1]]
             self.g.framework_names[parts[args[1]]] = node.name
             return True
@@ -317,6 +348,8 @@ class _Lowering:
             return True
         if t in _CLAMPS:
             return self.clamp(node, t, args)
+        if t in _BATCH_NORMS:
+            return self.batch_norm(node, t, args)
         if t == "gelu":
             approx = node.kwargs.get("approximate", args[1] if len(args) > 1 else "none")
             self.emit(node, "vsdk.gelu_tanh" if approx == "tanh" else "vsdk.gelu", [self.arg(args[0], node)])

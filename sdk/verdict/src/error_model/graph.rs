@@ -98,11 +98,14 @@ pub fn stage_reference(
         if ev.accumulates || node.inputs.iter().any(|n| summed.contains(n)) {
             summed.insert(node.output.clone());
         }
-        let broadcast_error = matches!(node.op, Op::Add | Op::Sub | Op::Mul | Op::Div)
-            && node
-                .inputs
-                .iter()
-                .any(|n| vars.contains_key(n) && specs[n].numel() < out_spec.numel());
+        // A batch norm's per-channel scale is computed once per channel: its
+        // rounding is shared by the channel's elements, as a broadcast's is.
+        let broadcast_error = node.op == Op::BatchNorm
+            || matches!(node.op, Op::Add | Op::Sub | Op::Mul | Op::Div)
+                && node
+                    .inputs
+                    .iter()
+                    .any(|n| vars.contains_key(n) && specs[n].numel() < out_spec.numel());
         if broadcast_error || node.inputs.iter().any(|n| shared.contains(n)) {
             shared.insert(node.output.clone());
         }

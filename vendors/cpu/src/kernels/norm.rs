@@ -81,6 +81,32 @@ pub fn rms_norm_row<T: Real>(row: &[T], g: &[T], eps: f64, o: &mut [T]) {
     }
 }
 
+/// Inference batch norm over axis 1: `(x − mean[c]) / √(var[c] + eps) ·
+/// weight[c] + bias[c]`, in float64 per element (the reference's form, the
+/// statistics unfolded).
+pub fn batch_norm<T: Real>(ins: &[ArrayViewD<T>], eps: f64, mut out: ArrayViewMutD<T>) {
+    let x = ins[0].as_standard_layout();
+    let xs = x.as_slice().expect("compact");
+    let shape = x.shape();
+    let (ch, inner) = (shape[1], shape[2..].iter().product::<usize>());
+    if ch == 0 || inner == 0 || xs.is_empty() {
+        return;
+    }
+    let per = |i: usize| -> Vec<f64> { ins[i].iter().map(|v| v.wide()).collect() };
+    let (mean, var, w, b) = (per(1), per(2), per(3), per(4));
+    let out = out.as_slice_mut().expect("outputs are compact");
+    out.par_chunks_mut(inner)
+        .zip(xs.par_chunks(inner))
+        .enumerate()
+        .for_each(|(r, (o, plane))| {
+            let c = r % ch;
+            let s = (var[c] + eps).sqrt();
+            for (o, x) in o.iter_mut().zip(plane) {
+                *o = T::lit((x.wide() - mean[c]) / s * w[c] + b[c]);
+            }
+        });
+}
+
 /// Softmax of one contiguous row, in place: max-subtracted, sum in f64, as
 /// the float64 reference computes it (and any row holding NaN or infinity).
 pub fn softmax_row_plain<T: Real>(row: &mut [T]) {

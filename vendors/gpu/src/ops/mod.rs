@@ -341,6 +341,7 @@ fn dispatch<B: Backend>(
         Node::Conv2d(conv) => linear::conv2d(c, ins, conv, out),
         Node::LayerNorm { axis, eps } => normalization::layer_norm(c, ins, axis, eps, out),
         Node::RmsNorm { eps } => normalization::rms_norm(c, ins, eps, out),
+        Node::BatchNorm { eps } => normalization::batch_norm(c, ins, eps, out),
         Node::Softmax { axis } => normalization::softmax(c, ins, axis, out),
         Node::Sdpa(s) => attention::sdpa(c, ins, s, out),
         Node::ResizeBicubic(r) => resize::bicubic(c, &ins[0], r, out),

@@ -1,7 +1,7 @@
 //! Normalisation over an axis (layer norm, RMS norm, softmax): a block per
 //! row, the blocks striding over the rows.
 
-use super::{int, ptr, row_grid, suffix, Arg, Call};
+use super::{grid_for, int, ptr, row_grid, suffix, Arg, Call};
 use crate::backend::Backend;
 use vsdk_provider_kit::{ProviderError, TensorArg};
 
@@ -53,6 +53,31 @@ pub(super) fn rms_norm<B: Backend>(
     ];
     let kernel = format!("vips_rms_norm_{}", suffix(out.dtype)?);
     c.launch(&kernel, row_grid(rows), 0, args)
+}
+
+pub(super) fn batch_norm<B: Backend>(
+    c: &mut Call<B>,
+    ins: &[TensorArg],
+    eps: &f64,
+    out: &TensorArg,
+) -> Result<(), ProviderError> {
+    let n = out.numel();
+    let mut args = Vec::with_capacity(9);
+    for t in ins {
+        args.push(Arg::Ptr(c.compact(t)?));
+    }
+    let channels = ins[0].shape[1];
+    let inner: usize = ins[0].shape[2..].iter().product();
+    args.extend([
+        Arg::Ptr(ptr(out)),
+        Arg::I64(int(n, "size")?),
+        Arg::I64(int(channels, "the number of channels")?),
+        Arg::I64(int(inner, "a channel's plane")?),
+        // Below float32's normal range eps would flush to 0 (var 0: 0/0).
+        Arg::F32((*eps as f32).max(f32::MIN_POSITIVE)),
+    ]);
+    let kernel = format!("vips_batch_norm_{}", suffix(out.dtype)?);
+    c.launch(&kernel, grid_for(n), 0, args)
 }
 
 pub(super) fn softmax<B: Backend>(

@@ -165,6 +165,7 @@ pub(super) fn of(op: Op, dtype: DType, needed: &Needed, seed: u64) -> Vec<Case> 
         Op::Softmax => softmax(&mut c),
         Op::LayerNorm => layer_norm(&mut c),
         Op::RmsNorm => rms_norm(&mut c),
+        Op::BatchNorm => batch_norm(&mut c),
         Op::Linear => linear(&mut c),
         Op::Sdpa => sdpa(&mut c),
         Op::Conv2d => conv2d(&mut c),

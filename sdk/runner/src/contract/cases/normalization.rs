@@ -150,3 +150,73 @@ pub(super) fn rms_norm(c: &mut Cases) {
         vec![input(&shape, x, d, None), input(&shape, g, d, None)],
     );
 }
+
+/// Inference batch norm: views of `[N, C, H, W]`, channels whose running
+/// variance is 0 (the result is `(x − mean)/√eps`: an eps ignored or
+/// misplaced shows at once), a mean thousands of times the spread (the folded
+/// `x·k + (b − mean·k)` cancels) and `[N, C]` of an MLP.
+pub(super) fn batch_norm(c: &mut Cases) {
+    let d = c.dtype;
+    let attrs = c.kept(&["eps"]);
+    let stats = |c: &mut Cases, ch: usize, zero_var: bool, centre: f64| -> Vec<Vec<f64>> {
+        let mean: Vec<f64> = (0..ch).map(|_| centre + c.rng.normal()).collect();
+        let var: Vec<f64> = (0..ch)
+            .map(|i| {
+                if zero_var && i % 2 == 0 {
+                    0.0
+                } else {
+                    0.2 + 3.0 * c.rng.unit()
+                }
+            })
+            .collect();
+        let w = gains(c, &[ch]);
+        let b = c.normals(&[ch], 0.5);
+        vec![mean, var, w, b]
+    };
+    let with_stats = |x: Input, s: Vec<Vec<f64>>| {
+        let ch = s[0].len();
+        let mut v = vec![x];
+        v.extend(s.into_iter().map(|p| input(&[ch], p, d, None)));
+        v
+    };
+    let shape = [2, 6, 5, 7];
+    for (variant, about, layout) in c.layouts(&shape) {
+        let x = c.normals(&shape, 2.0);
+        let s = stats(c, 6, false, 0.0);
+        c.add(
+            variant,
+            about,
+            attrs.clone(),
+            with_stats(input(&shape, x, d, Some(layout)), s),
+        );
+    }
+    let s = stats(c, 6, true, 0.0);
+    let x: Vec<f64> = (0..2 * 6 * 35)
+        .map(|e| s[0][(e / 35) % 6] + 1e-3 * c.rng.normal())
+        .collect();
+    c.add(
+        "zero-variance",
+        "every other channel's running variance 0, x within 1e-3 of its mean: (x − mean)/√eps",
+        attrs.clone(),
+        with_stats(input(&[2, 6, 5, 7], x, d, None), s),
+    );
+    let (centre, spread) = large_mean(d);
+    let s = stats(c, 6, false, centre);
+    let x: Vec<f64> = (0..2 * 6 * 35)
+        .map(|e| s[0][(e / 35) % 6] + spread * c.rng.normal())
+        .collect();
+    c.add(
+        "large-mean",
+        "running means thousands of times the spread (the folded x·k + (b − mean·k) cancels)",
+        attrs.clone(),
+        with_stats(input(&[2, 6, 5, 7], x, d, None), s),
+    );
+    let s = stats(c, 6, false, 0.0);
+    let x = c.normals(&[37, 6], 2.0);
+    c.add(
+        "rank-2",
+        "[N, C] (BatchNorm1d after a linear layer)",
+        attrs,
+        with_stats(input(&[37, 6], x, d, None), s),
+    );
+}

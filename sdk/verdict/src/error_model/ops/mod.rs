@@ -327,6 +327,7 @@ pub(super) fn evaluate(r: &Reference, c: &Call) -> Result<Evaluated, Error> {
             affine(|lambda| layer_norm_local(c.inputs, *axis, *eps, p, lambda))
         }
         Node::RmsNorm { eps } => affine(|lambda| rms_norm_local(c.inputs, *eps, p, lambda)),
+        Node::BatchNorm { eps } => exact(batch_norm_local(c.inputs, *eps, &v, p)),
         Node::Sdpa(s) => {
             let (fixed, scaled, _) = sdpa(c.inputs, s.scale, None, p);
             (fixed, scaled)
@@ -517,6 +518,7 @@ fn sigma(
         }
         Node::LayerNorm { axis, eps } => layer_norm_sigma(c.inputs, *axis, *eps, p),
         Node::RmsNorm { eps } => rms_norm_sigma(c.inputs, *eps, p),
+        Node::BatchNorm { eps } => batch_norm_sigma(c.inputs, *eps, v, stored, p),
         Node::Sdpa(s) => sdpa_sigma(c.inputs, s.scale, p),
         // Coordinates and taps computed in float32 make the resize's error
         // depend on the implementation's arithmetic more than on rounding:
@@ -754,6 +756,10 @@ pub(super) fn propagate(
         Node::RmsNorm { eps } => {
             let vars: Vec<HostTensor> = (0..2).map(var).collect();
             dense(out_shape, rms_norm_propagate(c.inputs, *eps, &vars))
+        }
+        Node::BatchNorm { eps } => {
+            let vars: Vec<HostTensor> = (0..5).map(var).collect();
+            dense(out_shape, batch_norm_propagate(c.inputs, *eps, &vars))
         }
         Node::Sdpa(s) => {
             let vars: Vec<HostTensor> = (0..3).map(var).collect();

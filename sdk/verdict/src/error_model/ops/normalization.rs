@@ -342,3 +342,116 @@ pub(super) fn rms_norm_propagate(
     }
     prop
 }
+
+/// One element of an inference batch norm: its channel's statistics and the
+/// element's own terms.
+pub(super) struct BatchNormElement {
+    /// `weight / √(var + eps)`: the slope in x (and, negated, in mean).
+    pub k: f64,
+    /// `x − mean`.
+    pub centred: f64,
+    pub x: f64,
+    pub mean: f64,
+    pub bias: f64,
+    /// `weight · x̂ / (2·(var + eps))`: the slope in var, negated.
+    pub k_var: f64,
+    /// `x̂ = (x − mean) / √(var + eps)`: the slope in weight.
+    pub normalized: f64,
+}
+
+/// Every element of a batch norm of `inputs` (x, mean, var, weight, bias),
+/// row-major over x's shape, channel axis 1.
+pub(super) fn batch_norm_elements(inputs: &[&HostTensor], eps: f64) -> Vec<BatchNormElement> {
+    let shape = &inputs[0].spec.shape;
+    let (ch, inner) = (shape[1].max(1), shape[2..].iter().product::<usize>().max(1));
+    let per: Vec<Vec<f64>> = (1..5).map(|i| inputs[i].to_f64_vec()).collect();
+    inputs[0]
+        .f64_values()
+        .iter()
+        .enumerate()
+        .map(|(e, &x)| {
+            let c = (e / inner) % ch;
+            let (mean, var, w, b) = (per[0][c], per[1][c], per[2][c], per[3][c]);
+            let s2 = var + eps;
+            let s = s2.sqrt();
+            let normalized = (x - mean) / s;
+            BatchNormElement {
+                k: w / s,
+                centred: x - mean,
+                x,
+                mean,
+                bias: b,
+                k_var: w * normalized / (2.0 * s2),
+                normalized,
+            }
+        })
+        .collect()
+}
+
+/// The magnitude a batch norm's roundings scale with: the unfolded form's
+/// `|k·(x − mean)|` and the folded form's `x·k + (b − mean·k)`, whose two
+/// products cancel where the mean is large against the spread.
+fn batch_norm_magnitude(t: &BatchNormElement) -> f64 {
+    t.k.abs() * (t.x.abs() + t.mean.abs()) + (t.k * t.centred).abs() + t.bias.abs()
+}
+
+/// `u·|v| + 4·u_acc·m + tiny`, `m` as [`batch_norm_magnitude`]: the
+/// subtraction, the root of var + eps, the division, the product and the
+/// bias, or the folded form's two products and two sums.
+pub(super) fn batch_norm_local(
+    inputs: &[&HostTensor],
+    eps: f64,
+    v: &[f64],
+    p: Precision,
+) -> Vec<f64> {
+    batch_norm_elements(inputs, eps)
+        .iter()
+        .zip(v)
+        .map(|(t, &v)| p.u * v.abs() + 4.0 * p.u_acc * batch_norm_magnitude(t) + p.tiny)
+        .collect()
+}
+
+/// The folded form's roundings: `x·k`, `mean·k`, `b − mean·k` and the sum.
+/// (The channel's scale, computed once per channel, rounds the same way for
+/// all its elements: the stage marks the output `shared`, graph.rs.)
+pub(super) fn batch_norm_sigma(
+    inputs: &[&HostTensor],
+    eps: f64,
+    v: &[f64],
+    stored: impl Fn(f64) -> f64,
+    p: Precision,
+) -> Vec<f64> {
+    batch_norm_elements(inputs, eps)
+        .iter()
+        .zip(v)
+        .map(|(t, &v)| {
+            let shift = t.bias - t.mean * t.k;
+            let terms = (t.x * t.k).powi(2) + (t.mean * t.k).powi(2) + shift * shift + v * v;
+            stored(v) + p.u_acc * p.u_acc / 3.0 * terms
+        })
+        .collect()
+}
+
+/// `k²·(V_x + V_mean) + k_var²·V_var + x̂²·V_weight + V_bias`; the
+/// statistics' variances are per channel.
+pub(super) fn batch_norm_propagate(
+    inputs: &[&HostTensor],
+    eps: f64,
+    vars: &[HostTensor],
+) -> Vec<f64> {
+    let shape = &inputs[0].spec.shape;
+    let (ch, inner) = (shape[1].max(1), shape[2..].iter().product::<usize>().max(1));
+    let vx = vars[0].f64_values();
+    let per: Vec<Vec<f64>> = (1..5).map(|i| vars[i].to_f64_vec()).collect();
+    batch_norm_elements(inputs, eps)
+        .iter()
+        .enumerate()
+        .map(|(e, t)| {
+            let c = (e / inner) % ch;
+            t.k * t.k * (vx[e] + per[0][c])
+                + t.k_var * t.k_var * per[1][c]
+                + t.normalized * t.normalized * per[2][c]
+                + per[3][c]
+        })
+        .collect()
+}
