@@ -8,12 +8,11 @@
 //! each template mutant fails exactly the stages (or contract cases) of its
 //! operator, and drill-down names it.
 
-use std::path::Path;
+use crate::common::suites::{self, assert_passes, device, fresh_seed, run};
 use vips_sdk::compare::Tier;
-use vips_sdk::golden::GoldenFile;
-use vips_sdk::runner::{self, Mode, RunOptions, RunReport, Status};
+use vips_sdk::runner::{Mode, Status};
 use vips_sdk::suite::Suite;
-use vips_sdk::{Device, Provider};
+use vips_sdk::Device;
 
 /// Every operator of this family, as contract cases name them.
 const OPS: [&str; 9] = [
@@ -27,13 +26,6 @@ const OPS: [&str; 9] = [
     "vsdk.hardswish@1",
     "vsdk.hardsigmoid@1",
 ];
-
-fn device(path_or_name: &str) -> Device {
-    Provider::open_by_name(path_or_name)
-        .unwrap()
-        .device(0)
-        .unwrap()
-}
 
 /// The suite, its seeded tensors drawn from `seed`.
 fn suite(seed: u64, cpu: &Device) -> Suite {
@@ -120,64 +112,7 @@ stages:
         s4 = seed + 4,
         s5 = seed + 5,
     );
-    let doc = vips_sdk::document::Document::parse(Path::new("activations.yaml"), &text).unwrap();
-    let bytes = vips_sdk::generate::generate(&doc, cpu, &[]).unwrap();
-    Suite::new(
-        doc,
-        GoldenFile::from_bytes(Path::new("activations.golden"), bytes).unwrap(),
-    )
-    .unwrap()
-}
-
-fn fresh_seed() -> u64 {
-    let seed = u64::from(rand::random::<u32>());
-    eprintln!("seed {seed}");
-    seed
-}
-
-fn run(
-    suite: &Suite,
-    dev: &Device,
-    cpu: &Device,
-    mode: Mode,
-    tiers: &[Tier],
-    contract: bool,
-) -> RunReport {
-    let opts = RunOptions {
-        mode,
-        tiers: tiers.to_vec(),
-        contract,
-        ..RunOptions::default()
-    };
-    runner::run(suite, dev, cpu, &opts).unwrap()
-}
-
-/// Every stage and every contract case passed; the contract covered every
-/// operator of the family.
-fn assert_passes(r: &RunReport, what: &str) {
-    for t in &r.tiers {
-        for s in t.stages.iter().chain(&t.contract) {
-            assert_eq!(
-                s.status,
-                Status::Pass,
-                "{what} {:?} {}: {:?} {:#?}",
-                t.tier,
-                s.stage,
-                s.reason,
-                s.outputs
-            );
-        }
-        if !t.contract.is_empty() {
-            for op in OPS {
-                assert!(
-                    t.contract.iter().any(|c| c.stage.starts_with(op)),
-                    "{what} {:?}: no contract case of {op}",
-                    t.tier
-                );
-            }
-        }
-    }
-    assert!(r.passed, "{what}");
+    suites::from_yaml("activations", &text, cpu)
 }
 
 #[test]
@@ -188,10 +123,12 @@ fn the_cpu_provider_passes_at_every_tier_in_both_modes() {
     assert_passes(
         &run(&s, &cpu, &cpu, Mode::Isolated, &tiers, true),
         "cpu isolated",
+        OPS,
     );
     assert_passes(
         &run(&s, &cpu, &cpu, Mode::Chained, &tiers, false),
         "cpu chained",
+        OPS,
     );
 }
 
@@ -203,10 +140,12 @@ fn the_c_template_passes_in_both_modes() {
     assert_passes(
         &run(&s, &tmpl, &cpu, Mode::Isolated, &[Tier::Fp32], true),
         "template isolated",
+        OPS,
     );
     assert_passes(
         &run(&s, &tmpl, &cpu, Mode::Chained, &[Tier::Fp32], false),
         "template chained",
+        OPS,
     );
 }
 
@@ -219,10 +158,12 @@ fn the_simt_provider_passes_at_every_gpu_tier() {
     assert_passes(
         &run(&s, &simt, &cpu, Mode::Isolated, &tiers, true),
         "simt isolated",
+        OPS,
     );
     assert_passes(
         &run(&s, &simt, &cpu, Mode::Chained, &[Tier::Fp32], false),
         "simt chained",
+        OPS,
     );
 }
 

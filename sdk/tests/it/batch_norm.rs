@@ -5,19 +5,11 @@
 //! C template and the SIMT provider pass every stage and the kernel contract;
 //! a template with Keras's eps (1e-3) for the call's fails every stage.
 
-use std::path::Path;
+use crate::common::suites::{self, assert_passes, device, fresh_seed, run};
 use vips_sdk::compare::Tier;
-use vips_sdk::golden::GoldenFile;
-use vips_sdk::runner::{self, Mode, RunOptions, RunReport, Status};
+use vips_sdk::runner::{Mode, Status};
 use vips_sdk::suite::Suite;
-use vips_sdk::{Device, Provider};
-
-fn device(path_or_name: &str) -> Device {
-    Provider::open_by_name(path_or_name)
-        .unwrap()
-        .device(0)
-        .unwrap()
-}
+use vips_sdk::Device;
 
 /// The suite, its seeded tensors drawn from `seed`.
 fn suite(seed: u64, cpu: &Device) -> Suite {
@@ -82,64 +74,7 @@ stages:
         g_b = bn("b", "h", "n"),
         g_c = bn("c", "x1", "bn1d"),
     );
-    let doc = vips_sdk::document::Document::parse(Path::new("batch_norm.yaml"), &text).unwrap();
-    let bytes = vips_sdk::generate::generate(&doc, cpu, &[]).unwrap();
-    Suite::new(
-        doc,
-        GoldenFile::from_bytes(Path::new("batch_norm.golden"), bytes).unwrap(),
-    )
-    .unwrap()
-}
-
-fn fresh_seed() -> u64 {
-    let seed = u64::from(rand::random::<u32>());
-    eprintln!("seed {seed}");
-    seed
-}
-
-fn run(
-    suite: &Suite,
-    dev: &Device,
-    cpu: &Device,
-    mode: Mode,
-    tiers: &[Tier],
-    contract: bool,
-) -> RunReport {
-    let opts = RunOptions {
-        mode,
-        tiers: tiers.to_vec(),
-        contract,
-        ..RunOptions::default()
-    };
-    runner::run(suite, dev, cpu, &opts).unwrap()
-}
-
-/// Every stage and every contract case passed; the contract covered the
-/// operator.
-fn assert_passes(r: &RunReport, what: &str) {
-    for t in &r.tiers {
-        for s in t.stages.iter().chain(&t.contract).chain(&t.differential) {
-            assert_eq!(
-                s.status,
-                Status::Pass,
-                "{what} {:?} {}: {:?} {:#?}",
-                t.tier,
-                s.stage,
-                s.reason,
-                s.outputs
-            );
-        }
-        if !t.contract.is_empty() {
-            assert!(
-                t.contract
-                    .iter()
-                    .any(|c| c.stage.starts_with("vsdk.batch_norm@1")),
-                "{what} {:?}: no contract case of batch_norm",
-                t.tier
-            );
-        }
-    }
-    assert!(r.passed, "{what}");
+    suites::from_yaml("batch_norm", &text, cpu)
 }
 
 #[test]
@@ -150,10 +85,12 @@ fn the_cpu_provider_passes_at_every_tier_in_both_modes() {
     assert_passes(
         &run(&s, &cpu, &cpu, Mode::Isolated, &tiers, true),
         "cpu isolated",
+        &["vsdk.batch_norm@1"],
     );
     assert_passes(
         &run(&s, &cpu, &cpu, Mode::Chained, &tiers, false),
         "cpu chained",
+        &["vsdk.batch_norm@1"],
     );
 }
 
@@ -167,6 +104,7 @@ fn the_c_template_and_the_simt_provider_pass() {
         assert_passes(
             &run(&s, &tmpl, &cpu, mode, &[Tier::Fp32], contract),
             &format!("template {mode:?}"),
+            &["vsdk.batch_norm@1"],
         );
     }
     let simt = device("simt");
@@ -174,6 +112,7 @@ fn the_c_template_and_the_simt_provider_pass() {
     assert_passes(
         &run(&s, &simt, &cpu, Mode::Isolated, &tiers, true),
         "simt isolated",
+        &["vsdk.batch_norm@1"],
     );
 }
 

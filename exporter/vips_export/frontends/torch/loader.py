@@ -190,7 +190,7 @@ class _Lowering:
         w = self.arg(args[1], node) if args[1] is not None else ones("ones", 1.0)
         b = self.arg(args[2], node) if args[2] is not None else ones("zeros", 0.0)
         ins = [self.arg(x, node), self.arg(args[at_mean], node), self.arg(args[at_var], node), w, b]
-        eps = float(args[at_eps]) if len(args) > at_eps else 1e-5
+        eps = float(node.kwargs.get("eps", args[at_eps] if len(args) > at_eps else 1e-5))
         if not tuple_out:
             self.emit(node, "vsdk.batch_norm", ins, {"eps": eps})
             return True

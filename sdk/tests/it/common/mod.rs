@@ -442,6 +442,7 @@ pub fn resize_bicubic(x: &T, out_hw: [usize; 2], scale: [f64; 2], antialias: boo
 
 pub mod cases;
 pub mod sparse;
+pub mod suites;
 
 /// A model document built on demo-mlp (pinned by its document's SHA-256 and
 /// path) with one stage of its own.

@@ -78,6 +78,7 @@ pub fn kernel_names() -> Vec<String> {
             "rms_norm",
             "softmax",
             "sdpa",
+            "batch_norm",
             "taps_from",
             "taps_to",
             "segment_mean",

@@ -125,9 +125,13 @@ pub(super) fn unary_local(f: Unary, x: &[f64], v: &[f64], p: Precision) -> Vec<f
             .collect(),
         // Correctly rounded (IEEE 754), or within an ulp.
         Unary::Sqrt => rounding(p, v, 1.0, &m),
+        // exp to 2 ulps (CUDA's expf), passed on undamped by e/(1 + e) or
+        // 1/(1 + exp(−x)), then the sum and the quotient; likewise tanhf,
+        // expf, and rsqrtf (2 ulps) or 1/sqrtf.
+        Unary::Sigmoid | Unary::Tanh | Unary::Exp | Unary::Rsqrt => rounding(p, v, 6.0, &m),
         // A few ulps of the result: accurate sinf/cosf over the whole range
-        // (an argument reduction that loses |x|·u does not), expf, tanhf,
-        // CUDA's rsqrtf (2 ulps), the hard functions' three roundings.
+        // (an argument reduction that loses |x|·u does not), the hard
+        // functions' three roundings.
         _ => rounding(p, v, 4.0, &m),
     }
 }

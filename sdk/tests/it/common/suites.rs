@@ -1,0 +1,84 @@
+//! Suites written by a test (YAML with fresh seeds), their goldens generated
+//! on the CPU provider, run on a provider and checked to pass whole.
+
+use std::path::Path;
+use vips_sdk::compare::Tier;
+use vips_sdk::golden::GoldenFile;
+use vips_sdk::runner::{self, Mode, RunOptions, RunReport, Status};
+use vips_sdk::suite::Suite;
+use vips_sdk::{Device, Provider};
+
+/// Device 0 of a provider named or given by path.
+pub fn device(path_or_name: &str) -> Device {
+    Provider::open_by_name(path_or_name)
+        .unwrap()
+        .device(0)
+        .unwrap()
+}
+
+/// A fresh seed for a suite's seeded tensors (printed: a failure reproduces).
+pub fn fresh_seed() -> u64 {
+    let seed = u64::from(rand::random::<u32>());
+    eprintln!("seed {seed}");
+    seed
+}
+
+/// The suite document `text` (named `name` in messages), its golden file
+/// generated on `cpu`.
+pub fn from_yaml(name: &str, text: &str, cpu: &Device) -> Suite {
+    let doc =
+        vips_sdk::document::Document::parse(Path::new(&format!("{name}.yaml")), text).unwrap();
+    let bytes = vips_sdk::generate::generate(&doc, cpu, &[]).unwrap();
+    Suite::new(
+        doc,
+        GoldenFile::from_bytes(Path::new(&format!("{name}.golden")), bytes).unwrap(),
+    )
+    .unwrap()
+}
+
+/// `suite` on `dev` (the reference `cpu`) at `tiers` in `mode`, with or
+/// without the kernel contract (the differential round as by default).
+pub fn run(
+    suite: &Suite,
+    dev: &Device,
+    cpu: &Device,
+    mode: Mode,
+    tiers: &[Tier],
+    contract: bool,
+) -> RunReport {
+    let opts = RunOptions {
+        mode,
+        tiers: tiers.to_vec(),
+        contract,
+        ..RunOptions::default()
+    };
+    runner::run(suite, dev, cpu, &opts).unwrap()
+}
+
+/// Every stage, differential stage and contract case passed, and where the
+/// contract ran it had cases of each of `ops` (`vsdk.name@1`).
+pub fn assert_passes(r: &RunReport, what: &str, ops: &[&str]) {
+    for t in &r.tiers {
+        for s in t.stages.iter().chain(&t.contract).chain(&t.differential) {
+            assert_eq!(
+                s.status,
+                Status::Pass,
+                "{what} {:?} {}: {:?} {:#?}",
+                t.tier,
+                s.stage,
+                s.reason,
+                s.outputs
+            );
+        }
+        if !t.contract.is_empty() {
+            for op in ops {
+                assert!(
+                    t.contract.iter().any(|c| c.stage.starts_with(op)),
+                    "{what} {:?}: no contract case of {op}",
+                    t.tier
+                );
+            }
+        }
+    }
+    assert!(r.passed, "{what}");
+}
