@@ -123,12 +123,12 @@ fn the_cpu_provider_passes_at_every_tier_in_both_modes() {
     assert_passes(
         &run(&s, &cpu, &cpu, Mode::Isolated, &tiers, true),
         "cpu isolated",
-        OPS,
+        &OPS,
     );
     assert_passes(
         &run(&s, &cpu, &cpu, Mode::Chained, &tiers, false),
         "cpu chained",
-        OPS,
+        &OPS,
     );
 }
 
@@ -140,12 +140,12 @@ fn the_c_template_passes_in_both_modes() {
     assert_passes(
         &run(&s, &tmpl, &cpu, Mode::Isolated, &[Tier::Fp32], true),
         "template isolated",
-        OPS,
+        &OPS,
     );
     assert_passes(
         &run(&s, &tmpl, &cpu, Mode::Chained, &[Tier::Fp32], false),
         "template chained",
-        OPS,
+        &OPS,
     );
 }
 
@@ -158,12 +158,12 @@ fn the_simt_provider_passes_at_every_gpu_tier() {
     assert_passes(
         &run(&s, &simt, &cpu, Mode::Isolated, &tiers, true),
         "simt isolated",
-        OPS,
+        &OPS,
     );
     assert_passes(
         &run(&s, &simt, &cpu, Mode::Chained, &[Tier::Fp32], false),
         "simt chained",
-        OPS,
+        &OPS,
     );
 }
 
