@@ -17,7 +17,7 @@ pub use attrs::{AttrValue, Attrs};
 pub use dtype::DType;
 pub use ops::{
     Conv2d, Crop, Node, Op, PilResize, Resize, Sdpa, Unary, ALL_OPS, CATALOG_VERSION,
-    MAX_SPARSE_COORD, SPARSE_OFFSETS,
+    MAX_SPARSE_COORD, SPARSE_OFFSETS, SQRT_2_OVER_PI,
 };
 pub use shape::{broadcast_shapes, checked_numel, TensorSpec, MAX_TENSOR_BYTES};
 pub use taps::PilFilter;

@@ -75,7 +75,48 @@ pub enum Unary {
     HardSigmoid,
 }
 
+/// √(2/π), the tanh GELU's scale.
+pub const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
+
+/// `x / (1 + exp(−y))`, computed so that `exp` never overflows: for `y < 0`
+/// it is `x·e / (1 + e)` with `e = exp(y)`. SiLU is `y = x`, the tanh GELU
+/// `y = 2a` (`x/2·(1 + tanh(a)) = x·σ(2a)`, without `1 + tanh`'s cancellation),
+/// sigmoid `x = 1`.
+fn times_sigmoid(x: f64, y: f64) -> f64 {
+    if y >= 0.0 {
+        x / (1.0 + (-y).exp())
+    } else {
+        let e = y.exp();
+        x * e / (1.0 + e)
+    }
+}
+
 impl Unary {
+    /// `f(x)` in float64: docs/operators.md's definitions, in the forms the
+    /// reference computes (the CPU provider's float64 kernels, whose results
+    /// golden files hold, and the error model's propagation).
+    pub fn value(self, x: f64) -> f64 {
+        let relu6 = |y: f64| y.clamp(0.0, 6.0);
+        match self {
+            Unary::Silu => times_sigmoid(x, x),
+            Unary::GeluTanh => times_sigmoid(x, 2.0 * SQRT_2_OVER_PI * (x + 0.044_715 * x * x * x)),
+            Unary::Sin => x.sin(),
+            Unary::Cos => x.cos(),
+            // NaN passes through; −0 and +0 both give +0.
+            Unary::Relu if x > 0.0 || x.is_nan() => x,
+            Unary::Relu => 0.0,
+            Unary::Clamp { min, max } => x.clamp(min, max),
+            Unary::Sigmoid => times_sigmoid(1.0, x),
+            Unary::Tanh => x.tanh(),
+            Unary::Exp => x.exp(),
+            Unary::Sqrt => x.sqrt(),
+            Unary::Rsqrt => 1.0 / x.sqrt(),
+            // PyTorch's forms: x·relu6(x + 3)/6 and relu6(x + 3)/6.
+            Unary::HardSwish => x * relu6(x + 3.0) / 6.0,
+            Unary::HardSigmoid => relu6(x + 3.0) / 6.0,
+        }
+    }
+
     /// Piecewise-linear functions: exact but for their products (hardswish's
     /// `x·(x + 3)/6`), with kinks where an input error may cross a corner.
     pub fn is_piecewise_linear(self) -> bool {

@@ -13,7 +13,7 @@ mod resize;
 mod sparse;
 
 pub use attention::Sdpa;
-pub use elementwise::Unary;
+pub use elementwise::{Unary, SQRT_2_OVER_PI};
 pub use linear::Conv2d;
 pub use movement::Crop;
 pub use resize::{PilResize, Resize};

@@ -5,9 +5,9 @@
 //! C template and the SIMT provider pass every stage and the kernel contract;
 //! a template with Keras's eps (1e-3) for the call's fails every stage.
 
-use crate::common::suites::{self, assert_passes, device, fresh_seed, run};
+use crate::common::suites::{self, assert_passes, device, failing_stages, fresh_seed, run};
 use vips_sdk::compare::Tier;
-use vips_sdk::runner::{Mode, Status};
+use vips_sdk::runner::Mode;
 use vips_sdk::suite::Suite;
 use vips_sdk::Device;
 
@@ -125,24 +125,8 @@ fn a_batch_norm_with_the_wrong_eps_fails_every_stage() {
     let mutant = device(vsdk_broken_providers::MUTANT_BATCH_NORM_EPS);
     for mode in [Mode::Isolated, Mode::Chained] {
         let r = run(&s, &mutant, &cpu, mode, &[Tier::Fp32], false);
-        let failing: Vec<&str> = r.tiers[0]
-            .stages
-            .iter()
-            .filter(|s| s.status == Status::Fail)
-            .map(|s| s.stage.as_str())
-            .collect();
-        assert_eq!(failing, ["bn", "block", "bn1d"], "{mode:?}");
-        let block = r.tiers[0]
-            .stages
-            .iter()
-            .find(|s| s.stage == "block")
-            .unwrap();
-        if let Some(d) = &block.drill_down {
-            assert!(
-                d.op.starts_with("vsdk.batch_norm"),
-                "drill-down names {}",
-                d.op
-            );
-        }
+        let what = format!("{mode:?}");
+        let failing = failing_stages(&r, &what, &["vsdk.batch_norm"]);
+        assert_eq!(failing, ["bn", "block", "bn1d"], "{what}");
     }
 }

@@ -82,3 +82,27 @@ pub fn assert_passes(r: &RunReport, what: &str, ops: &[&str]) {
     }
     assert!(r.passed, "{what}");
 }
+
+/// The stages of the first tier that did not pass, after checking each is a
+/// failure (not an error) whose drill-down, where the stage has one, names an
+/// operator starting with one of `ops`.
+pub fn failing_stages<'r>(r: &'r RunReport, what: &str, ops: &[&str]) -> Vec<&'r str> {
+    assert!(!r.passed, "{what}");
+    let failing: Vec<_> = r.tiers[0]
+        .stages
+        .iter()
+        .filter(|s| s.status != Status::Pass)
+        .collect();
+    for st in &failing {
+        assert_eq!(st.status, Status::Fail, "{what} {}", st.stage);
+        if let Some(d) = &st.drill_down {
+            assert!(
+                ops.iter().any(|op| d.op.starts_with(op)),
+                "{what} {}: drill-down names {}",
+                st.stage,
+                d.op
+            );
+        }
+    }
+    failing.iter().map(|s| s.stage.as_str()).collect()
+}

@@ -81,48 +81,12 @@ pub fn unary<T: Real>(f: Unary, x: &ArrayViewD<T>, mut out: ArrayViewMutD<T>) {
         .for_each(|(o, x)| T::unary(f, x, o));
 }
 
-/// √(2/π), the tanh approximation's scale.
-pub const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
-
-/// `x / (1 + exp(−y))`, computed so that `exp` never overflows: for `y < 0`
-/// it is `x·e / (1 + e)` with `e = exp(y)`. SiLU is `y = x`, the tanh GELU
-/// `y = 2a` (`x/2·(1 + tanh(a)) = x·σ(2a)`, without `1 + tanh`'s cancellation).
-pub fn times_sigmoid_f64(x: f64, y: f64) -> f64 {
-    if y >= 0.0 {
-        x / (1.0 + (-y).exp())
-    } else {
-        let e = y.exp();
-        x * e / (1.0 + e)
-    }
-}
-
-/// `f(x)` in float64, the reference's definitions (docs/operators.md).
-pub fn unary_scalar_f64(f: Unary, x: f64) -> f64 {
-    let relu6 = |y: f64| y.clamp(0.0, 6.0);
-    match f {
-        Unary::Silu => times_sigmoid_f64(x, x),
-        Unary::GeluTanh => times_sigmoid_f64(x, 2.0 * SQRT_2_OVER_PI * (x + 0.044_715 * x * x * x)),
-        Unary::Sin => x.sin(),
-        Unary::Cos => x.cos(),
-        // NaN passes through; −0 and +0 both give +0.
-        Unary::Relu if x > 0.0 || x.is_nan() => x,
-        Unary::Relu => 0.0,
-        Unary::Clamp { min, max } => x.clamp(min, max),
-        Unary::Sigmoid => times_sigmoid_f64(1.0, x),
-        Unary::Tanh => x.tanh(),
-        Unary::Exp => x.exp(),
-        Unary::Sqrt => x.sqrt(),
-        Unary::Rsqrt => 1.0 / x.sqrt(),
-        // PyTorch's forms: x·relu6(x + 3)/6 and relu6(x + 3)/6.
-        Unary::HardSwish => x * relu6(x + 3.0) / 6.0,
-        Unary::HardSigmoid => relu6(x + 3.0) / 6.0,
-    }
-}
+pub use vsdk_catalog::SQRT_2_OVER_PI;
 
 /// [`unary`] of a float64 slice, the reference's definitions.
 pub fn unary_f64(f: Unary, x: &[f64], out: &mut [f64]) {
     for (o, &v) in out.iter_mut().zip(x) {
-        *o = unary_scalar_f64(f, v);
+        *o = f.value(v);
     }
 }
 

@@ -7,8 +7,7 @@ use vsdk_catalog::Unary;
 /// `silu`'s absolute term, in units of the tier's `tiny` (see `evaluate`).
 pub(super) const SILU_TINY: f64 = 32.0;
 
-/// √(2/π), `gelu_tanh`'s scale.
-pub(super) const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
+pub(super) use vsdk_catalog::SQRT_2_OVER_PI;
 
 /// The logistic function without overflow: `exp` of a non-positive number only.
 pub(super) fn sigmoid(x: f64) -> f64 {
@@ -50,30 +49,6 @@ pub(super) fn unary_slope(f: Unary, x: f64) -> f64 {
         (true, f64::INFINITY) if matches!(f, Unary::Silu | Unary::GeluTanh) => 1.0,
         (true, f64::NEG_INFINITY) if matches!(f, Unary::Silu | Unary::GeluTanh) => 0.0,
         _ => d,
-    }
-}
-
-/// The float64 definitions (docs/operators.md) of the functions whose
-/// propagation is a secant (every one but GELU's tanh form, SiLU, sin, cos).
-pub(super) fn unary_value(f: Unary, x: f64) -> f64 {
-    let relu6 = |y: f64| y.clamp(0.0, 6.0);
-    match f {
-        Unary::Relu => {
-            if x > 0.0 || x.is_nan() {
-                x
-            } else {
-                0.0
-            }
-        }
-        Unary::Clamp { min, max } => x.clamp(min, max),
-        Unary::Sigmoid => sigmoid(x),
-        Unary::Tanh => x.tanh(),
-        Unary::Exp => x.exp(),
-        Unary::Sqrt => x.sqrt(),
-        Unary::Rsqrt => 1.0 / x.sqrt(),
-        Unary::HardSwish => x * relu6(x + 3.0) / 6.0,
-        Unary::HardSigmoid => relu6(x + 3.0) / 6.0,
-        Unary::GeluTanh | Unary::Silu | Unary::Sin | Unary::Cos => f64::NAN,
     }
 }
 
@@ -200,10 +175,8 @@ pub(super) fn unary_propagate(f: Unary, x: &[f64], vx: &[f64], lambda: Option<f6
                     Unary::Sqrt | Unary::Rsqrt => (x - w).max(0.0),
                     _ => x - w,
                 };
-                let y = unary_value(f, x);
-                let d = (unary_value(f, x + w) - y)
-                    .abs()
-                    .max((unary_value(f, lo) - y).abs());
+                let y = f.value(x);
+                let d = (f.value(x + w) - y).abs().max((f.value(lo) - y).abs());
                 // Outside the domain (a negative input to sqrt) the result is
                 // NaN whatever the error.
                 if d.is_nan() {

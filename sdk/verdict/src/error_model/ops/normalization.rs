@@ -346,6 +346,7 @@ pub(super) fn rms_norm_propagate(
 /// One element of an inference batch norm: its channel's statistics and the
 /// element's own terms.
 pub(super) struct BatchNormElement {
+    pub channel: usize,
     /// `weight / √(var + eps)`: the slope in x (and, negated, in mean).
     pub k: f64,
     /// `x − mean`.
@@ -360,32 +361,37 @@ pub(super) struct BatchNormElement {
 }
 
 /// Every element of a batch norm of `inputs` (x, mean, var, weight, bias),
-/// row-major over x's shape, channel axis 1.
-pub(super) fn batch_norm_elements(inputs: &[&HostTensor], eps: f64) -> Vec<BatchNormElement> {
+/// row-major over x's shape, channel axis 1, one at a time.
+pub(super) fn batch_norm_elements<'a>(
+    inputs: &[&'a HostTensor],
+    eps: f64,
+) -> impl Iterator<Item = BatchNormElement> + 'a {
     let shape = &inputs[0].spec.shape;
     let (ch, inner) = (shape[1].max(1), shape[2..].iter().product::<usize>().max(1));
     let per: Vec<Vec<f64>> = (1..5).map(|i| inputs[i].to_f64_vec()).collect();
-    inputs[0]
-        .f64_values()
-        .iter()
-        .enumerate()
-        .map(|(e, &x)| {
-            let c = (e / inner) % ch;
-            let (mean, var, w, b) = (per[0][c], per[1][c], per[2][c], per[3][c]);
-            let s2 = var + eps;
-            let s = s2.sqrt();
-            let normalized = (x - mean) / s;
-            BatchNormElement {
-                k: w / s,
-                centred: x - mean,
-                x,
-                mean,
-                bias: b,
-                k_var: w * normalized / (2.0 * s2),
-                normalized,
-            }
-        })
-        .collect()
+    let xs = inputs[0].f64_values();
+    (0..xs.len()).map(move |e| {
+        let (x, channel) = (xs[e], (e / inner) % ch);
+        let (mean, var, w, b) = (
+            per[0][channel],
+            per[1][channel],
+            per[2][channel],
+            per[3][channel],
+        );
+        let s2 = var + eps;
+        let s = s2.sqrt();
+        let normalized = (x - mean) / s;
+        BatchNormElement {
+            channel,
+            k: w / s,
+            centred: x - mean,
+            x,
+            mean,
+            bias: b,
+            k_var: w * normalized / (2.0 * s2),
+            normalized,
+        }
+    })
 }
 
 /// The magnitude a batch norm's roundings scale with: the unfolded form's
@@ -405,9 +411,8 @@ pub(super) fn batch_norm_local(
     p: Precision,
 ) -> Vec<f64> {
     batch_norm_elements(inputs, eps)
-        .iter()
         .zip(v)
-        .map(|(t, &v)| p.u * v.abs() + 4.0 * p.u_acc * batch_norm_magnitude(t) + p.tiny)
+        .map(|(t, &v)| p.u * v.abs() + 4.0 * p.u_acc * batch_norm_magnitude(&t) + p.tiny)
         .collect()
 }
 
@@ -422,7 +427,6 @@ pub(super) fn batch_norm_sigma(
     p: Precision,
 ) -> Vec<f64> {
     batch_norm_elements(inputs, eps)
-        .iter()
         .zip(v)
         .map(|(t, &v)| {
             let shift = t.bias - t.mean * t.k;
@@ -439,15 +443,12 @@ pub(super) fn batch_norm_propagate(
     eps: f64,
     vars: &[HostTensor],
 ) -> Vec<f64> {
-    let shape = &inputs[0].spec.shape;
-    let (ch, inner) = (shape[1].max(1), shape[2..].iter().product::<usize>().max(1));
     let vx = vars[0].f64_values();
     let per: Vec<Vec<f64>> = (1..5).map(|i| vars[i].to_f64_vec()).collect();
     batch_norm_elements(inputs, eps)
-        .iter()
         .enumerate()
         .map(|(e, t)| {
-            let c = (e / inner) % ch;
+            let c = t.channel;
             t.k * t.k * (vx[e] + per[0][c])
                 + t.k_var * t.k_var * per[1][c]
                 + t.normalized * t.normalized * per[2][c]

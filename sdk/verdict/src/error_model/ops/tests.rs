@@ -72,7 +72,7 @@ fn unary_propagation_is_the_slope_where_smooth_and_the_secant_at_kinks() {
             // enough for float64's cancellation in the differences.
             let v = (1e-6 * (1.0 + x.abs())).powi(2);
             let h = 1e-6 * (1.0 + x.abs());
-            let fx = |x| unary_value(f, x);
+            let fx = |x| f.value(x);
             let slope = (fx(x + h) - fx(x - h)) / (2.0 * h);
             let curvature = (fx(x + h) - 2.0 * fx(x) + fx(x - h)) / (h * h);
             for lambda in [None, Some(4.0)] {
