@@ -41,6 +41,14 @@ const MUTANTS: &[(&str, &str)] = &[
     ("sigmoid_overflowing", "c/mutant_sigmoid_overflowing.c"),
     ("tanh_overflowing", "c/mutant_tanh_overflowing.c"),
     ("batch_norm_eps", "c/mutant_batch_norm_eps.c"),
+    ("pool_ceil_ignored", "c/mutant_pool_ceil_ignored.c"),
+    ("pool_window_shifted", "c/mutant_pool_window_shifted.c"),
+    (
+        "avg_pool_overhang_counted",
+        "c/mutant_avg_pool_overhang_counted.c",
+    ),
+    ("avg_pool_pad_excluded", "c/mutant_avg_pool_pad_excluded.c"),
+    ("adaptive_bins_rounded", "c/mutant_adaptive_bins_rounded.c"),
 ];
 
 /// Compiles `source` (plus `extra` flags) into `OUT_DIR/lib<stem>.so` and

@@ -40,6 +40,8 @@
  *     linear, convolution   vsdk.linear, vsdk.conv2d
  *     normalisation         vsdk.softmax, vsdk.layer_norm, vsdk.rms_norm,
  *                           vsdk.batch_norm
+ *     reductions            vsdk.max_pool2d, vsdk.avg_pool2d,
+ *                           vsdk.adaptive_avg_pool2d, vsdk.mean, vsdk.sum
  *     attention             vsdk.sdpa
  *     resizes               vsdk.resize_pil_bicubic, vsdk.resize_pil_lanczos,
  *                           vsdk.resize_bicubic
@@ -123,7 +125,8 @@ static const char* const KERNELS[] = {
     "vsdk.sparse_conv3d", "vsdk.sparse_downsample_coords", "vsdk.sparse_downsample_index", "vsdk.segment_mean",
     "vsdk.gather_rows", "vsdk.repeat_rows", "vsdk.sparse_subdivide_coords", "vsdk.rasterize", "vsdk.interpolate",
     "vsdk.relu", "vsdk.clamp", "vsdk.sigmoid", "vsdk.tanh", "vsdk.exp", "vsdk.sqrt", "vsdk.rsqrt",
-    "vsdk.hardswish", "vsdk.hardsigmoid", "vsdk.batch_norm",
+    "vsdk.hardswish", "vsdk.hardsigmoid", "vsdk.batch_norm", "vsdk.max_pool2d", "vsdk.avg_pool2d",
+    "vsdk.adaptive_avg_pool2d", "vsdk.mean", "vsdk.sum",
 };
 #define NUM_KERNELS (sizeof KERNELS / sizeof KERNELS[0])
 
@@ -1005,6 +1008,191 @@ static vsdk_status_t* k_batch_norm(const vsdk_kernel_call_t* c) {
   free(x);
   for (k = 0; k < 4; k++) free(p[k]);
   return st;
+}
+
+/* --- reductions ---------------------------------------------------------- */
+
+/* The window rules of a pool axis, as docs/operators.md gives them. Calls are
+ * written `(pool_out_len)(...)`: a test's mutant of this file swaps a rule
+ * (as for bn_eps_f). */
+
+/* Outputs along an axis of `in` elements, padded p0 before and p1 after: the
+ * window spans dil·(k−1)+1; with ceil_mode the last window may hang over the
+ * end but must start inside the input or its leading padding (PyTorch).
+ * -1 when the window does not fit. */
+static int64_t pool_out_len(int64_t in, int64_t k, int64_t s, int64_t p0, int64_t p1, int64_t dil, int ceil_mode) {
+  int64_t span = dil * (k - 1) + 1, padded = in + p0 + p1, out;
+  if (in < 1 || padded < span) return -1;
+  out = (ceil_mode ? (padded - span + s - 1) / s : (padded - span) / s) + 1;
+  if (ceil_mode && (out - 1) * s >= in + p0) out--;
+  return out;
+}
+
+/* Window o: the in-bounds taps first, first + dil, ... (`count` of them), and
+ * its size counting padding, clipped to the padded end (`padded`). */
+static void pool_window(int64_t o, int64_t in, int64_t k, int64_t s, int64_t p0, int64_t p1, int64_t dil,
+                        int64_t* first, int64_t* count, int64_t* padded) {
+  int64_t start = o * s - p0, end = start + dil * (k - 1) + 1, j, n = 0;
+  *first = -1;
+  for (j = 0; j < k; j++) {
+    int64_t i = start + j * dil;
+    if (i < 0 || i >= in) continue;
+    if (*first < 0) *first = i;
+    n++;
+  }
+  *count = n;
+  if (end > in + p1) end = in + p1;
+  *padded = (end - start + dil - 1) / dil;
+}
+
+/* An average's divisor from its window along both axes. */
+static double pool_divisor(int64_t count, int64_t padded, int include_pad) {
+  return (double)(include_pad ? padded : count);
+}
+
+/* Adaptive bin o of `in` into `out`: [floor(o·in/out), ceil((o+1)·in/out)). */
+static int64_t adaptive_start(int64_t o, int64_t in, int64_t out) { return o * in / out; }
+static int64_t adaptive_end(int64_t o, int64_t in, int64_t out) { return ((o + 1) * in + out - 1) / out; }
+
+enum { POOL_MAX, POOL_AVG, POOL_ADAPTIVE };
+
+/* vsdk.max_pool2d, vsdk.avg_pool2d, vsdk.adaptive_avg_pool2d over [N, C, H, W].
+ * Max: NaN if the window holds one (PyTorch); padding never wins. */
+static vsdk_status_t* k_pool2d(const vsdk_kernel_call_t* c, int kind) {
+  int64_t k[2] = {1, 1}, s[2] = {1, 1}, dil[2] = {1, 1}, pads[4] = {0, 0, 0, 0}, size[2] = {1, 1};
+  int64_t ceil_mode = 0, include_pad = 1, shape[4], in[2], out[2], a, o, plane, planes;
+  int64_t *first[2] = {NULL, NULL}, *count[2] = {NULL, NULL}, *padded[2] = {NULL, NULL};
+  int found;
+  float *x, *y = (float*)out_data(c);
+  vsdk_status_t* st = NULL;
+  TRY(need_inputs(c, 1, 1));
+  TRY(need_f32(c));
+  if (c->inputs[0].ndim != 4) return INVALID("%s: input must be [N, C, H, W]", c->kernel);
+  if (kind == POOL_ADAPTIVE) {
+    TRY(attr_ints(c, "output_size", 2, size, &found));
+    if (!found || size[0] < 1 || size[1] < 1 || size[0] > INT32_MAX || size[1] > INT32_MAX)
+      return INVALID("%s: `output_size` must be two sizes >= 1", c->kernel);
+  } else {
+    TRY(attr_ints(c, "kernel", 2, k, &found));
+    if (!found) return INVALID("%s: `kernel` is required", c->kernel);
+    TRY(attr_ints(c, "strides", 2, s, &found));
+    TRY(attr_ints(c, "pads", 4, pads, &found));
+    TRY(attr_int(c, "ceil_mode", 0, &ceil_mode));
+    if (kind == POOL_MAX) TRY(attr_ints(c, "dilations", 2, dil, &found));
+    if (kind == POOL_AVG) TRY(attr_int(c, "count_include_pad", 1, &include_pad));
+    for (a = 0; a < 2; a++)
+      if (k[a] < 1 || k[a] > INT32_MAX || s[a] < 1 || s[a] > INT32_MAX || dil[a] < 1 || dil[a] > INT32_MAX)
+        return INVALID("%s: `kernel`, `strides` and `dilations` must lie in [1, 2^31)", c->kernel);
+    for (a = 0; a < 4; a++)
+      if (pads[a] < 0 || pads[a] > INT32_MAX) return INVALID("%s: `pads` must lie in [0, 2^31)", c->kernel);
+  }
+  for (a = 0; a < 2; a++) {
+    in[a] = c->inputs[0].shape[2 + a];
+    out[a] = kind == POOL_ADAPTIVE ? size[a] : (pool_out_len)(in[a], k[a], s[a], pads[a], pads[a + 2], dil[a], ceil_mode != 0);
+    if (out[a] < 1 || in[a] < 1) return INVALID("%s: the window does not fit axis %d of the input", c->kernel, (int)(2 + a));
+  }
+  shape[0] = c->inputs[0].shape[0]; shape[1] = c->inputs[0].shape[1]; shape[2] = out[0]; shape[3] = out[1];
+  TRY(check_output(c, F32, 4, shape));
+  for (a = 0; a < 2 && st == NULL; a++) {
+    first[a] = (int64_t*)malloc((size_t)out[a] * sizeof(int64_t));
+    count[a] = (int64_t*)malloc((size_t)out[a] * sizeof(int64_t));
+    padded[a] = (int64_t*)malloc((size_t)out[a] * sizeof(int64_t));
+    if (!first[a] || !count[a] || !padded[a]) { st = OOM("%s: window tables", c->kernel); break; }
+    for (o = 0; o < out[a]; o++) {
+      if (kind == POOL_ADAPTIVE) {
+        first[a][o] = (adaptive_start)(o, in[a], out[a]);
+        count[a][o] = padded[a][o] = (adaptive_end)(o, in[a], out[a]) - first[a][o];
+      } else {
+        (pool_window)(o, in[a], k[a], s[a], pads[a], pads[a + 2], dil[a], &first[a][o], &count[a][o], &padded[a][o]);
+      }
+      if (count[a][o] < 1) st = INVALID("%s: window %lld of axis %d lies wholly in the padding", c->kernel, (long long)o, (int)(2 + a));
+    }
+  }
+  if (st == NULL) st = load_f32(c, 0, &x);
+  if (st == NULL) {
+    planes = shape[0] * shape[1];
+    for (plane = 0; plane < planes; plane++)
+      for (o = 0; o < out[0] * out[1]; o++) {
+        int64_t r = o / out[1], q = o % out[1], jr, jq;
+        int64_t step0 = kind == POOL_MAX ? dil[0] : 1, step1 = kind == POOL_MAX ? dil[1] : 1;
+        double acc = kind == POOL_MAX ? -INFINITY : 0.0;
+        for (jr = 0; jr < count[0][r]; jr++)
+          for (jq = 0; jq < count[1][q]; jq++) {
+            float v = x[(plane * in[0] + first[0][r] + jr * step0) * in[1] + first[1][q] + jq * step1];
+            if (kind != POOL_MAX) acc += v;
+            else if (v != v || v > acc) acc = v; /* nothing compares above a NaN: it stays */
+          }
+        if (kind != POOL_MAX)
+          acc /= (pool_divisor)(count[0][r], padded[0][r], include_pad != 0) *
+                 (pool_divisor)(count[1][q], padded[1][q], include_pad != 0);
+        y[plane * out[0] * out[1] + o] = (float)acc;
+      }
+    free(x);
+  }
+  for (a = 0; a < 2; a++) {
+    free(first[a]);
+    free(count[a]);
+    free(padded[a]);
+  }
+  return st;
+}
+
+/* vsdk.sum, vsdk.mean over the `axes` list (keepdims: reduced axes kept as 1).
+ * Sums in double, one rounding at the output. */
+static vsdk_status_t* k_reduce(const vsdk_kernel_call_t* c, int mean) {
+  const vsdk_attr_t* axes = find_attr(c, "axes");
+  const vsdk_tensor_t* xt = &c->inputs[0];
+  int reduced[MAX_RANK] = {0};
+  int64_t keepdims = 0, shape[MAX_RANK], terms = 1;
+  int32_t rank = xt->ndim, d, nd = 0;
+  size_t n, e, outn = 1;
+  float *x, *y = (float*)out_data(c);
+  double* acc;
+  uint64_t i;
+  TRY(need_inputs(c, 1, 1));
+  TRY(need_f32(c));
+  TRY(attr_int(c, "keepdims", 0, &keepdims));
+  if (axes == NULL || axes->kind != VSDK_ATTR_INTS || axes->value.ints.len == 0 || rank < 1)
+    return INVALID("%s: `axes` must list the axes to reduce", c->kernel);
+  for (i = 0; i < axes->value.ints.len; i++) {
+    int64_t ax = axes->value.ints.data[i];
+    if (ax < -rank || ax >= rank) return INVALID("%s: axis %lld out of range", c->kernel, (long long)ax);
+    if (ax < 0) ax += rank;
+    if (reduced[ax]) return INVALID("%s: axis %lld appears twice", c->kernel, (long long)ax);
+    reduced[ax] = 1;
+  }
+  for (d = 0; d < rank; d++) {
+    if (reduced[d]) terms *= xt->shape[d];
+    if (!reduced[d]) shape[nd++] = xt->shape[d];
+    else if (keepdims) shape[nd++] = 1;
+  }
+  if (mean && terms == 0) return INVALID("%s: the mean over an empty axis", c->kernel);
+  TRY(check_output(c, F32, nd, shape));
+  outn = numel(&c->outputs[0]);
+  TRY(load_f32(c, 0, &x));
+  acc = (double*)calloc(outn ? outn : 1, sizeof(double));
+  if (acc == NULL) {
+    free(x);
+    return OOM("%s: accumulators", c->kernel);
+  }
+  n = numel(xt);
+  for (e = 0; e < n; e++) {
+    /* The output index of element e: its coordinates on the kept axes. */
+    size_t rest = e, o = 0, stride = 1;
+    for (d = rank - 1; d >= 0; d--) {
+      size_t coord = rest % (size_t)xt->shape[d];
+      rest /= (size_t)xt->shape[d];
+      if (!reduced[d]) {
+        o += coord * stride;
+        stride *= (size_t)xt->shape[d];
+      }
+    }
+    acc[o] += x[e];
+  }
+  for (e = 0; e < outn; e++) y[e] = (float)(mean ? acc[e] / (double)terms : acc[e]);
+  free(x);
+  free(acc);
+  return NULL;
 }
 
 /* --- attention ----------------------------------------------------------- */
@@ -2054,6 +2242,11 @@ static vsdk_status_t* execute(vsdk_provider_t* p, const vsdk_kernel_call_t* c) {
   if (!strcmp(k, "vsdk.layer_norm")) return k_layer_norm(c);
   if (!strcmp(k, "vsdk.rms_norm")) return k_rms_norm(c);
   if (!strcmp(k, "vsdk.batch_norm")) return k_batch_norm(c);
+  if (!strcmp(k, "vsdk.max_pool2d")) return k_pool2d(c, POOL_MAX);
+  if (!strcmp(k, "vsdk.avg_pool2d")) return k_pool2d(c, POOL_AVG);
+  if (!strcmp(k, "vsdk.adaptive_avg_pool2d")) return k_pool2d(c, POOL_ADAPTIVE);
+  if (!strcmp(k, "vsdk.mean")) return k_reduce(c, 1);
+  if (!strcmp(k, "vsdk.sum")) return k_reduce(c, 0);
   if (!strcmp(k, "vsdk.sdpa")) return k_sdpa(c);
   if (!strcmp(k, "vsdk.resize_pil_bicubic")) return k_resize_pil(c, cubic_half, 2.0);
   if (!strcmp(k, "vsdk.resize_pil_lanczos")) return k_resize_pil(c, lanczos3, 3.0);

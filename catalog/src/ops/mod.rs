@@ -9,6 +9,7 @@ mod linear;
 mod movement;
 mod normalization;
 mod raster;
+mod reduction;
 mod resize;
 mod sparse;
 
@@ -16,6 +17,7 @@ pub use attention::Sdpa;
 pub use elementwise::{Unary, SQRT_2_OVER_PI};
 pub use linear::Conv2d;
 pub use movement::Crop;
+pub use reduction::{Pool2d, PoolAxis, PoolKind, Reduce, Window};
 pub use resize::{PilResize, Resize};
 pub use sparse::{MAX_SPARSE_COORD, SPARSE_OFFSETS};
 
@@ -70,9 +72,14 @@ pub enum Op {
     HardSwish,
     HardSigmoid,
     BatchNorm,
+    MaxPool2d,
+    AvgPool2d,
+    AdaptiveAvgPool2d,
+    Mean,
+    Sum,
 }
 
-pub const ALL_OPS: [Op; 42] = [
+pub const ALL_OPS: [Op; 47] = [
     Op::ResizePilBicubic,
     Op::ResizePilLanczos,
     Op::ResizeBicubic,
@@ -115,6 +122,11 @@ pub const ALL_OPS: [Op; 42] = [
     Op::HardSwish,
     Op::HardSigmoid,
     Op::BatchNorm,
+    Op::MaxPool2d,
+    Op::AvgPool2d,
+    Op::AdaptiveAvgPool2d,
+    Op::Mean,
+    Op::Sum,
 ];
 
 impl Op {
@@ -162,6 +174,11 @@ impl Op {
             Op::HardSwish => "vsdk.hardswish",
             Op::HardSigmoid => "vsdk.hardsigmoid",
             Op::BatchNorm => "vsdk.batch_norm",
+            Op::MaxPool2d => "vsdk.max_pool2d",
+            Op::AvgPool2d => "vsdk.avg_pool2d",
+            Op::AdaptiveAvgPool2d => "vsdk.adaptive_avg_pool2d",
+            Op::Mean => "vsdk.mean",
+            Op::Sum => "vsdk.sum",
         }
     }
 
@@ -231,6 +248,16 @@ impl Op {
             Op::SegmentMean => &["segments"],
             Op::RepeatRows => &["times"],
             Op::Rasterize => &["height", "width"],
+            Op::MaxPool2d => &["kernel", "strides", "pads", "dilations", "ceil_mode"],
+            Op::AvgPool2d => &[
+                "kernel",
+                "strides",
+                "pads",
+                "ceil_mode",
+                "count_include_pad",
+            ],
+            Op::AdaptiveAvgPool2d => &["output_size"],
+            Op::Mean | Op::Sum => &["axes", "keepdims"],
             Op::SparseConv3d | Op::GatherRows | Op::SparseSubdivideCoords | Op::Interpolate => &[],
         }
     }
@@ -302,6 +329,10 @@ pub enum Node {
     },
     /// Attributes `[B, V, A]` at each pixel of a rasterizer's output.
     Interpolate,
+    /// Max, average or adaptive average pooling of `[N, C, H, W]`.
+    Pool2d(Pool2d),
+    /// A sum or mean over axes.
+    Reduce(Reduce),
 }
 
 /// A call's resolved node and its outputs.
@@ -482,6 +513,8 @@ impl Node {
             Op::SparseSubdivideCoords => sparse::sparse_subdivide_coords,
             Op::Rasterize => raster::rasterize,
             Op::Interpolate => raster::interpolate,
+            Op::MaxPool2d | Op::AvgPool2d | Op::AdaptiveAvgPool2d => reduction::pool2d,
+            Op::Mean | Op::Sum => reduction::reduce,
         };
         infer(op, &c, attrs, inputs, dtype)
     }

@@ -25,6 +25,7 @@ mod known_values;
 mod loader_errors;
 mod pack;
 mod pillow_resize;
+mod pooling;
 mod reference_cache;
 mod replay;
 mod runner;

@@ -48,3 +48,13 @@ pub const MUTANT_SIGMOID_OVERFLOWING: &str = env!("VSDK_MUTANT_SIGMOID_OVERFLOWI
 pub const MUTANT_TANH_OVERFLOWING: &str = env!("VSDK_MUTANT_TANH_OVERFLOWING");
 /// The C template whose `vsdk.batch_norm` uses eps 1e-3 (Keras's default) whatever the call says.
 pub const MUTANT_BATCH_NORM_EPS: &str = env!("VSDK_MUTANT_BATCH_NORM_EPS");
+/// The C template whose pools ignore `ceil_mode` (the floor-mode output size always).
+pub const MUTANT_POOL_CEIL_IGNORED: &str = env!("VSDK_MUTANT_POOL_CEIL_IGNORED");
+/// The C template whose pools shift a window hanging over the padded end back inside.
+pub const MUTANT_POOL_WINDOW_SHIFTED: &str = env!("VSDK_MUTANT_POOL_WINDOW_SHIFTED");
+/// The C template whose `vsdk.avg_pool2d` divides a hanging window by the whole kernel.
+pub const MUTANT_AVG_POOL_OVERHANG_COUNTED: &str = env!("VSDK_MUTANT_AVG_POOL_OVERHANG_COUNTED");
+/// The C template whose `vsdk.avg_pool2d` ignores `count_include_pad` (divides by the valid count).
+pub const MUTANT_AVG_POOL_PAD_EXCLUDED: &str = env!("VSDK_MUTANT_AVG_POOL_PAD_EXCLUDED");
+/// The C template whose `vsdk.adaptive_avg_pool2d` rounds its bin edges.
+pub const MUTANT_ADAPTIVE_BINS_ROUNDED: &str = env!("VSDK_MUTANT_ADAPTIVE_BINS_ROUNDED");

@@ -29,6 +29,7 @@ pub const KERNEL_SOURCE: &str = concat!(
     include_str!("../kernels/movement.cu"),
     include_str!("../kernels/linear.cu"),
     include_str!("../kernels/normalization.cu"),
+    include_str!("../kernels/reduction.cu"),
     include_str!("../kernels/attention.cu"),
     include_str!("../kernels/resize.cu"),
     include_str!("../kernels/sparse.cu"),
@@ -37,12 +38,13 @@ pub const KERNEL_SOURCE: &str = concat!(
 /// The files under `kernels/` that [`KERNEL_SOURCE`] concatenates, in order:
 /// what every family uses, then one file per operator family. The SIMT
 /// emulation `#include`s them in this order.
-pub const KERNEL_FILES: [&str; 9] = [
+pub const KERNEL_FILES: [&str; 10] = [
     "common.cu",
     "elementwise.cu",
     "movement.cu",
     "linear.cu",
     "normalization.cu",
+    "reduction.cu",
     "attention.cu",
     "resize.cu",
     "sparse.cu",

@@ -33,6 +33,7 @@
 #include "movement.cu"
 #include "linear.cu"
 #include "normalization.cu"
+#include "reduction.cu"
 #include "attention.cu"
 #include "resize.cu"
 #include "sparse.cu"

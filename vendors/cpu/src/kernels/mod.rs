@@ -14,6 +14,7 @@ mod movement;
 mod narrow;
 mod norm;
 mod raster;
+mod reduction;
 pub mod resize;
 mod scratch;
 mod sparse;
@@ -246,6 +247,8 @@ fn float_node<T: Real>(
         Node::Softmax { axis } => norm::softmax(&ins[0], *axis, out),
         Node::Sdpa(s) => attention::sdpa(&ins[0], &ins[1], &ins[2], s.scale, out),
         Node::ResizeBicubic(r) => resize::bicubic(&ins[0], r, out),
+        Node::Pool2d(p) => reduction::pool2d(&ins[0], p, out),
+        Node::Reduce(r) => reduction::reduce(&ins[0], r, out),
         other => {
             return Err(ProviderError::internal(format!(
                 "{other:?} reached the float path"

@@ -11,6 +11,7 @@ mod linear;
 mod movement;
 mod normalization;
 mod raster;
+mod reduction;
 mod resize;
 mod sparse;
 
@@ -79,6 +80,8 @@ pub fn kernel_names() -> Vec<String> {
             "softmax",
             "sdpa",
             "batch_norm",
+            "pool2d",
+            "reduce",
             "taps_from",
             "taps_to",
             "segment_mean",
@@ -344,6 +347,8 @@ fn dispatch<B: Backend>(
         Node::RmsNorm { eps } => normalization::rms_norm(c, ins, eps, out),
         Node::BatchNorm { eps } => normalization::batch_norm(c, ins, eps, out),
         Node::Softmax { axis } => normalization::softmax(c, ins, axis, out),
+        Node::Pool2d(p) => reduction::pool2d(c, &ins[0], p, out),
+        Node::Reduce(r) => reduction::reduce(c, &ins[0], r, out),
         Node::Sdpa(s) => attention::sdpa(c, ins, s, out),
         Node::ResizeBicubic(r) => resize::bicubic(c, &ins[0], r, out),
         Node::ResizePil(r) => resize::pil(c, &ins[0], r, out),

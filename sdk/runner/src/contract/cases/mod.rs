@@ -8,6 +8,7 @@ mod linear;
 mod movement;
 mod normalization;
 mod raster;
+mod reduction;
 mod resize;
 mod sparse;
 
@@ -19,6 +20,7 @@ use linear::*;
 use movement::*;
 use normalization::*;
 use raster::*;
+use reduction::*;
 use resize::*;
 use sparse::*;
 use vips_data::document::{GraphNode, Location};
@@ -181,6 +183,8 @@ pub(super) fn of(op: Op, dtype: DType, needed: &Needed, seed: u64) -> Vec<Case> 
         | Op::RepeatRows
         | Op::SparseSubdivideCoords => sparse(&mut c),
         Op::Rasterize | Op::Interpolate => raster(&mut c),
+        Op::MaxPool2d | Op::AvgPool2d | Op::AdaptiveAvgPool2d => pool(&mut c),
+        Op::Mean | Op::Sum => reduce(&mut c),
     }
     c.out
 }

@@ -11,6 +11,7 @@ mod attention;
 mod elementwise;
 mod linear;
 mod normalization;
+mod reduction;
 mod resize;
 #[cfg(test)]
 mod tests;
@@ -22,6 +23,7 @@ use linear::*;
 use normalization::*;
 pub(super) use normalization::{layer_norm_rows, rms_norm_rows, RmsRow, Row};
 use rayon::prelude::*;
+use reduction::*;
 use resize::*;
 use vips_data::{Error, HostTensor};
 use vips_execution::Device;
@@ -332,25 +334,17 @@ pub(super) fn evaluate(r: &Reference, c: &Call) -> Result<Evaluated, Error> {
             let (fixed, scaled, _) = sdpa(c.inputs, s.scale, None, p);
             (fixed, scaled)
         }
-        // Data movement: exact, except where an input wider than the tier
-        // (a float32 capture `check` was given at bf16) must be stored at
-        // the tier's precision.
+        // Data movement and selections: exact, except where an input wider
+        // than the tier (a float32 capture `check` was given at bf16) must
+        // be stored at the tier's precision.
         Node::Crop(_)
         | Node::Reshape
         | Node::Permute { .. }
         | Node::Concat { .. }
         | Node::GatherRows
-        | Node::RepeatRows { .. } => exact(
-            v.iter()
-                .map(|&v| {
-                    if !c.off_tier_inputs || p.holds(v) {
-                        0.0
-                    } else {
-                        p.u * v.abs() + p.tiny
-                    }
-                })
-                .collect(),
-        ),
+        | Node::RepeatRows { .. } => exact(moved_local(c, &v, p)),
+        Node::Pool2d(_) if selects(c.node) => exact(moved_local(c, &v, p)),
+        Node::Pool2d(_) | Node::Reduce(_) => reduction_local(r, c, &v, p)?,
         Node::ResizePil(_) => exact(vec![c.params.lsb as f64; v.len()]),
         // Integer outputs returned above.
         Node::SparseDownsampleCoords { .. }
@@ -533,16 +527,9 @@ fn sigma(
         | Node::Permute { .. }
         | Node::Concat { .. }
         | Node::GatherRows
-        | Node::RepeatRows { .. } => v
-            .iter()
-            .map(|&v| {
-                if !c.off_tier_inputs || p.holds(v) {
-                    0.0
-                } else {
-                    rounding_var(u, v) + p.tiny * p.tiny / 3.0
-                }
-            })
-            .collect(),
+        | Node::RepeatRows { .. } => moved_variance(c, v, p),
+        Node::Pool2d(_) if selects(c.node) => moved_variance(c, v, p),
+        Node::Pool2d(_) | Node::Reduce(_) => reduction_variance(r, c, v, p, stored)?,
         // Left to the bound: snapping, not rounding, moves (u, v, z/w).
         Node::ResizePil(_)
         | Node::SparseDownsampleCoords { .. }
@@ -643,6 +630,7 @@ pub(super) fn propagate(
             dense(out_shape, v)
         }
         Node::GatherRows => r.exec(c.op, c.attrs, &[&var(0), c.inputs[1]])?,
+        Node::Pool2d(_) | Node::Reduce(_) => reduction_propagate(r, c, &var(0))?,
         Node::RepeatRows { .. } => r.exec(c.op, c.attrs, &[&var(0)])?,
         // Integer outputs carry no float error.
         Node::SparseDownsampleCoords { .. }
@@ -793,6 +781,33 @@ pub(super) fn propagate(
         }
     };
     Ok(Some(v))
+}
+
+/// A moved or selected element's local bound: 0, or one rounding where an
+/// input is wider than the tier.
+fn moved_local(c: &Call, v: &[f64], p: Precision) -> Vec<f64> {
+    v.iter()
+        .map(|&v| {
+            if !c.off_tier_inputs || p.holds(v) {
+                0.0
+            } else {
+                p.u * v.abs() + p.tiny
+            }
+        })
+        .collect()
+}
+
+/// [`moved_local`]'s rounding as a variance.
+fn moved_variance(c: &Call, v: &[f64], p: Precision) -> Vec<f64> {
+    v.iter()
+        .map(|&v| {
+            if !c.off_tier_inputs || p.holds(v) {
+                0.0
+            } else {
+                rounding_var(p.u, v) + p.tiny * p.tiny / 3.0
+            }
+        })
+        .collect()
 }
 
 /// The spec of a node's output when computed at the tier (for its precision).
