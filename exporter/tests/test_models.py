@@ -197,3 +197,65 @@ def test_the_cnn_activations_export_without_emulation_and_pass(tmp_path: Path, c
     assert v["passed"], v
     run = sdk(conformance, ["run", str(out), "--tier", "fp32", "--quiet"])
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+
+
+def _pooling_cnn(path: Path) -> Path:
+    """A small ResNet/EfficientNet-like ONNX graph on fresh random weights with every pooling and
+    reduction the catalog has: a stem whose max pool (ceil_mode) and padded average pool
+    (count_include_pad, ceil_mode) hang over a 17-pixel edge, squeeze-and-excitation's ReduceMean,
+    a ReduceSum, a pool without padding counted, and ResNet's GlobalAveragePool head."""
+    from onnx import TensorProto, helper, numpy_helper
+    import onnx
+
+    rng = np.random.default_rng()
+    w = lambda *s: (rng.normal(size=s) * 0.4).astype(np.float32)
+    inits = {
+        "stem.weight": w(8, 3, 3, 3), "stem.bias": w(8),
+        "bn.weight": (1 + w(8)).astype(np.float32), "bn.bias": w(8),
+        "bn.running_mean": w(8), "bn.running_var": rng.uniform(0.05, 2, 8).astype(np.float32),
+        "se.weight": w(8, 8, 1, 1), "se.bias": w(8),
+        "axes": np.array([1], np.int64),
+    }
+    n = helper.make_node
+    nodes = [
+        n("Conv", ["x", "stem.weight", "stem.bias"], ["c1"], name="/stem/conv/Conv", pads=[1, 1, 1, 1]),
+        n("BatchNormalization", ["c1", "bn.weight", "bn.bias", "bn.running_mean", "bn.running_var"], ["b1"],
+          name="/stem/bn/BatchNormalization"),
+        n("Relu", ["b1"], ["r1"], name="/stem/act/Relu"),
+        n("MaxPool", ["r1"], ["m"], name="/stem/pool/MaxPool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1),
+        n("AveragePool", ["m"], ["a"], name="/body/pool/AveragePool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1],
+          ceil_mode=1, count_include_pad=1),
+        n("ReduceMean", ["a"], ["s"], name="/se/mean/ReduceMean", axes=[2, 3], keepdims=1),
+        n("Conv", ["s", "se.weight", "se.bias"], ["g"], name="/se/conv/Conv"),
+        n("HardSigmoid", ["g"], ["gs"], name="/se/gate/HardSigmoid", alpha=1 / 6, beta=0.5),
+        n("Mul", ["a", "gs"], ["y"], name="/se/Mul"),
+        n("AveragePool", ["y"], ["p"], name="/tail/pool/AveragePool", kernel_shape=[2, 2], strides=[1, 1]),
+        n("ReduceSum", ["p", "axes"], ["ch"], name="/tail/sum/ReduceSum", keepdims=1),
+        n("Add", ["p", "ch"], ["q"], name="/tail/Add"),
+        n("GlobalAveragePool", ["q"], ["out"], name="/head/pool/GlobalAveragePool"),
+    ]
+    f = lambda name, shape: helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+    g = helper.make_graph(nodes, "pooling", [f("x", [1, 3, 17, 17])], [f("out", [1, 8, 1, 1])],
+                          [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+def test_the_pools_and_reductions_export_without_emulation_and_pass(tmp_path: Path, conformance: str) -> None:
+    out = tmp_path / "pooling"
+    r = vips_export([str(_pooling_cnn(tmp_path / "pooling.onnx")), "-o", str(out)])
+    assert r.returncode == 0, r.stderr + r.stdout
+    doc = yaml.safe_load((out / "suite.yaml").read_text())
+    nodes = [node for s in doc["stages"] for node in s["graph"]]
+    ops = [node["op"] for node in nodes]
+    for op, count in (("vsdk.max_pool2d", 1), ("vsdk.avg_pool2d", 2), ("vsdk.mean", 2), ("vsdk.sum", 1)):
+        assert ops.count(op) == count, (op, ops)
+    avg = [node["attrs"] for node in nodes if node["op"] == "vsdk.avg_pool2d"]
+    # ONNX's count_include_pad defaults to 0, the catalog's to 1: written out either way.
+    assert [a["count_include_pad"] for a in avg] == [1, 0], avg
+    assert next(node["attrs"] for node in nodes if node["op"] == "vsdk.max_pool2d")["ceil_mode"] == 1
+    # ONNX Runtime ran the model: its captures pass the suite at every tier in both modes.
+    v = json.loads((out / "validation.json").read_text())
+    assert v["passed"], v
+    run = sdk(conformance, ["run", str(out), "--tier", "fp32", "--quiet"])
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]

@@ -587,6 +587,19 @@ class _Lowering:
             eps = float(str(np.float32(a.get("epsilon", 1e-5))))
             self.emit(n, "vsdk.batch_norm", [x, mean, var, scale, bias], out, {"eps": eps})
             return True
+        if op in ("MaxPool", "AveragePool"):
+            return self.pool(n)
+        if op in ("GlobalAveragePool", "GlobalMaxPool"):
+            rank = len(self.specs[n.inputs[0]].shape)
+            if op == "GlobalAveragePool":
+                self.emit(n, "vsdk.mean", self.ins(n), out, {"axes": list(range(2, rank)), "keepdims": 1})
+                return True
+            if rank != 4:
+                raise ExportError(f"GlobalMaxPool over {rank - 2} spatial axes: the catalog pools 2-D planes")
+            self.emit(n, "vsdk.max_pool2d", self.ins(n), out, {"kernel": list(self.specs[n.inputs[0]].shape[2:])})
+            return True
+        if op in ("ReduceMean", "ReduceSum"):
+            return self.reduce(n)
         if op == "Gelu":
             kind = "vsdk.gelu_tanh" if a.get("approximate", b"none") in (b"tanh", "tanh") else "vsdk.gelu"
             self.emit(n, kind, self.ins(n), out)
@@ -660,6 +673,52 @@ class _Lowering:
             raise ExportError(f"Clip with min {lo:g} above max {hi:g}: not the catalog's clamp")
         attrs = {k: v for k, v in (("min", lo), ("max", hi)) if v is not None}
         self.emit(n, "vsdk.clamp", [self.inp(n.inputs[0], n, "const")], out, attrs)
+        return True
+
+    def pool(self, n: ONode) -> bool:
+        """MaxPool and AveragePool with explicit pads -> the catalog's 2-D pools. ONNX's
+        count_include_pad defaults to 0 (PyTorch's to 1): written out either way."""
+        a, x = n.attrs, n.inputs[0]
+        if a.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+            raise ExportError(f"{n.op} with auto_pad {a['auto_pad']!r}: only explicit pads have a catalog operator")
+        if len(self.specs[x].shape) != 4:
+            raise ExportError(f"{n.op} over {len(self.specs[x].shape) - 2} spatial axes: the catalog pools 2-D planes")
+        if len([o for o in n.outputs if o]) > 1:
+            raise ExportError("MaxPool's Indices output has no catalog operator")
+        attrs = {
+            "kernel": list(a["kernel_shape"]),
+            "strides": list(a.get("strides", [1, 1])),
+            "pads": list(a.get("pads", [0, 0, 0, 0])),
+            "ceil_mode": int(a.get("ceil_mode", 0)),
+        }
+        dilations = list(a.get("dilations", [1, 1]))
+        if n.op == "MaxPool":
+            attrs["dilations"] = dilations
+        elif dilations != [1, 1]:
+            raise ExportError(f"AveragePool with dilations {dilations}: the catalog's average pool is not dilated")
+        else:
+            attrs["count_include_pad"] = int(a.get("count_include_pad", 0))
+        op = "vsdk.max_pool2d" if n.op == "MaxPool" else "vsdk.avg_pool2d"
+        self.emit(n, op, [self.inp(x, n, "const")], n.outputs[0], attrs)
+        return True
+
+    def reduce(self, n: ONode) -> bool:
+        """ReduceMean/ReduceSum: axes as an attribute (before opsets 18/13) or a constant input;
+        none means every axis unless noop_with_empty_axes."""
+        a, out = n.attrs, n.outputs[0]
+        axes = list(a["axes"]) if "axes" in a else None
+        if axes is None and len(n.inputs) > 1 and n.inputs[1]:
+            axes = self._ints(self.v(n.inputs[1]))
+            if axes is None:
+                raise ExportError(f"{n.op}'s axes `{n.inputs[1]}` are computed, not a constant")
+        rank = len(self.specs[n.inputs[0]].shape)
+        if not axes:
+            if int(a.get("noop_with_empty_axes", 0)):
+                self.alias[out] = n.inputs[0]
+                return True
+            axes = list(range(rank))
+        op = "vsdk.mean" if n.op == "ReduceMean" else "vsdk.sum"
+        self.emit(n, op, [self.inp(n.inputs[0], n, "const")], out, {"axes": [int(x) for x in axes], "keepdims": int(a.get("keepdims", 1))})
         return True
 
     def fused(self, n: ONode) -> bool:

@@ -49,6 +49,8 @@ _BATCH_NORMS = {
     "batch_norm": (3, 4, 5, 7, False),
 }
 # ATen's clamps: the positions of (min, max) among the arguments, and their defaults.
+_POOLS = ("max_pool2d", "max_pool2d_with_indices", "avg_pool2d", "adaptive_avg_pool2d", "_adaptive_avg_pool2d")
+_REDUCTIONS = ("mean", "sum")
 _CLAMPS = {"clamp": (1, 2, None, None), "hardtanh": (1, 2, -1.0, 1.0), "clamp_min": (1, None, None, None), "clamp_max": (None, 1, None, None)}
 _RESHAPES = {"view", "reshape", "_unsafe_view", "flatten", "unsqueeze", "squeeze", "unflatten"}
 
@@ -200,6 +202,52 @@ class _Lowering:
         self.lists[node.name] = [out]  # the saved statistics (outputs 1, 2) are training's
         return True
 
+    def pool(self, node, t: str, args: Sequence[Any]) -> bool:
+        """`max_pool2d` (and `_with_indices`, its values), `avg_pool2d`, `adaptive_avg_pool2d` ->
+        the catalog's pools; PyTorch's stride defaults to the kernel, its padding is symmetric."""
+        x = self.arg(args[0], node)
+        if len(args[0].meta["val"].shape) != 4:
+            raise ExportError(f"{node.name}: aten.{t} of a {len(args[0].meta['val'].shape)}-d input (the catalog pools [N, C, H, W])")
+        pair = lambda v: [int(v)] * 2 if isinstance(v, int) else [int(i) for i in v] * (2 if len(v) == 1 else 1)
+        if t.startswith("_adaptive") or t.startswith("adaptive"):
+            self.emit(node, "vsdk.adaptive_avg_pool2d", [x], {"output_size": list(self.spec(node).shape[2:])})
+            return True
+        names = ["kernel_size", "stride", "padding"] + (["dilation", "ceil_mode"] if t.startswith("max") else ["ceil_mode", "count_include_pad", "divisor_override"])
+        given = dict(zip(names, args[1:]))
+        given.update({k: v for k, v in node.kwargs.items() if k in names})
+        kernel = pair(given["kernel_size"])
+        stride = pair(given.get("stride") or kernel)
+        pad = pair(given.get("padding", 0))
+        attrs: Dict[str, Any] = {"kernel": kernel, "strides": stride, "pads": pad + pad, "ceil_mode": int(bool(given.get("ceil_mode", False)))}
+        if t.startswith("max"):
+            attrs["dilations"] = pair(given.get("dilation", 1))
+            op = "vsdk.max_pool2d"
+        else:
+            if given.get("divisor_override") is not None:
+                raise ExportError(f"{node.name}: avg_pool2d with divisor_override {given['divisor_override']} has no catalog operator")
+            attrs["count_include_pad"] = int(bool(given.get("count_include_pad", True)))
+            op = "vsdk.avg_pool2d"
+        if t != "max_pool2d_with_indices":
+            self.emit(node, op, [x], attrs)
+            return True
+        val = node.meta["val"][0]
+        out = f"{node.name}.0"
+        self.emit(node, op, [x], attrs, output=out, spec=Spec(tuple(int(d) for d in val.shape), _DTYPES[str(val.dtype)]))
+        self.lists[node.name] = [out]  # output 1, the indices, has no catalog operator
+        return True
+
+    def reduce(self, node, t: str, args: Sequence[Any]) -> bool:
+        """`mean`/`sum` over dims (all when none are given) -> `vsdk.mean`/`vsdk.sum`; a dtype
+        argument (accumulate or return in another type) has no catalog operator."""
+        rank = len(args[0].meta["val"].shape)
+        dims = args[1] if len(args) > 1 else node.kwargs.get("dim")
+        keep = bool(args[2] if len(args) > 2 else node.kwargs.get("keepdim", False))
+        if node.kwargs.get("dtype") is not None:
+            raise ExportError(f"{node.name}: aten.{t} with dtype {node.kwargs['dtype']} has no catalog operator")
+        axes = list(range(rank)) if dims is None or (isinstance(dims, (list, tuple)) and not dims) else [int(d) for d in (dims if isinstance(dims, (list, tuple)) else [dims])]
+        self.emit(node, "vsdk.mean" if t == "mean" else "vsdk.sum", [self.arg(args[0], node)], {"axes": axes, "keepdims": int(keep)})
+        return True
+
     def clamp(self, node, t: str, args: Sequence[Any]) -> bool:
         """`clamp`, `clamp_min`, `clamp_max`, `hardtanh` (ReLU6) with number bounds -> `vsdk.clamp`;
         tensor bounds have no catalog operator."""
@@ -326,7 +374,8 @@ class _Lowering:
                 # Part of a multi-output operator already listed as unsupported.
                 return any(u.where == args[0].name or u.source == _source(args[0]) for u in self.g.unsupported)
             if int(args[1]) >= len(parts):
-                raise ExportError(f"{node.name}: output {args[1]} of {args[0].name} (a batch norm's saved statistics are training's) has no catalog operator")
+                what = "max pooling's indices" if "pool" in _short(args[0].target) else "a batch norm's saved statistics are training's"
+                raise ExportError(f"{node.name}: output {args[1]} of {args[0].name} ({what}) has no catalog operator")
             self.alias[node.name] = parts[args[1]]
             self.g.framework_names[parts[args[1]]] = node.name
             return True
@@ -350,6 +399,10 @@ class _Lowering:
             return self.clamp(node, t, args)
         if t in _BATCH_NORMS:
             return self.batch_norm(node, t, args)
+        if t in _POOLS:
+            return self.pool(node, t, args)
+        if t in _REDUCTIONS:
+            return self.reduce(node, t, args)
         if t == "gelu":
             approx = node.kwargs.get("approximate", args[1] if len(args) > 1 else "none")
             self.emit(node, "vsdk.gelu_tanh" if approx == "tanh" else "vsdk.gelu", [self.arg(args[0], node)])
