@@ -49,6 +49,8 @@ const MUTANTS: &[(&str, &str)] = &[
     ),
     ("avg_pool_pad_excluded", "c/mutant_avg_pool_pad_excluded.c"),
     ("adaptive_bins_rounded", "c/mutant_adaptive_bins_rounded.c"),
+    ("sdpa_gqa_modulo", "c/mutant_sdpa_gqa_modulo.c"),
+    ("sdpa_causal_one_off", "c/mutant_sdpa_causal_one_off.c"),
 ];
 
 /// Compiles `source` (plus `extra` flags) into `OUT_DIR/lib<stem>.so` and

@@ -1197,19 +1197,38 @@ static vsdk_status_t* k_reduce(const vsdk_kernel_call_t* c, int mean) {
 
 /* --- attention ----------------------------------------------------------- */
 
-/* vsdk.sdpa: softmax(scale * q k^T) v over the last two axes. */
+/* Grouped key/value heads: query head h of hq reads key/value head h / (hq / hkv)
+ * (PyTorch's enable_gqa, transformers' repeat_kv). Calls are written `(kv_head)(...)`
+ * and `(causal_sees)(...)`: a test's mutant of this file swaps one (as bn_eps_f). */
+static size_t kv_head(size_t h, size_t hq, size_t hkv) { return h / (hq / hkv); }
+
+/* A causal row: query i sees key j when j <= i + offset (offset = the keys already
+ * in a KV cache before the first query; 0 is PyTorch's is_causal). */
+static int causal_sees(size_t i, size_t j, int64_t offset) { return (int64_t)j <= (int64_t)i + offset; }
+
+/* vsdk.sdpa: softmax(scale * q k^T + mask) v over the last two axes; q [..., Hq, Lq, D],
+ * k and v [..., Hkv, Lk, *]; the optional mask broadcasts to [..., Hq, Lq, Lk]. */
 static vsdk_status_t* k_sdpa(const vsdk_kernel_call_t* c) {
   const vsdk_tensor_t *qt = &c->inputs[0], *kt = &c->inputs[1], *vt = &c->inputs[2];
+  const vsdk_tensor_t* mt = c->num_inputs == 4 ? &c->inputs[3] : NULL;
   int32_t r = qt->ndim, d;
-  size_t batch = 1, lq, lk, dk, dv, bi, i, j, e;
-  int64_t shape[MAX_RANK];
+  size_t batch = 1, lq, lk, dk, dv, bi, kb, i, j, e, hq = 1, hkv = 1;
+  size_t mstride[MAX_RANK];
+  int64_t shape[MAX_RANK], offset = -1;
   double scale;
-  float *q, *k, *v, *y = (float*)out_data(c), *s;
-  TRY(need_inputs(c, 3, 3));
+  float *q = NULL, *k = NULL, *v = NULL, *m = NULL, *y = (float*)out_data(c), *s;
+  vsdk_status_t* st = NULL;
+  TRY(need_inputs(c, 3, 4));
   TRY(need_f32(c));
   if (r < 2 || kt->ndim != r || vt->ndim != r) return INVALID("%s: q, k, v need one rank >= 2", c->kernel);
+  if (r >= 3) {
+    hq = (size_t)qt->shape[r - 3];
+    hkv = (size_t)kt->shape[r - 3];
+    if (hkv == 0 || hq % hkv != 0) return INVALID("%s: key/value heads must divide the query heads", c->kernel);
+  }
   for (d = 0; d < r - 2; d++) {
-    if (kt->shape[d] != qt->shape[d] || vt->shape[d] != qt->shape[d]) return INVALID("%s: batch dimensions differ", c->kernel);
+    if ((d < r - 3 && kt->shape[d] != qt->shape[d]) || vt->shape[d] != kt->shape[d])
+      return INVALID("%s: batch dimensions differ", c->kernel);
     batch *= (size_t)qt->shape[d];
   }
   lq = (size_t)qt->shape[r - 2];
@@ -1219,37 +1238,66 @@ static vsdk_status_t* k_sdpa(const vsdk_kernel_call_t* c) {
   if ((size_t)kt->shape[r - 1] != dk || (size_t)vt->shape[r - 2] != lk || lk == 0)
     return INVALID("%s: expected q [..., Lq, D], k [..., Lk, D], v [..., Lk, Dv]", c->kernel);
   TRY(attr_float(c, "scale", 1.0 / sqrt((double)(dk ? dk : 1)), &scale));
+  TRY(attr_int(c, "causal_offset", -1, &offset));
+  if (find_attr(c, "causal_offset") != NULL && offset < 0) return INVALID("%s: causal_offset must be >= 0", c->kernel);
+  /* The mask's stride along each logits axis [..., Lq, Lk]: 0 where it broadcasts. */
+  if (mt != NULL) {
+    size_t step = 1;
+    if (mt->ndim > r) return INVALID("%s: the mask has a higher rank than the logits", c->kernel);
+    for (d = r - 1; d >= 0; d--) {
+      int32_t md = d - (r - mt->ndim);
+      int64_t want = d == r - 1 ? (int64_t)lk : qt->shape[d];
+      int64_t have = md >= 0 ? mt->shape[md] : 1;
+      if (have != 1 && have != want) return INVALID("%s: the mask does not broadcast to the logits", c->kernel);
+      mstride[d] = have == 1 ? 0 : step;
+      step *= (size_t)have;
+    }
+  }
   memcpy(shape, qt->shape, (size_t)r * sizeof(int64_t));
   shape[r - 1] = (int64_t)dv;
   TRY(check_output(c, F32, r, shape));
   s = (float*)malloc(lk * sizeof(float));
   if (s == NULL) return OOM("%s: scratch", c->kernel);
-  TRY(load_f32(c, 0, &q));
-  TRY(load_f32(c, 1, &k));
-  TRY(load_f32(c, 2, &v));
-  for (bi = 0; bi < batch; bi++)
+  st = load_f32(c, 0, &q);
+  if (st == NULL) st = load_f32(c, 1, &k);
+  if (st == NULL) st = load_f32(c, 2, &v);
+  if (st == NULL && mt != NULL) st = load_f32(c, 3, &m);
+  for (bi = 0; st == NULL && bi < batch; bi++) {
+    kb = (bi / hq) * hkv + (kv_head)(bi % hq, hq, hkv);
     for (i = 0; i < lq; i++) {
       const float* qi = q + (bi * lq + i) * dk;
       float mx = -INFINITY;
       double sum = 0.0;
       for (j = 0; j < lk; j++) {
         double dot = 0.0;
-        for (e = 0; e < dk; e++) dot += (double)qi[e] * k[(bi * lk + j) * dk + e];
-        s[j] = (float)(dot * scale);
+        for (e = 0; e < dk; e++) dot += (double)qi[e] * k[(kb * lk + j) * dk + e];
+        dot *= scale;
+        if (m != NULL) {
+          /* The mask element at (bi, i, j): bi unflattened over the leading axes. */
+          size_t at = i * mstride[r - 2] + j * mstride[r - 1], rest = bi;
+          for (d = r - 3; d >= 0; d--) {
+            at += (rest % (size_t)qt->shape[d]) * mstride[d];
+            rest /= (size_t)qt->shape[d];
+          }
+          dot += m[at];
+        }
+        s[j] = offset >= 0 && !(causal_sees)(i, j, offset) ? -INFINITY : (float)dot;
         mx = s[j] > mx ? s[j] : mx;
       }
       for (j = 0; j < lk; j++) sum += s[j] = expf(s[j] - mx);
       for (e = 0; e < dv; e++) {
         double acc = 0.0;
-        for (j = 0; j < lk; j++) acc += (double)s[j] * v[(bi * lk + j) * dv + e];
+        for (j = 0; j < lk; j++) acc += (double)s[j] * v[(kb * lk + j) * dv + e];
         y[(bi * lq + i) * dv + e] = (float)(acc / sum);
       }
     }
+  }
   free(s);
   free(q);
   free(k);
   free(v);
-  return NULL;
+  free(m);
+  return st;
 }
 
 /* --- resizes --------------------------------------------------------------- */

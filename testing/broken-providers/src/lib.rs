@@ -58,3 +58,7 @@ pub const MUTANT_AVG_POOL_OVERHANG_COUNTED: &str = env!("VSDK_MUTANT_AVG_POOL_OV
 pub const MUTANT_AVG_POOL_PAD_EXCLUDED: &str = env!("VSDK_MUTANT_AVG_POOL_PAD_EXCLUDED");
 /// The C template whose `vsdk.adaptive_avg_pool2d` rounds its bin edges.
 pub const MUTANT_ADAPTIVE_BINS_ROUNDED: &str = env!("VSDK_MUTANT_ADAPTIVE_BINS_ROUNDED");
+/// The C template whose `vsdk.sdpa` maps query head h to key/value head h % Hkv.
+pub const MUTANT_SDPA_GQA_MODULO: &str = env!("VSDK_MUTANT_SDPA_GQA_MODULO");
+/// The C template whose causal `vsdk.sdpa` rows stop one key short of their position.
+pub const MUTANT_SDPA_CAUSAL_ONE_OFF: &str = env!("VSDK_MUTANT_SDPA_CAUSAL_ONE_OFF");

@@ -1,26 +1,31 @@
 /* attention.cu: scaled dot-product attention.
  * Part of the one kernel program (common.cu says how it is put together). */
 
-/* ---- scaled dot-product attention: out = softmax(scale · q kᵀ) v ----
- * q [B, Lq, D], k [B, Lk, D], v [B, Lk, Dv] (batch dimensions folded into
+/* ---- scaled dot-product attention: out = softmax(scale · q kᵀ + mask) v ----
+ * q [B, Lq, D], k [Bkv, Lk, D], v [Bkv, Lk, Dv] (batch dimensions folded into
  * B); a block per (batch, query row) of the `rows` = B · Lq; the row's Lk
- * scores live in dynamic shared memory (Lk floats). */
+ * scores live in dynamic shared memory (Lk floats). Query batch b reads
+ * key/value batch (b / hq)·hkv + (b % hq) / (hq / hkv) (grouped heads); `mask`
+ * (NULL: none) is [B, Lq, Lk]; with causal >= 0, query i sees keys j <= i + causal. */
 template <class T>
-__device__ void vips_sdpa(const T* q, const T* k, const T* v, T* out, vips_i64 rows, int lq,
-                          int lk, int d, int dv, float scale) {
+__device__ void vips_sdpa(const T* q, const T* k, const T* v, const T* mask, T* out, vips_i64 rows,
+                          int lq, int lk, int d, int dv, float scale, int hq, int hkv, int causal) {
   VIPS_DYNAMIC_SHARED(float, scores);
   __shared__ float scratch[VIPS_BLOCK / 32];
   for (vips_i64 row = blockIdx.x; row < rows; row += gridDim.x) {
-    const vips_i64 batch = row / lq;
+    const vips_i64 batch = row / lq, kv = (batch / hq) * hkv + (batch % hq) / (hq / hkv);
+    const int i = static_cast<int>(row % lq);
     const T* qrow = q + row * d;
-    const T* kb = k + batch * lk * d;
-    const T* vb = v + batch * lk * dv;
+    const T* kb = k + kv * lk * d;
+    const T* vb = v + kv * lk * dv;
     float mx = -vips_inf();
     for (int j = threadIdx.x; j < lk; j += blockDim.x) {
       float s = 0.0f;
       for (int e = 0; e < d; ++e)
         s = fmaf(vips_load(qrow + e), vips_load(kb + static_cast<vips_i64>(j) * d + e), s);
       s *= scale;
+      if (mask) s += vips_load(mask + row * lk + j);
+      if (causal >= 0 && j > i + causal) s = -vips_inf();
       scores[j] = s;
       mx = fmaxf(mx, s);
     }
@@ -46,9 +51,9 @@ __device__ void vips_sdpa(const T* q, const T* k, const T* v, T* out, vips_i64 r
 /* The exported kernels: vips_sdpa_<dtype>, for each float type. */
 #define VIPS_ATTENTION_KERNELS(sfx, T)                                                          \
   VIPS_KERNEL vips_sdpa_##sfx(                    \
-      const T* q, const T* k, const T* v, T* out, vips_i64 rows, int lq, int lk, int d, int dv,  \
-      float scale) {                                                                           \
-    vips_sdpa<T>(q, k, v, out, rows, lq, lk, d, dv, scale);                                          \
+      const T* q, const T* k, const T* v, const T* mask, T* out, vips_i64 rows, int lq, int lk,  \
+      int d, int dv, float scale, int hq, int hkv, int causal) {                                \
+    vips_sdpa<T>(q, k, v, mask, out, rows, lq, lk, d, dv, scale, hq, hkv, causal);             \
   }                                                                                            \
   VIPS_REGISTER(vips_sdpa_##sfx)
 

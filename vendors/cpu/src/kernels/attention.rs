@@ -2,15 +2,14 @@ use super::matmul::{gemm, Dst, Mat};
 use super::Real;
 use ndarray::{ArrayViewD, ArrayViewMutD};
 use rayon::prelude::*;
+use vsdk_catalog::Sdpa;
 
-/// `out = softmax(scale · q kᵀ) v` over the last two axes, batched over the rest.
-pub fn sdpa<T: Real>(
-    q: &ArrayViewD<T>,
-    k: &ArrayViewD<T>,
-    v: &ArrayViewD<T>,
-    scale: f64,
-    mut out: ArrayViewMutD<T>,
-) {
+/// `out = softmax(scale · q kᵀ + mask) v` over the last two axes, batched
+/// over the rest; causal rows see keys up to their offset, query heads read
+/// their group's key/value head.
+pub fn sdpa<T: Real>(ins: &[ArrayViewD<T>], s: &Sdpa, mut out: ArrayViewMutD<T>) {
+    let (q, k, v) = (&ins[0], &ins[1], &ins[2]);
+    let scale = s.scale;
     let r = q.ndim();
     let (lq, d, lk, dv) = (
         q.shape()[r - 2],
@@ -29,6 +28,16 @@ pub fn sdpa<T: Real>(
         v.as_slice().expect("compact"),
     );
     let out = out.as_slice_mut().expect("outputs are compact");
+    // The mask broadcast to the logits [..., Lq, Lk], compact.
+    let mask: Option<Vec<T>> = ins.get(3).map(|m| {
+        let mut logits = q.shape().to_vec();
+        logits[r - 1] = lk;
+        m.broadcast(logits)
+            .expect("the catalog checked the broadcast")
+            .iter()
+            .copied()
+            .collect()
+    });
     let per_batch = lq * dv;
     if per_batch == 0 {
         return;
@@ -49,7 +58,7 @@ pub fn sdpa<T: Real>(
                     let r0 = blk * ROWS;
                     let rows = o.len() / dv;
                     scores.resize(rows * lk, T::zero());
-                    // SAFETY: rows r0.. of q[b] are [rows, d], k[b] is
+                    // SAFETY: rows r0.. of q[b] are [rows, d], k[kv_batch(b)] is
                     // [lk, d] read as its transpose, scores is [rows, lk]; all
                     // compact and distinct.
                     unsafe {
@@ -66,7 +75,7 @@ pub fn sdpa<T: Real>(
                                 cs: 1,
                             },
                             Mat {
-                                ptr: ks[b * lk * d..].as_ptr(),
+                                ptr: ks[s.kv_batch(b) * lk * d..].as_ptr(),
                                 rs: 1,
                                 cs: d as isize,
                             },
@@ -74,8 +83,23 @@ pub fn sdpa<T: Real>(
                             false,
                         )
                     };
-                    scores.chunks_mut(lk).for_each(T::softmax_row);
-                    // SAFETY: scores [rows, lk] times v[b] [lk, dv] into o
+                    for (i, row) in scores.chunks_mut(lk).enumerate() {
+                        let at = (b * lq + r0 + i) * lk;
+                        if let Some(m) = &mask {
+                            row.iter_mut()
+                                .zip(&m[at..at + lk])
+                                .for_each(|(x, &m)| *x = *x + m);
+                        }
+                        if s.causal_offset.is_some() {
+                            for (j, x) in row.iter_mut().enumerate() {
+                                if !s.sees(r0 + i, j) {
+                                    *x = T::neg_infinity();
+                                }
+                            }
+                        }
+                        T::softmax_row(row);
+                    }
+                    // SAFETY: scores [rows, lk] times v[kv_batch(b)] [lk, dv] into o
                     // [rows, dv], distinct.
                     unsafe {
                         gemm(
@@ -91,7 +115,7 @@ pub fn sdpa<T: Real>(
                                 cs: 1,
                             },
                             Mat {
-                                ptr: vs[b * lk * dv..].as_ptr(),
+                                ptr: vs[s.kv_batch(b) * lk * dv..].as_ptr(),
                                 rs: dv as isize,
                                 cs: 1,
                             },

@@ -245,7 +245,7 @@ fn float_node<T: Real>(
         Node::RmsNorm { eps } => norm::rms_norm(&ins[0], &ins[1], *eps, out),
         Node::BatchNorm { eps } => norm::batch_norm(ins, *eps, out),
         Node::Softmax { axis } => norm::softmax(&ins[0], *axis, out),
-        Node::Sdpa(s) => attention::sdpa(&ins[0], &ins[1], &ins[2], s.scale, out),
+        Node::Sdpa(s) => attention::sdpa(ins, s, out),
         Node::ResizeBicubic(r) => resize::bicubic(&ins[0], r, out),
         Node::Pool2d(p) => reduction::pool2d(&ins[0], p, out),
         Node::Reduce(r) => reduction::reduce(&ins[0], r, out),

@@ -1,7 +1,7 @@
 //! Scaled dot-product attention: a block per query row, its scores in
-//! dynamic shared memory.
+//! dynamic shared memory; a mask is first broadcast to the logits' shape.
 
-use super::{int, ptr, row_grid, suffix, Arg, Call, SHARED_BYTES};
+use super::{compact_strides, int, ptr, row_grid, suffix, Arg, Call, SHARED_BYTES};
 use crate::backend::Backend;
 use vsdk_catalog::Sdpa;
 use vsdk_provider_kit::{ProviderError, TensorArg};
@@ -27,10 +27,34 @@ pub(super) fn sdpa<B: Backend>(
         )));
     }
     let rows: usize = q.shape[..r - 1].iter().product();
+    // The mask broadcast to the logits [..., Lq, Lk], compact (stride 0 along
+    // its broadcast axes).
+    let mask = match ins.get(3) {
+        None => 0,
+        Some(m) => {
+            let mut logits = q.shape.clone();
+            logits[r - 1] = lk;
+            let lead = r - m.shape.len();
+            let from: Vec<usize> = (0..r)
+                .map(|a| match a.checked_sub(lead) {
+                    Some(i) if m.shape[i] != 1 => m.strides[i],
+                    _ => 0,
+                })
+                .collect();
+            let dst = c.temporary(rows * lk * m.dtype.size_bytes())?;
+            c.copy(m, ptr(m), &from, dst, &compact_strides(&logits), &logits)?;
+            dst
+        }
+    };
+    let causal = match s.causal_offset {
+        None => -1,
+        Some(o) => int(o, "the causal offset")?,
+    };
     let args = vec![
         Arg::Ptr(c.compact(q)?),
         Arg::Ptr(c.compact(k)?),
         Arg::Ptr(c.compact(v)?),
+        Arg::Ptr(mask),
         Arg::Ptr(ptr(out)),
         Arg::I64(int(rows, "the number of query rows")?),
         Arg::I32(int(lq, "Lq")?),
@@ -38,6 +62,9 @@ pub(super) fn sdpa<B: Backend>(
         Arg::I32(int(d, "D")?),
         Arg::I32(int(dv, "Dv")?),
         Arg::F32(s.scale as f32),
+        Arg::I32(int(s.heads.0, "the query heads")?),
+        Arg::I32(int(s.heads.1, "the key/value heads")?),
+        Arg::I32(causal),
     ];
     let kernel = format!("vips_sdpa_{}", suffix(out.dtype)?);
     c.launch(&kernel, row_grid(rows), shared as u32, args)

@@ -58,21 +58,86 @@ pub(super) fn query_blocks(
 /// with them, only the propagated variance.
 pub(super) fn sdpa(
     inputs: &[&HostTensor],
-    scale: f64,
+    node: &Sdpa,
     vars: Option<&[HostTensor]>,
     p: Precision,
 ) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
-    sdpa_in_blocks(inputs, scale, vars, p, ATTENTION_BLOCK)
+    sdpa_in_blocks(inputs, node, vars, p, ATTENTION_BLOCK)
+}
+
+/// `t`'s values broadcast (NumPy's rule, the catalog checked it) to `shape`.
+fn broadcast_to(t: &HostTensor, shape: &[usize]) -> Vec<f64> {
+    let (from, x) = (&t.spec.shape, t.to_f64_vec());
+    let lead = shape.len() - from.len();
+    let mut strides = vec![0; shape.len()];
+    let mut step = 1;
+    for a in (0..from.len()).rev() {
+        strides[lead + a] = if from[a] == 1 { 0 } else { step };
+        step *= from[a];
+    }
+    let n: usize = shape.iter().product();
+    (0..n)
+        .map(|mut e| {
+            let mut at = 0;
+            for a in (0..shape.len()).rev() {
+                at += (e % shape[a]) * strides[a];
+                e /= shape[a];
+            }
+            x[at]
+        })
+        .collect()
+}
+
+/// What is added to the logits `scale · q kᵀ`: the mask (broadcast to
+/// `[batch, Lq, Lk]`), −∞ where a causal row does not see a key; and the
+/// mask's error variance, where it carries one.
+struct Added {
+    mask: Option<Vec<f64>>,
+    var: Option<Vec<f64>>,
+}
+
+impl Added {
+    fn of(inputs: &[&HostTensor], mask_var: Option<&HostTensor>) -> Added {
+        let Some(m) = inputs.get(3) else {
+            return Added {
+                mask: None,
+                var: None,
+            };
+        };
+        let mut logits = inputs[0].spec.shape.clone();
+        let r = logits.len();
+        logits[r - 1] = inputs[1].spec.shape[r - 2];
+        Added {
+            mask: Some(broadcast_to(m, &logits)),
+            var: mask_var.map(|v| broadcast_to(v, &logits)),
+        }
+    }
+
+    /// Logits row `i` of batch `b` (`row` holds `scale · q kᵀ`), in place.
+    fn apply(&self, node: &Sdpa, at: usize, i: usize, row: &mut [f64]) {
+        if let Some(m) = &self.mask {
+            row.iter_mut().zip(&m[at..]).for_each(|(x, m)| *x += m);
+        }
+        if node.causal_offset.is_some() {
+            for (j, x) in row.iter_mut().enumerate() {
+                if !node.sees(i, j) {
+                    *x = f64::NEG_INFINITY;
+                }
+            }
+        }
+    }
 }
 
 /// [`sdpa`] holding at most `block` elements of a `[queries, keys]` matrix.
 pub(super) fn sdpa_in_blocks(
     inputs: &[&HostTensor],
-    scale: f64,
+    node: &Sdpa,
     vars: Option<&[HostTensor]>,
     p: Precision,
     block: usize,
 ) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    let scale = node.scale;
+    let added = Added::of(inputs, vars.and_then(|v| v.get(3)));
     let (q, k, v) = (
         inputs[0].f64_values(),
         inputs[1].f64_values(),
@@ -96,10 +161,15 @@ pub(super) fn sdpa_in_blocks(
     for (b, rows) in query_blocks(batch, lq, lk, block) {
         let lq = rows.len();
         let qb = &q[(b * dims.lq + rows.start) * dk..][..lq * dk];
-        let kb = &k[b * lk * dk..][..lk * dk];
-        let vb = &v[b * lk * dv..][..lk * dv];
+        let kv = node.kv_batch(b);
+        let kb = &k[kv * lk * dk..][..lk * dk];
+        let vb = &v[kv * lk * dv..][..lk * dv];
         let mut s = matmul(qb, kb, (lq, dk, lk), true);
         s.iter_mut().for_each(|x| *x *= scale);
+        for (i, row) in s.chunks_mut(lk.max(1)).enumerate() {
+            let at = (b * dims.lq + rows.start + i) * lk;
+            added.apply(node, at, rows.start + i, row);
+        }
         // |q|·|k|ᵀ: only the local bound needs it.
         let mut a = if e.is_none() {
             nonneg_matmul(&abs(qb), &abs(kb), (lq, dk, lk), true)
@@ -124,10 +194,14 @@ pub(super) fn sdpa_in_blocks(
                 pi.iter_mut().zip(si).for_each(|(p, x)| *p = (x - m).exp());
                 let z: f64 = pi.iter().sum();
                 pi.iter_mut().for_each(|p| *p /= z);
-                let (mean0, mean1) = (0..lk).fold((0.0, 0.0), |(m0, m1), j| {
-                    (m0 + pi[j] * u * si[j].abs(), m1 + pi[j] * gd * u * ai[j])
-                });
-                for j in 0..lk {
+                // A masked key (−∞) weighs nothing and adds no error.
+                let seen = |j: usize| si[j] > f64::NEG_INFINITY;
+                let (mean0, mean1) = (0..lk)
+                    .filter(|&j| seen(j))
+                    .fold((0.0, 0.0), |(m0, m1), j| {
+                        (m0 + pi[j] * u * si[j].abs(), m1 + pi[j] * gd * u * ai[j])
+                    });
+                for j in (0..lk).filter(|&j| seen(j)) {
                     d0[j] = pi[j] * (u * si[j].abs() + mean0)
                         + u * pi[j] * (4.0 + (si[j] - m).abs())
                         + p.u * pi[j];
@@ -150,13 +224,17 @@ pub(super) fn sdpa_in_blocks(
         if let Some([vq, vk, vv]) = &e {
             // Variances: logits, probabilities (as softmax), then P·v.
             let vqb = &vq[(b * dims.lq + rows.start) * dk..][..lq * dk];
-            let vkb = &vk[b * lk * dk..][..lk * dk];
-            let vvb = &vv[b * lk * dv..][..lk * dv];
-            let vs = map2(
+            let vkb = &vk[kv * lk * dk..][..lk * dk];
+            let vvb = &vv[kv * lk * dv..][..lk * dv];
+            let mut vs = map2(
                 &nonneg_matmul(vqb, &sq(kb), (lq, dk, lk), true),
                 &nonneg_matmul(&sq(qb), vkb, (lq, dk, lk), true),
                 |x, y| scale * scale * (x + y),
             );
+            if let Some(vm) = &added.var {
+                let at = (b * dims.lq + rows.start) * lk;
+                vs.iter_mut().zip(&vm[at..]).for_each(|(v, m)| *v += m);
+            }
             let p2 = sq(&pm);
             let mut w = vec![0.0; lq * lk];
             w.par_chunks_mut(lk.max(1)).enumerate().for_each(|(i, wi)| {
@@ -181,17 +259,19 @@ pub(super) fn sdpa_in_blocks(
 /// over `D` (scaled), the probabilities as a softmax of them (its own
 /// roundings plus the logits' errors through its derivative), stored at the
 /// tier's precision, and `P·v` as dot products over `Lk`.
-pub(super) fn sdpa_sigma(inputs: &[&HostTensor], scale: f64, p: Precision) -> Vec<f64> {
-    sdpa_sigma_in_blocks(inputs, scale, p, ATTENTION_BLOCK)
+pub(super) fn sdpa_sigma(inputs: &[&HostTensor], node: &Sdpa, p: Precision) -> Vec<f64> {
+    sdpa_sigma_in_blocks(inputs, node, p, ATTENTION_BLOCK)
 }
 
 /// [`sdpa_sigma`] holding at most `block` elements of a `[queries, keys]` matrix.
 pub(super) fn sdpa_sigma_in_blocks(
     inputs: &[&HostTensor],
-    scale: f64,
+    node: &Sdpa,
     p: Precision,
     block: usize,
 ) -> Vec<f64> {
+    let scale = node.scale;
+    let added = Added::of(inputs, None);
     let (q, k, v) = (
         inputs[0].f64_values(),
         inputs[1].f64_values(),
@@ -211,8 +291,9 @@ pub(super) fn sdpa_sigma_in_blocks(
     for (b, rows) in query_blocks(batch, lq, lk, block) {
         let lq = rows.len();
         let qb = &q[(b * dims.lq + rows.start) * dk..][..lq * dk];
-        let kb = &k[b * lk * dk..][..lk * dk];
-        let vb = &v[b * lk * dv..][..lk * dv];
+        let kv = node.kv_batch(b);
+        let kb = &k[kv * lk * dk..][..lk * dk];
+        let vb = &v[kv * lk * dv..][..lk * dv];
         let raw = matmul(qb, kb, (lq, dk, lk), true);
         let sq_terms_s = nonneg_matmul(&sq(qb), &sq(kb), (lq, dk, lk), true);
         let var_s: Vec<f64> = raw
@@ -226,7 +307,9 @@ pub(super) fn sdpa_sigma_in_blocks(
             .enumerate()
             .for_each(|(i, (pi, vpi))| {
                 let row = i * lk..(i + 1) * lk;
-                let si: Vec<f64> = raw[row.clone()].iter().map(|s| s * scale).collect();
+                let mut si: Vec<f64> = raw[row.clone()].iter().map(|s| s * scale).collect();
+                let at = (b * dims.lq + rows.start + i) * lk;
+                added.apply(node, at, rows.start + i, &mut si);
                 let vsi = &var_s[row];
                 let m = si.iter().copied().fold(f64::NEG_INFINITY, f64::max);
                 pi.iter_mut()
@@ -235,7 +318,7 @@ pub(super) fn sdpa_sigma_in_blocks(
                 let z: f64 = pi.iter().sum();
                 pi.iter_mut().for_each(|p| *p /= z);
                 let spread: f64 = (0..lk).map(|j| pi[j] * pi[j] * vsi[j]).sum();
-                for j in 0..lk {
+                for j in (0..lk).filter(|&j| si[j] > f64::NEG_INFINITY) {
                     let own = ku * ((1.0 + (si[j] - m).abs()).powi(2) + lk as f64 / 2.0 + 2.0);
                     vpi[j] = pi[j] * pi[j] * (vsi[j] + spread + own + p.u * p.u / 3.0);
                 }

@@ -28,7 +28,7 @@ use resize::*;
 use vips_data::{Error, HostTensor};
 use vips_execution::Device;
 use vsdk_catalog::PilFilter;
-use vsdk_catalog::{Attrs, DType, Node, Op, TensorSpec};
+use vsdk_catalog::{Attrs, DType, Node, Op, Sdpa, TensorSpec};
 
 /// Runs catalog kernels on the reference provider, in float64.
 pub(super) struct Reference<'a>(pub &'a Device);
@@ -331,7 +331,7 @@ pub(super) fn evaluate(r: &Reference, c: &Call) -> Result<Evaluated, Error> {
         Node::RmsNorm { eps } => affine(|lambda| rms_norm_local(c.inputs, *eps, p, lambda)),
         Node::BatchNorm { eps } => exact(batch_norm_local(c.inputs, *eps, &v, p)),
         Node::Sdpa(s) => {
-            let (fixed, scaled, _) = sdpa(c.inputs, s.scale, None, p);
+            let (fixed, scaled, _) = sdpa(c.inputs, s, None, p);
             (fixed, scaled)
         }
         // Data movement and selections: exact, except where an input wider
@@ -513,7 +513,7 @@ fn sigma(
         Node::LayerNorm { axis, eps } => layer_norm_sigma(c.inputs, *axis, *eps, p),
         Node::RmsNorm { eps } => rms_norm_sigma(c.inputs, *eps, p),
         Node::BatchNorm { eps } => batch_norm_sigma(c.inputs, *eps, v, stored, p),
-        Node::Sdpa(s) => sdpa_sigma(c.inputs, s.scale, p),
+        Node::Sdpa(s) => sdpa_sigma(c.inputs, s, p),
         // Coordinates and taps computed in float32 make the resize's error
         // depend on the implementation's arithmetic more than on rounding:
         // the local bound at λ = 1 stands in for a standard deviation.
@@ -750,9 +750,9 @@ pub(super) fn propagate(
             dense(out_shape, batch_norm_propagate(c.inputs, *eps, &vars))
         }
         Node::Sdpa(s) => {
-            let vars: Vec<HostTensor> = (0..3).map(var).collect();
+            let vars: Vec<HostTensor> = (0..c.inputs.len()).map(var).collect();
             let p = c.precision.expect("float");
-            dense(out_shape, sdpa(c.inputs, s.scale, Some(&vars), p).2)
+            dense(out_shape, sdpa(c.inputs, s, Some(&vars), p).2)
         }
         // Σ w² ≤ max|w|·Σ|w| ≤ 1.89 in 2-D: at most twice the plane's largest variance.
         Node::ResizeBicubic(_) => dense(out_shape, plane_max(&var(0), out_shape, 2.0)?),

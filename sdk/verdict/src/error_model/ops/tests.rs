@@ -155,21 +155,27 @@ fn attention_in_query_blocks_is_attention_whole() {
             );
         }
     };
-    let whole = sdpa_in_blocks(&inputs, 0.3, None, p, usize::MAX);
-    let whole_prop = sdpa_in_blocks(&inputs, 0.3, Some(&vars), p, usize::MAX).2;
-    let whole_sigma = sdpa_sigma_in_blocks(&inputs, 0.3, p, usize::MAX);
+    let node = vsdk_catalog::Sdpa {
+        scale: 0.3,
+        causal_offset: None,
+        heads: (1, 1),
+        mask: false,
+    };
+    let whole = sdpa_in_blocks(&inputs, &node, None, p, usize::MAX);
+    let whole_prop = sdpa_in_blocks(&inputs, &node, Some(&vars), p, usize::MAX).2;
+    let whole_sigma = sdpa_sigma_in_blocks(&inputs, &node, p, usize::MAX);
     // One row, a few rows, and blocks that do not divide the rows.
     for block in [1, 5 * lk, 8 * lk + 3] {
-        let blocked = sdpa_in_blocks(&inputs, 0.3, None, p, block);
+        let blocked = sdpa_in_blocks(&inputs, &node, None, p, block);
         close(&blocked.0, &whole.0, "fixed");
         close(&blocked.1, &whole.1, "scaled");
         close(
-            &sdpa_in_blocks(&inputs, 0.3, Some(&vars), p, block).2,
+            &sdpa_in_blocks(&inputs, &node, Some(&vars), p, block).2,
             &whole_prop,
             "propagated",
         );
         close(
-            &sdpa_sigma_in_blocks(&inputs, 0.3, p, block),
+            &sdpa_sigma_in_blocks(&inputs, &node, p, block),
             &whole_sigma,
             "sigma",
         );
