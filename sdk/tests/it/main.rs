@@ -10,6 +10,7 @@ mod hostile_builders;
 
 mod activations;
 mod anchored_goldens;
+mod attention_masks;
 mod batch_norm;
 mod certify;
 mod compare;
