@@ -48,9 +48,9 @@ _BATCH_NORMS = {
     "native_batch_norm": (3, 4, 5, 7, True),
     "batch_norm": (3, 4, 5, 7, False),
 }
-# ATen's clamps: the positions of (min, max) among the arguments, and their defaults.
 _POOLS = ("max_pool2d", "max_pool2d_with_indices", "avg_pool2d", "adaptive_avg_pool2d", "_adaptive_avg_pool2d")
 _REDUCTIONS = ("mean", "sum")
+# ATen's clamps: the positions of (min, max) among the arguments, and their defaults.
 _CLAMPS = {"clamp": (1, 2, None, None), "hardtanh": (1, 2, -1.0, 1.0), "clamp_min": (1, None, None, None), "clamp_max": (None, 1, None, None)}
 _RESHAPES = {"view", "reshape", "_unsafe_view", "flatten", "unsqueeze", "squeeze", "unflatten"}
 
@@ -202,6 +202,55 @@ class _Lowering:
         self.lists[node.name] = [out]  # the saved statistics (outputs 1, 2) are training's
         return True
 
+    def sdpa(self, node) -> bool:
+        """`F.scaled_dot_product_attention` -> `vsdk.sdpa`: an additive float mask as its fourth input,
+        `is_causal` as causal_offset 0 (PyTorch aligns it top-left), grouped key/value heads as they
+        are (with `enable_gqa`, or found behind transformers' `repeat_kv`)."""
+        args, kw = list(node.args), dict(node.kwargs)
+        names = ["attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"]
+        given = dict(zip(names, args[3:]))
+        given.update({k: v for k, v in kw.items() if k in names})
+        if given.get("dropout_p", 0.0):
+            raise ExportError(f"{node.name}: sdpa with dropout_p {given['dropout_p']} (training) has no catalog operator")
+        q = args[0].meta["val"]
+        k, v = (self.repeat_kv.get(node.name, {}).get(i, args[i]) for i in (1, 2))
+        ins = [self.arg(args[0], node), self.arg(k, node), self.arg(v, node)]
+        attrs: Dict[str, Any] = {"scale": float(given.get("scale") or (1.0 / float(q.shape[-1]) ** 0.5))}
+        mask = given.get("attn_mask")
+        if mask is not None:
+            if str(mask.meta["val"].dtype) == "torch.bool":
+                raise ExportError(f"{node.name}: sdpa with a boolean mask (True = keep) has no catalog operator: pass an additive float mask")
+            ins.append(self.arg(mask, node))
+        if given.get("is_causal"):
+            attrs["causal_offset"] = 0
+        self.emit(node, "vsdk.sdpa", ins, attrs)
+        return True
+
+    def expand(self, node) -> bool:
+        """`expand` of size-1 axes -> copies concatenated along each (exact data movement; a few
+        copies at most, as transformers' repeat_kv makes)."""
+        x = node.args[0]
+        src, dst = tuple(x.meta["val"].shape), self.spec(node)
+        name = self.arg(x, node)
+        lead = len(dst.shape) - len(src)
+        shape = list(src)
+        if lead:
+            shape = [1] * lead + shape
+            name = self.emit(node, "vsdk.reshape", [name], {"shape": shape}, output=f"{node.name}.lead", spec=Spec(tuple(shape), dst.dtype))
+        axes = [a for a in range(len(shape)) if shape[a] != dst.shape[a]]
+        if not axes:
+            self.alias[node.name] = name
+            return True
+        for n, a in enumerate(axes):
+            times = dst.shape[a]
+            if shape[a] != 1 or times > 64:
+                raise ExportError(f"{node.name}: expand of axis {a} from {shape[a]} to {times} (only size-1 axes, 64 copies at most, become copies)")
+            shape[a] = times
+            last = n == len(axes) - 1
+            out = node.name if last else f"{node.name}.axis{a}"
+            name = self.emit(node, "vsdk.concat", [name] * times, {"axis": a}, output=out, spec=None if last else Spec(tuple(shape), dst.dtype))
+        return True
+
     def pool(self, node, t: str, args: Sequence[Any]) -> bool:
         """`max_pool2d` (and `_with_indices`, its values), `avg_pool2d`, `adaptive_avg_pool2d` ->
         the catalog's pools; PyTorch's stride defaults to the kernel, its padding is symmetric."""
@@ -289,6 +338,8 @@ class _Lowering:
         torch = self.torch
         state = {**self.ep.state_dict, **getattr(self.ep, "constants", {})}
         self.attention = _Attention(self.ep.graph, state, self.param_of)
+        self.repeat_kv, skipped = _repeat_kv(self.ep.graph)
+        self.attention.absorbed.update(skipped)
         for node in self.ep.graph.nodes:
             if node.op == "placeholder":
                 if node.name in self.param_of:
@@ -333,7 +384,8 @@ class _Lowering:
     def fold(self, node) -> bool:
         """Evaluates a node whose tensor inputs are all constant."""
         flat = [a for a in _flatten(node.args) + _flatten(list(node.kwargs.values())) if hasattr(a, "name")]
-        if not flat or not all(self.v(a.name) in self.const_t for a in flat):
+        # A node of constants alone, or of none (arange, full: a causal mask, rotary positions).
+        if not all(self.v(a.name) in self.const_t for a in flat):
             return False
         if node.target is operator.getitem:
             return False
@@ -355,7 +407,7 @@ class _Lowering:
         sources = {self.v(a.name) for a in flat}
         roots = sorted(set().union(*(self.roots.get(s, set()) for s in sources)))
         self.roots[node.name] = set(roots)
-        src = next(iter(sources))
+        src = next(iter(sources), None)
         if len(sources) == 1 and _view(node) and self.const_t[src].numel() == out.numel() and src not in self.computed:
             if src in self.param_of:
                 self.param_of[node.name] = self.param_of[src]
@@ -383,10 +435,7 @@ class _Lowering:
             self.alias[node.name] = self.v(args[0].name)
             return True
         if t == "expand":
-            if self.spec(node) == self.g.specs.get(self.v(args[0].name)):
-                self.alias[node.name] = self.v(args[0].name)
-                return True
-            return False
+            return self.expand(node)
         if t in _ELEMENTWISE:
             if len(args) > 2 or node.kwargs.get("alpha", 1) != 1 or node.kwargs.get("rounding_mode"):
                 return False
@@ -438,18 +487,21 @@ class _Lowering:
             self.emit(node, "vsdk.softmax", [self.arg(args[0], node)], {"axis": int(args[1])})
             return True
         if t == "scaled_dot_product_attention":
-            kw = dict(node.kwargs)
-            extra = list(args[3:])
-            mask = kw.get("attn_mask", extra[0] if extra else None)
-            causal = kw.get("is_causal", extra[2] if len(extra) > 2 else False)
-            if mask is not None or causal or kw.get("enable_gqa"):
-                raise ExportError("sdpa with a mask, is_causal or grouped key/value heads has no catalog operator yet")
-            q = node.args[0].meta["val"]
-            scale = kw.get("scale") or (1.0 / float(q.shape[-1]) ** 0.5)
-            self.emit(node, "vsdk.sdpa", [self.arg(a, node) for a in args[:3]], {"scale": float(scale)})
+            return self.sdpa(node)
+        if t == "pow" and len(args) > 1 and isinstance(args[1], (int, float)) and float(args[1]) == 2.0:
+            x = self.arg(args[0], node)
+            self.emit(node, "vsdk.mul", [x, x])
+            return True
+        if t == "neg":
+            self.emit(node, "vsdk.mul", [self.arg(args[0], node), self.scalar(-1.0, node.name)])
             return True
         if t == "cat":
-            self.emit(node, "vsdk.concat", [self.arg(a, node) for a in args[0]], {"axis": int(args[1]) if len(args) > 1 else 0})
+            # PyTorch skips 1-D empty tensors in a cat whatever its axis (an empty KV cache's start).
+            parts = [a for a in args[0] if tuple(a.meta["val"].shape) != (0,)]
+            if len(parts) == 1:
+                self.alias[node.name] = self.v(self.arg(parts[0], node))
+                return True
+            self.emit(node, "vsdk.concat", [self.arg(a, node) for a in parts], {"axis": int(args[1]) if len(args) > 1 else 0})
             return True
         if t in _RESHAPES:
             self.emit(node, "vsdk.reshape", [self.arg(args[0], node)], {"shape": list(self.spec(node).shape)})
@@ -615,6 +667,44 @@ class _Attention:
                 continue
             break
         return n, scale
+
+
+def _repeat_kv(graph) -> Tuple[Dict[str, Dict[int, Any]], set]:
+    """transformers' `repeat_kv` in front of an sdpa: `x[:, :, None].expand(B, H, g, L, D).reshape(B,
+    H·g, L, D)` of a key or value `x [B, H, L, D]`. The sdpa reads `x` itself (grouped heads: query
+    head h reads head h // g, what the repeat lays out), so the vendor's grouped-head kernel is the
+    one certified: {sdpa node: {argument: x}} and the nodes passed over."""
+    found: Dict[str, Dict[int, Any]] = {}
+    skipped: set = set()
+    for n in graph.nodes:
+        if n.op != "call_function" or _short(n.target) != "scaled_dot_product_attention":
+            continue
+        for i in (1, 2):
+            taken = []
+            r = n.args[i]
+            if not (hasattr(r, "op") and _short(r.target) in ("view", "_unsafe_view", "reshape") and len(r.users) == 1):
+                continue
+            taken.append(r)
+            e = r.args[0]
+            while hasattr(e, "op") and _short(e.target) in ("clone", "contiguous") and len(e.users) == 1:
+                taken.append(e)  # a reshape of an expand copies first
+                e = e.args[0]
+            if not (hasattr(e, "op") and _short(e.target) == "expand" and len(e.users) == 1):
+                continue
+            taken.append(e)
+            x = e.args[0]
+            # Unsqueezes and whole-axis slices (`[:, :, None]`) between the key and its expand.
+            while (
+                hasattr(x, "op") and x.op == "call_function" and len(x.users) == 1
+                and (_short(x.target) == "unsqueeze" or (_short(x.target) == "slice" and tuple(x.meta["val"].shape) == tuple(x.args[0].meta["val"].shape)))
+            ):
+                taken.append(x)
+                x = x.args[0]
+            src, rep, out = (tuple(t.meta["val"].shape) for t in (x, e, r))
+            if len(src) == 4 and len(rep) == 5 and rep[:2] == src[:2] and rep[3:] == src[2:] and out == (src[0], src[1] * rep[2], src[2], src[3]):
+                found.setdefault(n.name, {})[i] = x
+                skipped.update(t.name for t in taken)
+    return found, skipped
 
 
 def _view(node) -> bool:

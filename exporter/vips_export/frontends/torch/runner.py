@@ -1,6 +1,6 @@
 """The exported PyTorch program run on the suite's inputs, every stage tensor captured by an FX
-interpreter; at fp16 and bf16 the program's parameters and inputs are cast to that dtype (PyTorch's
-own kernels at that precision, on the CPU)."""
+interpreter; at fp16 and bf16 the program's parameters and inputs are cast to that dtype, and every
+float result is stored at it (PyTorch's own kernels at that precision, on the CPU)."""
 from __future__ import annotations
 
 import copy
@@ -40,7 +40,15 @@ class TorchRunner:
 
         class Capture(torch.fx.Interpreter):
             def run_node(self, n):
+                # The export's dtype assertions hold at float32 only: the casts above change them.
+                if n.target is torch.ops.aten._assert_tensor_metadata.default:
+                    return None
                 out = super().run_node(n)
+                # A cast to float32 traced at float32 (a `.to(x.dtype)` vanished, positions made
+                # float) would carry float32 into a 16-bit run: every float result is stored at the
+                # tier's dtype, as eager PyTorch at that dtype and the suite's graph do.
+                if isinstance(out, torch.Tensor) and out.is_floating_point() and out.dtype != dtype:
+                    out = out.to(dtype)
                 if n.name in wanted:
                     got[n.name] = out
                 return out
