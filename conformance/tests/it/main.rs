@@ -15,6 +15,7 @@ mod engine_captures;
 mod hostile_drivers;
 mod hostile_files;
 mod install;
+mod llama_block;
 mod nix_flake;
 mod report_html;
 mod tampered_reports;

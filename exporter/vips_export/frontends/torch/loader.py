@@ -217,7 +217,13 @@ class _Lowering:
         ins = [self.arg(args[0], node), self.arg(k, node), self.arg(v, node)]
         attrs: Dict[str, Any] = {"scale": float(given.get("scale") or (1.0 / float(q.shape[-1]) ** 0.5))}
         mask = given.get("attn_mask")
-        if mask is not None:
+        folded = self.const_t.get(self.v(mask.name)) if mask is not None else None
+        offset = _causal_offset(self.torch, folded) if folded is not None else None
+        if offset is not None:
+            # A constant causal mask (transformers builds one per step): the kernel's own causal
+            # path, with the cache's length as its offset.
+            attrs["causal_offset"] = offset
+        elif mask is not None:
             if str(mask.meta["val"].dtype) == "torch.bool":
                 raise ExportError(f"{node.name}: sdpa with a boolean mask (True = keep) has no catalog operator: pass an additive float mask")
             ins.append(self.arg(mask, node))
@@ -667,6 +673,18 @@ class _Attention:
                 continue
             break
         return n, scale
+
+
+def _causal_offset(torch, mask) -> Optional[int]:
+    """`P` when `mask` is a causal mask after `P` cached keys, the same for every leading index: 0
+    (or True) where key j ≤ i + P, −∞ (or False) elsewhere; None for any other mask."""
+    if mask.ndim < 2 or mask.shape[-1] < mask.shape[-2]:
+        return None
+    length, keys = mask.shape[-2], mask.shape[-1]
+    past = keys - length
+    keep = torch.ones(length, keys, dtype=torch.bool).tril(past)
+    want = keep if mask.dtype == torch.bool else torch.where(keep, 0.0, float("-inf")).to(mask.dtype)
+    return past if bool((mask == want).all()) else None
 
 
 def _repeat_kv(graph) -> Tuple[Dict[str, Dict[int, Any]], set]:

@@ -1,0 +1,70 @@
+//! A Llama-3-style decoder block, quick variant (`llama3-8b-block-quick`,
+//! written by `vips-export --torch llama_block:tiny --weights seeded` from
+//! Hugging Face transformers' own `LlamaDecoderLayer`, whose captures pass it
+//! at every tier: docs/validation.md): RMSNorm as its decomposition, rotary
+//! embedding through folded tables, grouped key/value heads (8 query heads
+//! over 2) read from a 12-token KV cache, the causal mask, SwiGLU. Its
+//! committed golden file is what `generate` computes; the CPU provider passes
+//! it at every tier in both modes, the GPU kernel source under SIMT and the C
+//! template at fp32; templates that map grouped heads by modulo or stop the
+//! causal rows a key short fail exactly the attention stage.
+
+use crate::common;
+use common::suites::{assert_fails_exactly, assert_golden_is_generated, built, device, ALL_TIERS};
+use vips_sdk::compare::Tier;
+use vips_sdk::runner::{self, Mode};
+use vips_sdk::suite::Suite;
+
+const SUITE: &str = "llama3-8b-block-quick";
+/// Both norms, attention, the MLP and the two residual additions.
+const STAGES: usize = 6;
+
+fn suite() -> Suite {
+    common::suites::suite(SUITE)
+}
+
+fn run(
+    provider: &vips_sdk::Device,
+    mode: Mode,
+    tiers: &[Tier],
+    differential: bool,
+) -> runner::RunReport {
+    common::suites::run(&suite(), provider, mode, tiers, differential)
+}
+
+#[test]
+fn the_committed_golden_file_is_what_generate_computes() {
+    assert_golden_is_generated(SUITE);
+}
+
+#[test]
+fn the_cpu_provider_passes_at_every_tier_in_both_modes() {
+    let cpu = built("cpu");
+    for mode in [Mode::Isolated, Mode::Chained] {
+        let r = run(&cpu, mode, &ALL_TIERS, mode == Mode::Isolated);
+        common::suites::assert_passes(&r, &format!("cpu {mode:?}"), STAGES);
+    }
+}
+
+#[test]
+fn the_gpu_kernels_under_simt_and_the_c_template_pass() {
+    let simt = built("simt");
+    let r = run(&simt, Mode::Isolated, &ALL_TIERS, false);
+    common::suites::assert_passes(&r, "simt isolated", STAGES);
+    let template = device(vsdk_template_c::LIBRARY_PATH);
+    for mode in [Mode::Isolated, Mode::Chained] {
+        let r = run(&template, mode, &[Tier::Fp32], false);
+        common::suites::assert_passes(&r, &format!("template {mode:?}"), STAGES);
+    }
+}
+
+#[test]
+fn grouped_heads_by_modulo_or_a_causal_mask_one_off_fail_the_attention_stage() {
+    for mutant in [
+        vsdk_broken_providers::MUTANT_SDPA_GQA_MODULO,
+        vsdk_broken_providers::MUTANT_SDPA_CAUSAL_ONE_OFF,
+    ] {
+        let r = run(&device(mutant), Mode::Isolated, &[Tier::Fp32], false);
+        assert_fails_exactly(&r, mutant, &["layer.self_attn"], &["vsdk.sdpa@1"]);
+    }
+}
