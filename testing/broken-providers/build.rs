@@ -51,6 +51,7 @@ const MUTANTS: &[(&str, &str)] = &[
     ("adaptive_bins_rounded", "c/mutant_adaptive_bins_rounded.c"),
     ("sdpa_gqa_modulo", "c/mutant_sdpa_gqa_modulo.c"),
     ("sdpa_causal_one_off", "c/mutant_sdpa_causal_one_off.c"),
+    ("rotary_layout_swapped", "c/mutant_rotary_layout_swapped.c"),
 ];
 
 /// Compiles `source` (plus `extra` flags) into `OUT_DIR/lib<stem>.so` and

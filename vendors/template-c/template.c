@@ -42,7 +42,7 @@
  *                           vsdk.batch_norm
  *     reductions            vsdk.max_pool2d, vsdk.avg_pool2d,
  *                           vsdk.adaptive_avg_pool2d, vsdk.mean, vsdk.sum
- *     attention             vsdk.sdpa
+ *     attention             vsdk.sdpa, vsdk.rotary_embedding
  *     resizes               vsdk.resize_pil_bicubic, vsdk.resize_pil_lanczos,
  *                           vsdk.resize_bicubic
  *     sparse voxel tensors  vsdk.sparse_conv3d, vsdk.sparse_downsample_coords,
@@ -126,7 +126,7 @@ static const char* const KERNELS[] = {
     "vsdk.gather_rows", "vsdk.repeat_rows", "vsdk.sparse_subdivide_coords", "vsdk.rasterize", "vsdk.interpolate",
     "vsdk.relu", "vsdk.clamp", "vsdk.sigmoid", "vsdk.tanh", "vsdk.exp", "vsdk.sqrt", "vsdk.rsqrt",
     "vsdk.hardswish", "vsdk.hardsigmoid", "vsdk.batch_norm", "vsdk.max_pool2d", "vsdk.avg_pool2d",
-    "vsdk.adaptive_avg_pool2d", "vsdk.mean", "vsdk.sum",
+    "vsdk.adaptive_avg_pool2d", "vsdk.mean", "vsdk.sum", "vsdk.rotary_embedding",
 };
 #define NUM_KERNELS (sizeof KERNELS / sizeof KERNELS[0])
 
@@ -1300,6 +1300,56 @@ static vsdk_status_t* k_sdpa(const vsdk_kernel_call_t* c) {
   return st;
 }
 
+/* The features of rotary pair i: (i, i + half) for the rotate-half layout of GPT-NeoX and
+ * Llama, (2i, 2i + 1) for GPT-J's interleaved pairs. Called as `(rotary_pair)(...)`: a
+ * test's mutant of this file swaps it (as bn_eps_f). */
+static void rotary_pair(size_t i, size_t half, int interleaved, size_t* a, size_t* b) {
+  *a = interleaved ? 2 * i : i;
+  *b = interleaved ? 2 * i + 1 : i + half;
+}
+
+/* vsdk.rotary_embedding: x [..., L, D] turned pair by pair by cos, sin [L, half]; features
+ * from 2·half on pass through. */
+static vsdk_status_t* k_rotary(const vsdk_kernel_call_t* c) {
+  const vsdk_tensor_t* xt = &c->inputs[0];
+  int32_t r = xt->ndim;
+  size_t l, d, half, rows, row, i, n;
+  int64_t interleaved = 0;
+  float *x = NULL, *ct = NULL, *st_ = NULL, *y = (float*)out_data(c);
+  vsdk_status_t* st = NULL;
+  TRY(need_inputs(c, 3, 3));
+  TRY(need_f32(c));
+  TRY(attr_int(c, "interleaved", 0, &interleaved));
+  if (r < 2 || c->inputs[1].ndim != 2 || c->inputs[2].ndim != 2) return INVALID("%s: expected x [..., L, D], cos and sin [L, R/2]", c->kernel);
+  l = (size_t)xt->shape[r - 2];
+  d = (size_t)xt->shape[r - 1];
+  half = (size_t)c->inputs[1].shape[1];
+  if ((size_t)c->inputs[1].shape[0] != l || 2 * half > d || half == 0) return INVALID("%s: the tables do not fit x", c->kernel);
+  TRY(check_output(c, F32, r, xt->shape));
+  st = load_f32(c, 0, &x);
+  if (st == NULL) st = load_f32(c, 1, &ct);
+  if (st == NULL) st = load_f32(c, 2, &st_);
+  n = numel(xt);
+  rows = d ? n / d : 0;
+  for (row = 0; st == NULL && row < rows; row++) {
+    const float* xr = x + row * d;
+    float* yr = y + row * d;
+    const float* cr = ct + (row % l) * half;
+    const float* sr = st_ + (row % l) * half;
+    memcpy(yr, xr, d * sizeof(float));
+    for (i = 0; i < half; i++) {
+      size_t a, b;
+      (rotary_pair)(i, half, interleaved != 0, &a, &b);
+      yr[a] = (float)((double)xr[a] * cr[i] - (double)xr[b] * sr[i]);
+      yr[b] = (float)((double)xr[b] * cr[i] + (double)xr[a] * sr[i]);
+    }
+  }
+  free(x);
+  free(ct);
+  free(st_);
+  return st;
+}
+
 /* --- resizes --------------------------------------------------------------- */
 
 /* The cubic filter of Pillow and of PyTorch's antialiased bicubic, a = -0.5. */
@@ -2296,6 +2346,7 @@ static vsdk_status_t* execute(vsdk_provider_t* p, const vsdk_kernel_call_t* c) {
   if (!strcmp(k, "vsdk.mean")) return k_reduce(c, 1);
   if (!strcmp(k, "vsdk.sum")) return k_reduce(c, 0);
   if (!strcmp(k, "vsdk.sdpa")) return k_sdpa(c);
+  if (!strcmp(k, "vsdk.rotary_embedding")) return k_rotary(c);
   if (!strcmp(k, "vsdk.resize_pil_bicubic")) return k_resize_pil(c, cubic_half, 2.0);
   if (!strcmp(k, "vsdk.resize_pil_lanczos")) return k_resize_pil(c, lanczos3, 3.0);
   if (!strcmp(k, "vsdk.resize_bicubic")) return k_resize_bicubic(c);

@@ -104,6 +104,70 @@ pub(super) fn sdpa(
     Ok((Node::Sdpa(node), out(shape)))
 }
 
+/// Rotary position embedding of `x [..., L, D]` by tables `cos`, `sin`
+/// `[L, R/2]` (the positions' angles, the KV cache's offset included): the
+/// first `R` features turn in pairs, the rest pass through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rotary {
+    /// Pairs `(2i, 2i + 1)` (GPT-J) instead of `(i, i + R/2)` (GPT-NeoX, Llama).
+    pub interleaved: bool,
+    /// `R`, the features rotated.
+    pub dims: usize,
+}
+
+impl Rotary {
+    /// The two features of pair `i < R/2`.
+    pub fn pair(&self, i: usize) -> (usize, usize) {
+        if self.interleaved {
+            (2 * i, 2 * i + 1)
+        } else {
+            (i, i + self.dims / 2)
+        }
+    }
+}
+
+pub(super) fn rotary(
+    _op: Op,
+    c: &Check,
+    attrs: &Attrs,
+    inputs: &[TensorSpec],
+    dtype: DType,
+) -> Inferred {
+    let (x, cos, sin) = (&inputs[0], &inputs[1], &inputs[2]);
+    let rank = x.shape.len();
+    if rank < 2 || cos.shape.len() != 2 || sin.shape != cos.shape {
+        return c.fail(format!(
+            "expected x [..., L, D] and cos, sin [L, R/2], got {:?}, {:?}, {:?}",
+            x.shape, cos.shape, sin.shape
+        ));
+    }
+    let (l, d) = (x.shape[rank - 2], x.shape[rank - 1]);
+    let half = cos.shape[1];
+    if cos.shape[0] != l || half == 0 || 2 * half > d {
+        return c.fail(format!(
+            "the tables {:?} must have x's {l} rows and at most D/2 = {} columns (at least 1)",
+            cos.shape,
+            d / 2
+        ));
+    }
+    let interleaved = match attrs.int(c.kernel, "interleaved")? {
+        None | Some(0) => false,
+        Some(1) => true,
+        Some(v) => return c.attr("interleaved", format!("expected 0 or 1, got {v}")),
+    };
+    let node = Rotary {
+        interleaved,
+        dims: 2 * half,
+    };
+    Ok((
+        Node::Rotary(node),
+        vec![TensorSpec {
+            dtype,
+            shape: x.shape.clone(),
+        }],
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,6 +222,45 @@ mod tests {
         assert!(none.sees(0, 6));
         let bad = Attrs::new().with("causal_offset", AttrValue::Int(-1));
         assert!(infer(&bad, &[&[4, 8], &[7, 8], &[7, 8]]).is_err());
+    }
+
+    #[test]
+    fn rotary_pairs_follow_the_layout_and_may_leave_features_unturned() {
+        let x = f32s(&[1, 4, 6, 16]);
+        let t = f32s(&[6, 4]);
+        let (n, out) = Node::infer(
+            Op::Rotary,
+            &Attrs::new(),
+            &[x.clone(), t.clone(), t.clone()],
+        )
+        .unwrap();
+        assert_eq!(out[0], x);
+        let Node::Rotary(r) = n else { panic!() };
+        assert_eq!((r.dims, r.pair(0), r.pair(3)), (8, (0, 4), (3, 7)));
+        let a = Attrs::new().with("interleaved", AttrValue::Int(1));
+        let Node::Rotary(r) = Node::infer(Op::Rotary, &a, &[x.clone(), t.clone(), t.clone()])
+            .unwrap()
+            .0
+        else {
+            panic!()
+        };
+        assert_eq!((r.pair(0), r.pair(3)), ((0, 1), (6, 7)));
+        for bad in [
+            f32s(&[5, 4]),
+            f32s(&[6, 9]),
+            f32s(&[6, 0]),
+            f32s(&[1, 6, 4]),
+        ] {
+            assert!(
+                Node::infer(
+                    Op::Rotary,
+                    &Attrs::new(),
+                    &[x.clone(), bad.clone(), bad.clone()]
+                )
+                .is_err(),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

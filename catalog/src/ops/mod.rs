@@ -13,7 +13,7 @@ mod reduction;
 mod resize;
 mod sparse;
 
-pub use attention::Sdpa;
+pub use attention::{Rotary, Sdpa};
 pub use elementwise::{Unary, SQRT_2_OVER_PI};
 pub use linear::Conv2d;
 pub use movement::Crop;
@@ -77,9 +77,10 @@ pub enum Op {
     AdaptiveAvgPool2d,
     Mean,
     Sum,
+    Rotary,
 }
 
-pub const ALL_OPS: [Op; 47] = [
+pub const ALL_OPS: [Op; 48] = [
     Op::ResizePilBicubic,
     Op::ResizePilLanczos,
     Op::ResizeBicubic,
@@ -127,6 +128,7 @@ pub const ALL_OPS: [Op; 47] = [
     Op::AdaptiveAvgPool2d,
     Op::Mean,
     Op::Sum,
+    Op::Rotary,
 ];
 
 impl Op {
@@ -179,6 +181,7 @@ impl Op {
             Op::AdaptiveAvgPool2d => "vsdk.adaptive_avg_pool2d",
             Op::Mean => "vsdk.mean",
             Op::Sum => "vsdk.sum",
+            Op::Rotary => "vsdk.rotary_embedding",
         }
     }
 
@@ -258,6 +261,7 @@ impl Op {
             ],
             Op::AdaptiveAvgPool2d => &["output_size"],
             Op::Mean | Op::Sum => &["axes", "keepdims"],
+            Op::Rotary => &["interleaved"],
             Op::SparseConv3d | Op::GatherRows | Op::SparseSubdivideCoords | Op::Interpolate => &[],
         }
     }
@@ -333,6 +337,8 @@ pub enum Node {
     Pool2d(Pool2d),
     /// A sum or mean over axes.
     Reduce(Reduce),
+    /// Rotary position embedding by cos and sin tables.
+    Rotary(Rotary),
 }
 
 /// A call's resolved node and its outputs.
@@ -456,7 +462,7 @@ impl Node {
             Op::Add | Op::Sub | Op::Mul | Op::Div => (2, 2),
             Op::Conv2d | Op::Linear => (2, 3),
             Op::RmsNorm => (2, 2),
-            Op::LayerNorm => (3, 3),
+            Op::LayerNorm | Op::Rotary => (3, 3),
             Op::Sdpa => (3, 4),
             Op::BatchNorm => (5, 5),
             Op::SparseConv3d => (3, 4),
@@ -516,6 +522,7 @@ impl Node {
             Op::Interpolate => raster::interpolate,
             Op::MaxPool2d | Op::AvgPool2d | Op::AdaptiveAvgPool2d => reduction::pool2d,
             Op::Mean | Op::Sum => reduction::reduce,
+            Op::Rotary => attention::rotary,
         };
         infer(op, &c, attrs, inputs, dtype)
     }

@@ -2,12 +2,14 @@
 //! written by `vips-export --torch llama_block:tiny --weights seeded` from
 //! Hugging Face transformers' own `LlamaDecoderLayer`, whose captures pass it
 //! at every tier: docs/validation.md): RMSNorm as its decomposition, rotary
-//! embedding through folded tables, grouped key/value heads (8 query heads
-//! over 2) read from a 12-token KV cache, the causal mask, SwiGLU. Its
+//! embedding (rotate-half, tables of positions 12-15), grouped key/value
+//! heads (8 query heads over 2) read from a 12-token KV cache, the causal
+//! mask after it, SwiGLU. Its
 //! committed golden file is what `generate` computes; the CPU provider passes
 //! it at every tier in both modes, the GPU kernel source under SIMT and the C
-//! template at fp32; templates that map grouped heads by modulo or stop the
-//! causal rows a key short fail exactly the attention stage.
+//! template at fp32; templates that map grouped heads by modulo, stop the
+//! causal rows a key short or pair rotary features GPT-J's way fail exactly
+//! the attention stage, and drill-down names the operator.
 
 use crate::common;
 use common::suites::{assert_fails_exactly, assert_golden_is_generated, built, device, ALL_TIERS};
@@ -59,12 +61,18 @@ fn the_gpu_kernels_under_simt_and_the_c_template_pass() {
 }
 
 #[test]
-fn grouped_heads_by_modulo_or_a_causal_mask_one_off_fail_the_attention_stage() {
-    for mutant in [
-        vsdk_broken_providers::MUTANT_SDPA_GQA_MODULO,
-        vsdk_broken_providers::MUTANT_SDPA_CAUSAL_ONE_OFF,
+fn grouped_heads_by_modulo_a_causal_mask_one_off_or_rotary_pairs_swapped_fail_the_attention_stage()
+{
+    use vsdk_broken_providers as broken;
+    for (mutant, op) in [
+        (broken::MUTANT_SDPA_GQA_MODULO, "vsdk.sdpa@1"),
+        (broken::MUTANT_SDPA_CAUSAL_ONE_OFF, "vsdk.sdpa@1"),
+        (
+            broken::MUTANT_ROTARY_LAYOUT_SWAPPED,
+            "vsdk.rotary_embedding@1",
+        ),
     ] {
         let r = run(&device(mutant), Mode::Isolated, &[Tier::Fp32], false);
-        assert_fails_exactly(&r, mutant, &["layer.self_attn"], &["vsdk.sdpa@1"]);
+        assert_fails_exactly(&r, mutant, &["layer.self_attn"], &[op]);
     }
 }

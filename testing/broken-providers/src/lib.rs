@@ -62,3 +62,5 @@ pub const MUTANT_ADAPTIVE_BINS_ROUNDED: &str = env!("VSDK_MUTANT_ADAPTIVE_BINS_R
 pub const MUTANT_SDPA_GQA_MODULO: &str = env!("VSDK_MUTANT_SDPA_GQA_MODULO");
 /// The C template whose causal `vsdk.sdpa` rows stop one key short of their position.
 pub const MUTANT_SDPA_CAUSAL_ONE_OFF: &str = env!("VSDK_MUTANT_SDPA_CAUSAL_ONE_OFF");
+/// The C template whose `vsdk.rotary_embedding` pairs features in the other layout than the call's.
+pub const MUTANT_ROTARY_LAYOUT_SWAPPED: &str = env!("VSDK_MUTANT_ROTARY_LAYOUT_SWAPPED");

@@ -48,14 +48,41 @@ __device__ void vips_sdpa(const T* q, const T* k, const T* v, const T* mask, T* 
   }
 }
 
-/* The exported kernels: vips_sdpa_<dtype>, for each float type. */
+/* ---- rotary position embedding: x [rows = ... · L, D] by cos, sin [L, half] ----
+ * One thread per element: feature f of pair i (f = i or i + half; interleaved:
+ * 2i or 2i + 1) becomes x_f·c − x_partner·s (the pair's first) or x_f·c +
+ * x_partner·s (its second); features from 2·half on pass through. */
+template <class T>
+__device__ void vips_rotary(const T* x, const T* cos_t, const T* sin_t, T* out, vips_i64 n, vips_i64 l,
+                            vips_i64 d, vips_i64 half, int interleaved) {
+  for (vips_i64 e = vips_global_id(); e < n; e += vips_grid_stride()) {
+    const vips_i64 f = e % d, row = e / d;
+    if (f >= 2 * half) {
+      out[e] = x[e];
+      continue;
+    }
+    const vips_i64 i = interleaved ? f / 2 : f % half;
+    const int first = interleaved ? (f % 2 == 0) : (f < half);
+    const vips_i64 partner = interleaved ? (first ? f + 1 : f - 1) : (first ? f + half : f - half);
+    const float c = vips_load(cos_t + (row % l) * half + i), s = vips_load(sin_t + (row % l) * half + i);
+    const float xf = vips_load(x + e), xp = vips_load(x + e - f + partner);
+    vips_store(out + e, first ? fmaf(xf, c, -xp * s) : fmaf(xf, c, xp * s));
+  }
+}
+
+/* The exported kernels: vips_sdpa_<dtype>, vips_rotary_<dtype>, for each float type. */
 #define VIPS_ATTENTION_KERNELS(sfx, T)                                                          \
   VIPS_KERNEL vips_sdpa_##sfx(                    \
       const T* q, const T* k, const T* v, const T* mask, T* out, vips_i64 rows, int lq, int lk,  \
       int d, int dv, float scale, int hq, int hkv, int causal) {                                \
     vips_sdpa<T>(q, k, v, mask, out, rows, lq, lk, d, dv, scale, hq, hkv, causal);             \
   }                                                                                            \
-  VIPS_REGISTER(vips_sdpa_##sfx)
+  VIPS_REGISTER(vips_sdpa_##sfx)                                                               \
+  VIPS_KERNEL vips_rotary_##sfx(const T* x, const T* cos_t, const T* sin_t, T* out, vips_i64 n, \
+                                vips_i64 l, vips_i64 d, vips_i64 half, int interleaved) {      \
+    vips_rotary<T>(x, cos_t, sin_t, out, n, l, d, half, interleaved);                          \
+  }                                                                                            \
+  VIPS_REGISTER(vips_rotary_##sfx)
 
 VIPS_ATTENTION_KERNELS(f32, float)
 VIPS_ATTENTION_KERNELS(f16, vips_f16)

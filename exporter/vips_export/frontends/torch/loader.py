@@ -232,6 +232,30 @@ class _Lowering:
         self.emit(node, "vsdk.sdpa", ins, attrs)
         return True
 
+    def rotary(self, node) -> bool:
+        """`x·cos + rotate_half(x)·sin` (transformers' apply_rotary_pos_emb) with constant tables
+        whose two halves repeat (`cat((freqs, freqs))`) -> `vsdk.rotary_embedding`. Otherwise the
+        nodes passed over are lowered one by one, and False lets the addition lower as itself."""
+        x, cos, sin, parts = self.rotaries[node.name]
+        tables = [self.const_t.get(self.v(t.name)) for t in (cos, sin)]
+        rows, width = tuple(x.meta["val"].shape)[-2:]
+        ok = all(t is not None and t.shape[-2:] == (rows, width) and all(d == 1 for d in t.shape[:-2]) for t in tables)
+        half = width // 2
+        if ok:
+            flat = [t.reshape(rows, width) for t in tables]
+            ok = all(bool((t[:, :half] == t[:, half:]).all()) for t in flat)
+        if not ok:
+            for n in parts:
+                if not self.fold(n) and not self.lower(n):
+                    raise ExportError(f"{n.name}: part of a rotary embedding that does not fuse, and has no lowering")
+            return False
+        c, s_ = (self.const(f"{node.name}.{what}", t[:, :half].contiguous()) for what, t in zip(("cos", "sin"), flat))
+        for t, name in ((cos, c), (sin, s_)):
+            if self.v(t.name) in self.computed:
+                self.g.computed[name] = self.computed[self.v(t.name)]
+        self.emit(node, "vsdk.rotary_embedding", [self.arg(x, node), c, s_])
+        return True
+
     def expand(self, node) -> bool:
         """`expand` of size-1 axes -> copies concatenated along each (exact data movement; a few
         copies at most, as transformers' repeat_kv makes)."""
@@ -346,6 +370,9 @@ class _Lowering:
         self.attention = _Attention(self.ep.graph, state, self.param_of)
         self.repeat_kv, skipped = _repeat_kv(self.ep.graph)
         self.attention.absorbed.update(skipped)
+        self.rotaries = _rotate_half(self.ep.graph)
+        for parts in self.rotaries.values():
+            self.attention.absorbed.update(n.name for n in parts[3])
         for node in self.ep.graph.nodes:
             if node.op == "placeholder":
                 if node.name in self.param_of:
@@ -370,6 +397,8 @@ class _Lowering:
                 if node.name in self.attention.fused:
                     q, k, v, scale = self.attention.fused[node.name]
                     self.emit(node, "vsdk.sdpa", [self.arg(q, node), self.arg(k, node), self.arg(v, node)], {"scale": scale})
+                    continue
+                if node.name in self.rotaries and self.rotary(node):
                     continue
                 if self.fold(node):
                     continue
@@ -685,6 +714,39 @@ def _causal_offset(torch, mask) -> Optional[int]:
     keep = torch.ones(length, keys, dtype=torch.bool).tril(past)
     want = keep if mask.dtype == torch.bool else torch.where(keep, 0.0, float("-inf")).to(mask.dtype)
     return past if bool((mask == want).all()) else None
+
+
+def _rotate_half(graph) -> Dict[str, Tuple[Any, Any, Any, List[Any]]]:
+    """transformers' `x * cos + rotate_half(x) * sin`, rotate_half(x) = `cat((-x2, x1), -1)` of
+    x's two halves: {add node: (x, cos, sin, the nodes before the add, in graph order)}."""
+    order = {n.name: k for k, n in enumerate(graph.nodes)}
+    call = lambda n, t: hasattr(n, "op") and n.op == "call_function" and _short(n.target) == t
+    found: Dict[str, Tuple[Any, Any, Any, List[Any]]] = {}
+    for add in graph.nodes:
+        if not (call(add, "add") and len(add.args) == 2 and all(call(m, "mul") and len(m.users) == 1 for m in add.args)):
+            continue
+        for straight, turned in (add.args, add.args[::-1]):
+            cat = next((a for a in turned.args if call(a, "cat") and len(a.users) == 1), None)
+            if cat is None or len(cat.args[0]) != 2 or int(cat.args[1] if len(cat.args) > 1 else 0) not in (-1, len(cat.meta["val"].shape) - 1):
+                continue
+            neg, x1 = cat.args[0]
+            if not (call(neg, "neg") and len(neg.users) == 1 and call(neg.args[0], "slice") and call(x1, "slice")):
+                continue
+            x2 = neg.args[0]
+            x = x1.args[0]
+            if x2.args[0] is not x or x not in straight.args:
+                continue
+            width = x.meta["val"].shape[-1]
+            half = width // 2
+            bounds = lambda sl: (int(sl.args[2] or 0) if len(sl.args) > 2 else 0, sl.args[3] if len(sl.args) > 3 else None)
+            if width % 2 or bounds(x1) != (0, half) or bounds(x2)[0] != half or any(len(sl.users) != 1 for sl in (x1,)):
+                continue
+            cos = next(a for a in straight.args if a is not x)
+            sin = next(a for a in turned.args if a is not cat)
+            parts = sorted({x1, x2, neg, cat, straight, turned}, key=lambda n: order[n.name])
+            found[add.name] = (x, cos, sin, parts)
+            break
+    return found
 
 
 def _repeat_kv(graph) -> Tuple[Dict[str, Dict[int, Any]], set]:

@@ -2,7 +2,7 @@ use super::matmul::{gemm, Dst, Mat};
 use super::Real;
 use ndarray::{ArrayViewD, ArrayViewMutD};
 use rayon::prelude::*;
-use vsdk_catalog::Sdpa;
+use vsdk_catalog::{Rotary, Sdpa};
 
 /// `out = softmax(scale · q kᵀ + mask) v` over the last two axes, batched
 /// over the rest; causal rows see keys up to their offset, query heads read
@@ -129,3 +129,34 @@ pub fn sdpa<T: Real>(ins: &[ArrayViewD<T>], s: &Sdpa, mut out: ArrayViewMutD<T>)
 
 /// Query rows per work item.
 const ROWS: usize = 64;
+
+/// Rotary position embedding: each row `l` of `x [..., L, D]` turns its
+/// pairs by the angle whose cosine and sine are `cos[l, i]`, `sin[l, i]`
+/// (float64 arithmetic, one rounding); features past the pairs pass.
+pub fn rotary<T: Real>(ins: &[ArrayViewD<T>], r: &Rotary, mut out: ArrayViewMutD<T>) {
+    let x = ins[0].as_standard_layout();
+    let xs = x.as_slice().expect("standard layout");
+    let table = |t: &ArrayViewD<T>| -> Vec<f64> { t.iter().map(|v| v.wide()).collect() };
+    let (cos, sin) = (table(&ins[1]), table(&ins[2]));
+    let rank = x.ndim();
+    let (l, d) = (x.shape()[rank - 2], x.shape()[rank - 1]);
+    let half = r.dims / 2;
+    let out = out.as_slice_mut().expect("outputs are compact");
+    if d == 0 || l == 0 {
+        return;
+    }
+    out.par_chunks_mut(d)
+        .zip(xs.par_chunks(d))
+        .enumerate()
+        .for_each(|(row, (o, x))| {
+            let at = (row % l) * half;
+            o.copy_from_slice(x);
+            for i in 0..half {
+                let (a, b) = r.pair(i);
+                let (c, s) = (cos[at + i], sin[at + i]);
+                let (x1, x2) = (x[a].wide(), x[b].wide());
+                o[a] = T::lit(x1 * c - x2 * s);
+                o[b] = T::lit(x2 * c + x1 * s);
+            }
+        });
+}

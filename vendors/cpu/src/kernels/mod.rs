@@ -246,6 +246,7 @@ fn float_node<T: Real>(
         Node::BatchNorm { eps } => norm::batch_norm(ins, *eps, out),
         Node::Softmax { axis } => norm::softmax(&ins[0], *axis, out),
         Node::Sdpa(s) => attention::sdpa(ins, s, out),
+        Node::Rotary(r) => attention::rotary(ins, r, out),
         Node::ResizeBicubic(r) => resize::bicubic(&ins[0], r, out),
         Node::Pool2d(p) => reduction::pool2d(&ins[0], p, out),
         Node::Reduce(r) => reduction::reduce(&ins[0], r, out),

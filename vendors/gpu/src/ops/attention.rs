@@ -1,9 +1,9 @@
 //! Scaled dot-product attention: a block per query row, its scores in
 //! dynamic shared memory; a mask is first broadcast to the logits' shape.
 
-use super::{compact_strides, int, ptr, row_grid, suffix, Arg, Call, SHARED_BYTES};
+use super::{compact_strides, grid_for, int, ptr, row_grid, suffix, Arg, Call, SHARED_BYTES};
 use crate::backend::Backend;
-use vsdk_catalog::Sdpa;
+use vsdk_catalog::{Rotary, Sdpa};
 use vsdk_provider_kit::{ProviderError, TensorArg};
 
 pub(super) fn sdpa<B: Backend>(
@@ -68,4 +68,28 @@ pub(super) fn sdpa<B: Backend>(
     ];
     let kernel = format!("vips_sdpa_{}", suffix(out.dtype)?);
     c.launch(&kernel, row_grid(rows), shared as u32, args)
+}
+
+pub(super) fn rotary<B: Backend>(
+    c: &mut Call<B>,
+    ins: &[TensorArg],
+    r: &Rotary,
+    out: &TensorArg,
+) -> Result<(), ProviderError> {
+    let x = &ins[0];
+    let rank = x.shape.len();
+    let n = out.numel();
+    let args = vec![
+        Arg::Ptr(c.compact(x)?),
+        Arg::Ptr(c.compact(&ins[1])?),
+        Arg::Ptr(c.compact(&ins[2])?),
+        Arg::Ptr(ptr(out)),
+        Arg::I64(int(n, "size")?),
+        Arg::I64(int(x.shape[rank - 2], "L")?),
+        Arg::I64(int(x.shape[rank - 1].max(1), "D")?),
+        Arg::I64(int(r.dims / 2, "the pairs")?),
+        Arg::I32(i32::from(r.interleaved)),
+    ];
+    let kernel = format!("vips_rotary_{}", suffix(out.dtype)?);
+    c.launch(&kernel, grid_for(n), 0, args)
 }

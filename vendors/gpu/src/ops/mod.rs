@@ -79,6 +79,7 @@ pub fn kernel_names() -> Vec<String> {
             "rms_norm",
             "softmax",
             "sdpa",
+            "rotary",
             "batch_norm",
             "pool2d",
             "reduce",
@@ -350,6 +351,7 @@ fn dispatch<B: Backend>(
         Node::Pool2d(p) => reduction::pool2d(c, &ins[0], p, out),
         Node::Reduce(r) => reduction::reduce(c, &ins[0], r, out),
         Node::Sdpa(s) => attention::sdpa(c, ins, s, out),
+        Node::Rotary(r) => attention::rotary(c, ins, r, out),
         Node::ResizeBicubic(r) => resize::bicubic(c, &ins[0], r, out),
         Node::ResizePil(r) => resize::pil(c, &ins[0], r, out),
     }

@@ -161,3 +161,60 @@ pub(super) fn sdpa(c: &mut Cases) {
         ins,
     );
 }
+
+pub(super) fn rotary(c: &mut Cases) {
+    let d = c.dtype;
+    let attrs = c.kept(&["interleaved"]);
+    let specs = &c.needed.template_specs;
+    // The suite's head width and pairs; rows of positions from `start`.
+    let width = specs
+        .first()
+        .and_then(|s| s.shape.last().copied())
+        .unwrap_or(16)
+        .max(2);
+    let half = specs
+        .get(1)
+        .and_then(|s| s.shape.get(1).copied())
+        .unwrap_or(width / 2)
+        .clamp(1, width / 2);
+    let tables = |l: usize, start: f64| -> [Vec<f64>; 2] {
+        let angle = |p: usize, i: usize| {
+            (start + p as f64) * 10000f64.powf(-2.0 * i as f64 / (2 * half) as f64)
+        };
+        let all = |f: fn(f64) -> f64| {
+            (0..l * half)
+                .map(|e| f(angle(e / half, e % half)))
+                .collect()
+        };
+        [all(f64::cos), all(f64::sin)]
+    };
+    let x_shape = [2, 3, 7, width];
+    for (variant, about, layout) in c.layouts(&x_shape) {
+        let x = c.normals(&x_shape, 1.0);
+        let [cos, sin] = tables(7, 0.0);
+        c.add(
+            variant,
+            about,
+            attrs.clone(),
+            vec![
+                input(&x_shape, x, d, Some(layout)),
+                input(&[7, half], cos, d, None),
+                input(&[7, half], sin, d, None),
+            ],
+        );
+    }
+    let l = 1031;
+    let shape = [1, 2, l, width];
+    let x = c.normals(&shape, 1.0);
+    let [cos, sin] = tables(l, 131_072.0);
+    c.add(
+        "long-cache",
+        "1031 rows at positions from 131072 (a long KV cache: the tables are the call's, never recomputed from a row index)",
+        attrs,
+        vec![
+            input(&shape, x, d, None),
+            input(&[l, half], cos, d, None),
+            input(&[l, half], sin, d, None),
+        ],
+    );
+}

@@ -170,6 +170,7 @@ pub(super) fn of(op: Op, dtype: DType, needed: &Needed, seed: u64) -> Vec<Case> 
         Op::BatchNorm => batch_norm(&mut c),
         Op::Linear => linear(&mut c),
         Op::Sdpa => sdpa(&mut c),
+        Op::Rotary => rotary(&mut c),
         Op::Conv2d => conv2d(&mut c),
         Op::Cast => cast(&mut c),
         Op::ResizePilBicubic | Op::ResizePilLanczos => resize_pil(&mut c),

@@ -337,3 +337,103 @@ pub(super) fn sdpa_sigma_in_blocks(
     }
     out
 }
+
+/// Each output element of a rotary embedding of `x`: Some((partner, table
+/// index, sign)) where it turns (`out = x·c + sign·x_partner·s`), None where
+/// it passes through.
+fn rotary_terms(shape: &[usize], r: &Rotary) -> impl Fn(usize) -> Option<(usize, usize, f64)> {
+    let rank = shape.len();
+    let (l, d) = (shape[rank - 2], shape[rank - 1].max(1));
+    let half = r.dims / 2;
+    let mut feature: Vec<Option<(usize, usize, f64)>> = vec![None; d];
+    for i in 0..half {
+        let (a, b) = r.pair(i);
+        feature[a] = Some((b, i, -1.0));
+        feature[b] = Some((a, i, 1.0));
+    }
+    move |e| {
+        let (row, f) = (e / d, e % d);
+        feature[f].map(|(p, i, sign)| (e - f + p, (row % l.max(1)) * half + i, sign))
+    }
+}
+
+/// Rotary embedding's local bound: two products and a sum where a feature
+/// turns (`2·u_acc·(|x·c| + |x_p·s|)`), exact where it passes.
+pub(super) fn rotary_local(
+    inputs: &[&HostTensor],
+    r: &Rotary,
+    v: &[f64],
+    p: Precision,
+) -> Vec<f64> {
+    let (x, c, s) = (
+        inputs[0].f64_values(),
+        inputs[1].f64_values(),
+        inputs[2].f64_values(),
+    );
+    let terms = rotary_terms(&inputs[0].spec.shape, r);
+    v.iter()
+        .enumerate()
+        .map(|(e, &v)| match terms(e) {
+            Some((q, t, _)) => {
+                p.u * v.abs() + 2.0 * p.u_acc * ((x[e] * c[t]).abs() + (x[q] * s[t]).abs()) + p.tiny
+            }
+            None => 0.0,
+        })
+        .collect()
+}
+
+/// Its rounding model: the two products and the sum, then the stored result.
+pub(super) fn rotary_variance(
+    inputs: &[&HostTensor],
+    r: &Rotary,
+    v: &[f64],
+    p: Precision,
+    stored: impl Fn(f64) -> f64,
+) -> Vec<f64> {
+    let (x, c, s) = (
+        inputs[0].f64_values(),
+        inputs[1].f64_values(),
+        inputs[2].f64_values(),
+    );
+    let terms = rotary_terms(&inputs[0].spec.shape, r);
+    let ku = p.u_acc * p.u_acc / 3.0;
+    v.iter()
+        .enumerate()
+        .map(|(e, &v)| match terms(e) {
+            Some((q, t, _)) => {
+                stored(v) + ku * ((x[e] * c[t]).powi(2) + (x[q] * s[t]).powi(2) + v * v)
+            }
+            None => 0.0,
+        })
+        .collect()
+}
+
+/// Input errors through it: `c²·V_x + s²·V_partner + x²·V_c + x_partner²·V_s`.
+pub(super) fn rotary_propagate(
+    inputs: &[&HostTensor],
+    r: &Rotary,
+    vars: &[HostTensor],
+) -> Vec<f64> {
+    let (x, c, s) = (
+        inputs[0].f64_values(),
+        inputs[1].f64_values(),
+        inputs[2].f64_values(),
+    );
+    let (vx, vc, vs) = (
+        vars[0].to_f64_vec(),
+        vars[1].to_f64_vec(),
+        vars[2].to_f64_vec(),
+    );
+    let terms = rotary_terms(&inputs[0].spec.shape, r);
+    (0..x.len())
+        .map(|e| match terms(e) {
+            Some((q, t, _)) => {
+                c[t] * c[t] * vx[e]
+                    + s[t] * s[t] * vx[q]
+                    + x[e] * x[e] * vc[t]
+                    + x[q] * x[q] * vs[t]
+            }
+            None => vx[e],
+        })
+        .collect()
+}

@@ -28,7 +28,7 @@ use resize::*;
 use vips_data::{Error, HostTensor};
 use vips_execution::Device;
 use vsdk_catalog::PilFilter;
-use vsdk_catalog::{Attrs, DType, Node, Op, Sdpa, TensorSpec};
+use vsdk_catalog::{Attrs, DType, Node, Op, Rotary, Sdpa, TensorSpec};
 
 /// Runs catalog kernels on the reference provider, in float64.
 pub(super) struct Reference<'a>(pub &'a Device);
@@ -334,6 +334,11 @@ pub(super) fn evaluate(r: &Reference, c: &Call) -> Result<Evaluated, Error> {
             let (fixed, scaled, _) = sdpa(c.inputs, s, None, p);
             (fixed, scaled)
         }
+        Node::Rotary(r) => {
+            let moved = moved_local(c, &v, p);
+            let turned = rotary_local(c.inputs, r, &v, p);
+            exact(turned.iter().zip(moved).map(|(t, m)| t.max(m)).collect())
+        }
         // Data movement and selections: exact, except where an input wider
         // than the tier (a float32 capture `check` was given at bf16) must
         // be stored at the tier's precision.
@@ -514,6 +519,11 @@ fn sigma(
         Node::RmsNorm { eps } => rms_norm_sigma(c.inputs, *eps, p),
         Node::BatchNorm { eps } => batch_norm_sigma(c.inputs, *eps, v, stored, p),
         Node::Sdpa(s) => sdpa_sigma(c.inputs, s, p),
+        Node::Rotary(r) => {
+            let moved = moved_variance(c, v, p);
+            let turned = rotary_variance(c.inputs, r, v, p, stored);
+            turned.iter().zip(moved).map(|(t, m)| t.max(m)).collect()
+        }
         // Coordinates and taps computed in float32 make the resize's error
         // depend on the implementation's arithmetic more than on rounding:
         // the local bound at λ = 1 stands in for a standard deviation.
@@ -748,6 +758,10 @@ pub(super) fn propagate(
         Node::BatchNorm { eps } => {
             let vars: Vec<HostTensor> = (0..5).map(var).collect();
             dense(out_shape, batch_norm_propagate(c.inputs, *eps, &vars))
+        }
+        Node::Rotary(r) => {
+            let vars: Vec<HostTensor> = (0..3).map(var).collect();
+            dense(out_shape, rotary_propagate(c.inputs, r, &vars))
         }
         Node::Sdpa(s) => {
             let vars: Vec<HostTensor> = (0..c.inputs.len()).map(var).collect();
