@@ -29,6 +29,7 @@ mod pillow_resize;
 mod pooling;
 mod reference_cache;
 mod replay;
+mod rotary;
 mod runner;
 mod sandbox;
 mod simt_provider;
