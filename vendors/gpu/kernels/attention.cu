@@ -5,16 +5,18 @@
  * q [B, Lq, D], k [Bkv, Lk, D], v [Bkv, Lk, Dv] (batch dimensions folded into
  * B); a block per (batch, query row) of the `rows` = B · Lq; the row's Lk
  * scores live in dynamic shared memory (Lk floats). Query batch b reads
- * key/value batch (b / hq)·hkv + (b % hq) / (hq / hkv) (grouped heads); `mask`
+ * key/value batch (b / hq)·hkv + (b % hq) / group, group = hq / hkv; `mask`
  * (NULL: none) is [B, Lq, Lk]; with causal >= 0, query i sees keys j <= i + causal. */
 template <class T>
 __device__ void vips_sdpa(const T* q, const T* k, const T* v, const T* mask, T* out, vips_i64 rows,
-                          int lq, int lk, int d, int dv, float scale, int hq, int hkv, int causal) {
+                          int lq, int lk, int d, int dv, float scale, int hq, int hkv, int group,
+                          int causal) {
   VIPS_DYNAMIC_SHARED(float, scores);
   __shared__ float scratch[VIPS_BLOCK / 32];
   for (vips_i64 row = blockIdx.x; row < rows; row += gridDim.x) {
-    const vips_i64 batch = row / lq, kv = (batch / hq) * hkv + (batch % hq) / (hq / hkv);
-    const int i = static_cast<int>(row % lq);
+    /* 32-bit head arithmetic: a 64-bit division costs scalar registers (spills on gfx90a). */
+    const int batch = static_cast<int>(row / lq), i = static_cast<int>(row - static_cast<vips_i64>(batch) * lq);
+    const vips_i64 kv = (batch / hq) * hkv + (batch % hq) / group;
     const T* qrow = q + row * d;
     const T* kb = k + kv * lk * d;
     const T* vb = v + kv * lk * dv;
@@ -74,8 +76,8 @@ __device__ void vips_rotary(const T* x, const T* cos_t, const T* sin_t, T* out, 
 #define VIPS_ATTENTION_KERNELS(sfx, T)                                                          \
   VIPS_KERNEL vips_sdpa_##sfx(                    \
       const T* q, const T* k, const T* v, const T* mask, T* out, vips_i64 rows, int lq, int lk,  \
-      int d, int dv, float scale, int hq, int hkv, int causal) {                                \
-    vips_sdpa<T>(q, k, v, mask, out, rows, lq, lk, d, dv, scale, hq, hkv, causal);             \
+      int d, int dv, float scale, int hq, int hkv, int group, int causal) {                     \
+    vips_sdpa<T>(q, k, v, mask, out, rows, lq, lk, d, dv, scale, hq, hkv, group, causal);      \
   }                                                                                            \
   VIPS_REGISTER(vips_sdpa_##sfx)                                                               \
   VIPS_KERNEL vips_rotary_##sfx(const T* x, const T* cos_t, const T* sin_t, T* out, vips_i64 n, \

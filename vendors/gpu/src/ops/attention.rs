@@ -27,6 +27,7 @@ pub(super) fn sdpa<B: Backend>(
         )));
     }
     let rows: usize = q.shape[..r - 1].iter().product();
+    int::<i32>(rows / lq.max(1), "the query batch")?;
     // The mask broadcast to the logits [..., Lq, Lk], compact (stride 0 along
     // its broadcast axes).
     let mask = match ins.get(3) {
@@ -64,6 +65,7 @@ pub(super) fn sdpa<B: Backend>(
         Arg::F32(s.scale as f32),
         Arg::I32(int(s.heads.0, "the query heads")?),
         Arg::I32(int(s.heads.1, "the key/value heads")?),
+        Arg::I32(int(s.heads.0 / s.heads.1.max(1), "the heads per group")?),
         Arg::I32(causal),
     ];
     let kernel = format!("vips_sdpa_{}", suffix(out.dtype)?);
