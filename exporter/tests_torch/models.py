@@ -1,6 +1,8 @@
 """Factories for `vips-export --torch tests_torch.models:NAME` (timm, seeded random init)."""
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any, Tuple
 
 import timm
@@ -39,6 +41,22 @@ def vit_tiny_gelu_tanh() -> Tuple[torch.nn.Module, Tuple[torch.Tensor]]:
 
 def resnet18() -> Tuple[torch.nn.Module, Tuple[torch.Tensor]]:
     return _seeded("resnet18"), (torch.randn(1, 3, 64, 64),)
+
+
+def efficientnet_b0() -> Tuple[torch.nn.Module, Tuple[torch.Tensor]]:
+    return _seeded("efficientnet_b0"), (torch.randn(1, 3, 64, 64),)
+
+
+def mobilenetv3_small_100() -> Tuple[torch.nn.Module, Tuple[torch.Tensor]]:
+    return _seeded("mobilenetv3_small_100"), (torch.randn(1, 3, 64, 64),)
+
+
+def llama_block() -> Tuple[torch.nn.Module, Tuple[torch.Tensor, ...]]:
+    """tools/llama_block.py's 64-wide Llama-3-style block after a 12-token cache."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+    import llama_block as block
+
+    return block.tiny()
 
 
 def vit_base() -> Tuple[torch.nn.Module, Tuple[torch.Tensor]]:

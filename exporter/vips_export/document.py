@@ -37,7 +37,7 @@ class Plan:
     seeds: Dict[str, int] = field(default_factory=dict)
     # `--weights seeded`: document name -> (seed, mean, std), and the model's parameters replaced by
     # the same values (framework name -> array in the framework's layout) for the runner.
-    seeded_weights: Dict[str, Tuple[int, float, float]] = field(default_factory=dict)
+    seeded_weights: Dict[str, Tuple[int, str, float, float]] = field(default_factory=dict)
     overrides: Dict[str, np.ndarray] = field(default_factory=dict)
 
 
@@ -53,7 +53,8 @@ def plan(
     given: Optional[Dict[str, np.ndarray]] = None,
 ) -> Plan:
     """`weights`: `model`, the model's own (by reference); `seeded`, every parameter of more than
-    SMALL elements replaced by a seeded normal with the parameter's own mean and std (a suite with no
+    SMALL elements replaced by a seeded normal with the parameter's own mean and std, or uniform over its
+    range where it is non-negative and a normal would not be (a suite with no
     file of weights; the model is validated with the same values). `given`: model inputs the user
     supplies (a real image), stored beside the weights instead of seeded."""
     names: Dict[str, str] = {}
@@ -79,7 +80,7 @@ def plan(
             producers.setdefault(i, n)
     values: Dict[str, np.ndarray] = {}
     stored: Dict[str, np.ndarray] = {}
-    seeded_weights: Dict[str, Tuple[int, float, float]] = {}
+    seeded_weights: Dict[str, Tuple[int, str, float, float]] = {}
     overrides: Dict[str, np.ndarray] = {}
     for c, a in graph.consts.items():
         if c not in producers:
@@ -91,9 +92,16 @@ def plan(
         elif weights == "seeded" and c in graph.params and a.dtype.kind == "f":
             mean, std = seeded.stats(a)
             seed = seeded.seed_for(name)
-            new = seeded.normal(seed, a.shape, mean, std, str(a.dtype))
+            low, high = float(a.min()), float(a.max())
+            if low >= 0 and mean - 4 * std < 0:
+                # A non-negative parameter a normal would take below 0 (a batch norm's running
+                # variance: its root would be NaN): uniform over the parameter's own range.
+                new = seeded.uniform(seed, a.shape, low, high, str(a.dtype))
+                seeded_weights[name] = (seed, "uniform", low, high)
+            else:
+                new = seeded.normal(seed, a.shape, mean, std, str(a.dtype))
+                seeded_weights[name] = (seed, "normal", mean, std)
             graph.consts[c] = new
-            seeded_weights[name] = (seed, mean, std)
             fw, transposed = graph.params[c]
             overrides[fw] = c_order(new.T if transposed else new)
         else:
@@ -260,8 +268,9 @@ def write(
             flat = p.values[name].astype(np.float64).reshape(-1).tolist()
             entry(name, spec, f"{{ values: {yval(flat)} }}")
         elif name in p.seeded_weights:
-            seed, mean, std = p.seeded_weights[name]
-            entry(name, spec, f"{{ seeded: {{ seed: {seed}, normal: [{yfloat(mean)}, {yfloat(std)}] }} }}", "seeded with the model parameter's own mean and std")
+            seed, kind, a, b = p.seeded_weights[name]
+            what = "mean and std" if kind == "normal" else "range"
+            entry(name, spec, f"{{ seeded: {{ seed: {seed}, {kind}: [{yfloat(a)}, {yfloat(b)}] }} }}", f"seeded with the model parameter's own {what}")
         else:
             why = f"computed when exported ({g.computed[c]}): the model computes it in its forward; the suite holds it as a weight" if c in g.computed else None
             entry(name, spec, f"{{ weights: {ystr(name)} }}", why)

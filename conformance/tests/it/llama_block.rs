@@ -76,3 +76,14 @@ fn grouped_heads_by_modulo_a_causal_mask_one_off_or_rotary_pairs_swapped_fail_th
         assert_fails_exactly(&r, mutant, &["layer.self_attn"], &[op]);
     }
 }
+
+/// The full-width block (`llama3-8b-block`: Llama-3-8B's 4096 wide, 32 query
+/// and 8 key/value heads of 128, SwiGLU 14336; 218 M seeded parameters).
+#[test]
+#[ignore = "extended (tools/test-extended): 218 M parameters regenerated and a float64 reference; CI runs the quick variant"]
+fn the_full_width_block_is_generated_and_passes_on_the_cpu_provider() {
+    assert_golden_is_generated("llama3-8b-block");
+    let s = common::suites::suite("llama3-8b-block");
+    let r = common::suites::run(&s, &built("cpu"), Mode::Isolated, &[Tier::Fp32], false);
+    common::suites::assert_passes(&r, "cpu isolated fp32", STAGES);
+}

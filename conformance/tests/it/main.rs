@@ -18,6 +18,7 @@ mod install;
 mod llama_block;
 mod nix_flake;
 mod report_html;
+mod resnet50;
 mod tampered_reports;
 mod trellis_bake;
 mod trellis_flow;
