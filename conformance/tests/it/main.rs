@@ -16,6 +16,7 @@ mod hostile_drivers;
 mod hostile_files;
 mod install;
 mod llama_block;
+mod mobilenetv3;
 mod nix_flake;
 mod report_html;
 mod resnet50;
