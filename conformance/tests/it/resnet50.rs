@@ -5,7 +5,7 @@
 //! trained-looking running statistics, ReLU, the stem's max pool and the
 //! global average pool, each a kernel of its own (no emulation). Its committed
 //! golden file is what `generate` computes; the CPU provider passes it at
-//! every tier in both modes, the GPU kernel source under SIMT and the C
+//! every tier isolated and chained at fp32, the GPU kernel source under SIMT and the C
 //! template at fp32; a template using Keras's batch-norm eps fails exactly the
 //! stages holding a batch norm.
 
@@ -40,11 +40,17 @@ fn the_committed_golden_file_is_what_generate_computes() {
     assert_golden_is_generated(SUITE);
 }
 
+/// Isolated at every tier (with the kernel contract), chained at fp32: the
+/// differential round and the 16-bit chains are the DINOv2 and TRELLIS
+/// tests' (CI's 30 minutes).
 #[test]
-fn the_cpu_provider_passes_at_every_tier_in_both_modes() {
+fn the_cpu_provider_passes_at_every_tier_isolated_and_chained_at_fp32() {
     let cpu = built("cpu");
-    for mode in [Mode::Isolated, Mode::Chained] {
-        let r = run(&cpu, mode, &ALL_TIERS, mode == Mode::Isolated);
+    for (mode, tiers) in [
+        (Mode::Isolated, &ALL_TIERS[..]),
+        (Mode::Chained, &[Tier::Fp32][..]),
+    ] {
+        let r = run(&cpu, mode, tiers, false);
         common::suites::assert_passes(&r, &format!("cpu {mode:?}"), stages());
     }
 }
