@@ -339,21 +339,21 @@ pub(super) fn sdpa_sigma_in_blocks(
 }
 
 /// Each output element of a rotary embedding of `x`: Some((partner, table
-/// index, sign)) where it turns (`out = x·c + sign·x_partner·s`), None where
-/// it passes through.
-fn rotary_terms(shape: &[usize], r: &Rotary) -> impl Fn(usize) -> Option<(usize, usize, f64)> {
+/// index)) where it turns (`out = x·c ± x_partner·s`), None where it passes
+/// through.
+fn rotary_terms(shape: &[usize], r: &Rotary) -> impl Fn(usize) -> Option<(usize, usize)> {
     let rank = shape.len();
     let (l, d) = (shape[rank - 2], shape[rank - 1].max(1));
     let half = r.dims / 2;
-    let mut feature: Vec<Option<(usize, usize, f64)>> = vec![None; d];
+    let mut feature: Vec<Option<(usize, usize)>> = vec![None; d];
     for i in 0..half {
         let (a, b) = r.pair(i);
-        feature[a] = Some((b, i, -1.0));
-        feature[b] = Some((a, i, 1.0));
+        feature[a] = Some((b, i));
+        feature[b] = Some((a, i));
     }
     move |e| {
         let (row, f) = (e / d, e % d);
-        feature[f].map(|(p, i, sign)| (e - f + p, (row % l.max(1)) * half + i, sign))
+        feature[f].map(|(p, i)| (e - f + p, (row % l.max(1)) * half + i))
     }
 }
 
@@ -374,7 +374,7 @@ pub(super) fn rotary_local(
     v.iter()
         .enumerate()
         .map(|(e, &v)| match terms(e) {
-            Some((q, t, _)) => {
+            Some((q, t)) => {
                 p.u * v.abs() + 2.0 * p.u_acc * ((x[e] * c[t]).abs() + (x[q] * s[t]).abs()) + p.tiny
             }
             None => 0.0,
@@ -400,7 +400,7 @@ pub(super) fn rotary_variance(
     v.iter()
         .enumerate()
         .map(|(e, &v)| match terms(e) {
-            Some((q, t, _)) => {
+            Some((q, t)) => {
                 stored(v) + ku * ((x[e] * c[t]).powi(2) + (x[q] * s[t]).powi(2) + v * v)
             }
             None => 0.0,
@@ -427,7 +427,7 @@ pub(super) fn rotary_propagate(
     let terms = rotary_terms(&inputs[0].spec.shape, r);
     (0..x.len())
         .map(|e| match terms(e) {
-            Some((q, t, _)) => {
+            Some((q, t)) => {
                 c[t] * c[t] * vx[e]
                     + s[t] * s[t] * vx[q]
                     + x[e] * x[e] * vc[t]
