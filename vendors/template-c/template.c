@@ -1240,6 +1240,7 @@ static vsdk_status_t* k_sdpa(const vsdk_kernel_call_t* c) {
   TRY(attr_float(c, "scale", 1.0 / sqrt((double)(dk ? dk : 1)), &scale));
   TRY(attr_int(c, "causal_offset", -1, &offset));
   if (find_attr(c, "causal_offset") != NULL && offset < 0) return INVALID("%s: causal_offset must be >= 0", c->kernel);
+  if (offset > (int64_t)lk) offset = (int64_t)lk; /* every key seen from there on; i + offset cannot overflow */
   /* The mask's stride along each logits axis [..., Lq, Lk]: 0 where it broadcasts. */
   if (mt != NULL) {
     size_t step = 1;
@@ -1320,7 +1321,9 @@ static vsdk_status_t* k_rotary(const vsdk_kernel_call_t* c) {
   TRY(need_inputs(c, 3, 3));
   TRY(need_f32(c));
   TRY(attr_int(c, "interleaved", 0, &interleaved));
-  if (r < 2 || c->inputs[1].ndim != 2 || c->inputs[2].ndim != 2) return INVALID("%s: expected x [..., L, D], cos and sin [L, R/2]", c->kernel);
+  if (r < 2 || c->inputs[1].ndim != 2 || c->inputs[2].ndim != 2 || c->inputs[2].shape[0] != c->inputs[1].shape[0] ||
+      c->inputs[2].shape[1] != c->inputs[1].shape[1])
+    return INVALID("%s: expected x [..., L, D], cos and sin [L, R/2]", c->kernel);
   l = (size_t)xt->shape[r - 2];
   d = (size_t)xt->shape[r - 1];
   half = (size_t)c->inputs[1].shape[1];

@@ -168,6 +168,11 @@ pub(super) fn pool2d(
     let x = &inputs[0];
     c.rank("input [N, C, H, W]", x, 4)?;
     let (h, w) = (x.shape[2], x.shape[3]);
+    // A plane side past 2^31 fits the byte limit only beside an empty axis: refused, so that
+    // window arithmetic (`(o + 1)·in`, the GPU's int taps) stays far from overflow.
+    if h.max(w) > i32::MAX as usize {
+        return c.fail(format!("a plane side of {:?} exceeds 2^31 - 1", x.shape));
+    }
     let axes = if op == Op::AdaptiveAvgPool2d {
         let size = match attrs.ints(c.kernel, "output_size")? {
             Some(&[oh, ow]) if (1..=MAX_SIDE).contains(&oh) && (1..=MAX_SIDE).contains(&ow) => {
@@ -258,7 +263,13 @@ pub(super) fn pool2d(
                 pad_end,
                 dilation: dilations[a],
             };
-            if let Some(o) = (0..output).find(|&o| axis.window(o).count == 0) {
+            // Only a window reaching into the padding can be empty: those at either end.
+            let lead = pad_begin.div_ceil(strides[a]).min(output);
+            let tail = (output.saturating_sub((span + pad_end).div_ceil(strides[a]) + 1)).max(lead);
+            if let Some(o) = (0..lead)
+                .chain(tail..output)
+                .find(|&o| axis.window(o).count == 0)
+            {
                 return c.fail(format!(
                     "axis {}: window {o} lies wholly in the padding (pads {pads:?}, kernel {kernel:?})",
                     2 + a
@@ -308,6 +319,13 @@ pub(super) fn reduce(
         return c.attr("axes", format!("an axis appears twice in {list:?}"));
     }
     let keepdims = flag(c, attrs, "keepdims", false)?;
+    if axes
+        .iter()
+        .try_fold(1usize, |n, &a| n.checked_mul(x.shape[a]))
+        .is_none()
+    {
+        return c.fail(format!("the terms per output of {:?} overflow", x.shape));
+    }
     let mean = op == Op::Mean;
     if mean && axes.iter().any(|&a| x.shape[a] == 0) {
         return c.fail(format!(

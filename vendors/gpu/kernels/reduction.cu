@@ -16,9 +16,9 @@ __device__ void vips_pool2d(const T* x, const int* rows, const int* cols, T* out
     const T* plane = x + p * h * w;
     float acc = is_max ? -vips_inf() : 0.0f;
     for (int i = 0; i < wr[1]; ++i) {
-      const T* row = plane + static_cast<vips_i64>(wr[0] + i * wr[2]) * w;
+      const T* row = plane + (static_cast<vips_i64>(wr[0]) + static_cast<vips_i64>(i) * wr[2]) * w;
       for (int j = 0; j < wc[1]; ++j) {
-        const float v = vips_load(row + wc[0] + j * wc[2]);
+        const float v = vips_load(row + static_cast<vips_i64>(wc[0]) + static_cast<vips_i64>(j) * wc[2]);
         if (!is_max) acc += v;
         else if (v > acc || v != v) acc = v; /* NaN wins and stays: nothing compares above it */
       }

@@ -48,6 +48,7 @@ _BATCH_NORMS = {
     "native_batch_norm": (3, 4, 5, 7, True),
     "batch_norm": (3, 4, 5, 7, False),
 }
+_CREATION = ("arange", "full", "zeros", "ones", "scalar_tensor", "linspace", "eye")
 _POOLS = ("max_pool2d", "max_pool2d_with_indices", "avg_pool2d", "adaptive_avg_pool2d", "_adaptive_avg_pool2d")
 _REDUCTIONS = ("mean", "sum")
 # ATen's clamps: the positions of (min, max) among the arguments, and their defaults.
@@ -218,7 +219,8 @@ class _Lowering:
         attrs: Dict[str, Any] = {"scale": float(given.get("scale") or (1.0 / float(q.shape[-1]) ** 0.5))}
         mask = given.get("attn_mask")
         folded = self.const_t.get(self.v(mask.name)) if mask is not None else None
-        offset = _causal_offset(self.torch, folded) if folded is not None else None
+        lq, lk = int(q.shape[-2]), int(k.meta["val"].shape[-2])
+        offset = _causal_offset(self.torch, folded, lq, lk) if folded is not None else None
         if offset is not None:
             # A constant causal mask (transformers builds one per step): the kernel's own causal
             # path, with the cache's length as its offset.
@@ -419,8 +421,10 @@ class _Lowering:
     def fold(self, node) -> bool:
         """Evaluates a node whose tensor inputs are all constant."""
         flat = [a for a in _flatten(node.args) + _flatten(list(node.kwargs.values())) if hasattr(a, "name")]
-        # A node of constants alone, or of none (arange, full: a causal mask, rotary positions).
+        # A node of constants alone, or a deterministic one of none (a causal mask, rotary positions).
         if not all(self.v(a.name) in self.const_t for a in flat):
+            return False
+        if not flat and _short(node.target) not in _CREATION:
             return False
         if node.target is operator.getitem:
             return False
@@ -704,12 +708,12 @@ class _Attention:
         return n, scale
 
 
-def _causal_offset(torch, mask) -> Optional[int]:
-    """`P` when `mask` is a causal mask after `P` cached keys, the same for every leading index: 0
-    (or True) where key j ≤ i + P, −∞ (or False) elsewhere; None for any other mask."""
-    if mask.ndim < 2 or mask.shape[-1] < mask.shape[-2]:
+def _causal_offset(torch, mask, length: int, keys: int) -> Optional[int]:
+    """`P = keys − length` when `mask` is the causal mask of `length` queries after `P` cached keys,
+    the same for every leading index: 0 (or True) where key j ≤ i + P, −∞ (or False) elsewhere;
+    None for any other mask (one that broadcasts over queries or keys included)."""
+    if mask.ndim < 2 or tuple(mask.shape[-2:]) != (length, keys) or keys < length:
         return None
-    length, keys = mask.shape[-2], mask.shape[-1]
     past = keys - length
     keep = torch.ones(length, keys, dtype=torch.bool).tril(past)
     want = keep if mask.dtype == torch.bool else torch.where(keep, 0.0, float("-inf")).to(mask.dtype)
@@ -723,7 +727,7 @@ def _rotate_half(graph) -> Dict[str, Tuple[Any, Any, Any, List[Any]]]:
     call = lambda n, t: hasattr(n, "op") and n.op == "call_function" and _short(n.target) == t
     found: Dict[str, Tuple[Any, Any, Any, List[Any]]] = {}
     for add in graph.nodes:
-        if not (call(add, "add") and len(add.args) == 2 and all(call(m, "mul") and len(m.users) == 1 for m in add.args)):
+        if not (call(add, "add") and len(add.args) == 2 and add.kwargs.get("alpha", 1) == 1 and all(call(m, "mul") and len(m.users) == 1 for m in add.args)):
             continue
         for straight, turned in (add.args, add.args[::-1]):
             cat = next((a for a in turned.args if call(a, "cat") and len(a.users) == 1), None)
@@ -734,15 +738,17 @@ def _rotate_half(graph) -> Dict[str, Tuple[Any, Any, Any, List[Any]]]:
                 continue
             x2 = neg.args[0]
             x = x1.args[0]
-            if x2.args[0] is not x or x not in straight.args:
+            if x2.args[0] is not x or x not in straight.args or len(x2.users) != 1:
                 continue
             width = x.meta["val"].shape[-1]
             half = width // 2
             bounds = lambda sl: (int(sl.args[2] or 0) if len(sl.args) > 2 else 0, sl.args[3] if len(sl.args) > 3 else None)
             if width % 2 or bounds(x1) != (0, half) or bounds(x2)[0] != half or any(len(sl.users) != 1 for sl in (x1,)):
                 continue
-            cos = next(a for a in straight.args if a is not x)
-            sin = next(a for a in turned.args if a is not cat)
+            cos = next((a for a in straight.args if a is not x and hasattr(a, "name")), None)
+            sin = next((a for a in turned.args if a is not cat and hasattr(a, "name")), None)
+            if cos is None or sin is None:
+                continue
             parts = sorted({x1, x2, neg, cat, straight, turned}, key=lambda n: order[n.name])
             found[add.name] = (x, cos, sin, parts)
             break
@@ -781,7 +787,9 @@ def _repeat_kv(graph) -> Tuple[Dict[str, Dict[int, Any]], set]:
                 taken.append(x)
                 x = x.args[0]
             src, rep, out = (tuple(t.meta["val"].shape) for t in (x, e, r))
-            if len(src) == 4 and len(rep) == 5 and rep[:2] == src[:2] and rep[3:] == src[2:] and out == (src[0], src[1] * rep[2], src[2], src[3]):
+            # The new axis right after the heads (`x[:, :, None]`): repeats of each head side by side.
+            grouped = tuple(e.args[0].meta["val"].shape) == (*src[:2], 1, *src[2:]) if len(src) == 4 else False
+            if grouped and len(rep) == 5 and rep[:2] == src[:2] and rep[3:] == src[2:] and out == (src[0], src[1] * rep[2], src[2], src[3]):
                 found.setdefault(n.name, {})[i] = x
                 skipped.update(t.name for t in taken)
     return found, skipped

@@ -49,7 +49,8 @@ pub(super) fn sdpa<B: Backend>(
     };
     let causal = match s.causal_offset {
         None => -1,
-        Some(o) => int(o, "the causal offset")?,
+        // Past Lk − 1 every key is seen: clamped, so that i + offset fits the kernel's int.
+        Some(o) => int(o.min(lk), "the causal offset")?,
     };
     let args = vec![
         Arg::Ptr(c.compact(q)?),

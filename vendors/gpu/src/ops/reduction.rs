@@ -27,6 +27,9 @@ pub(super) fn pool2d<B: Backend>(
     p: &Pool2d,
     out: &TensorArg,
 ) -> Result<(), ProviderError> {
+    if out.numel() == 0 {
+        return Ok(());
+    }
     let include_pad = matches!(
         p.kind,
         PoolKind::Avg {

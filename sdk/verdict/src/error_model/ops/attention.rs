@@ -232,8 +232,13 @@ pub(super) fn sdpa_in_blocks(
                 |x, y| scale * scale * (x + y),
             );
             if let Some(vm) = &added.var {
+                // A masked key (−∞) carries no error, whatever its mask's variance.
                 let at = (b * dims.lq + rows.start) * lk;
-                vs.iter_mut().zip(&vm[at..]).for_each(|(v, m)| *v += m);
+                vs.iter_mut()
+                    .zip(&vm[at..])
+                    .zip(&s)
+                    .filter(|(_, &x)| x > f64::NEG_INFINITY)
+                    .for_each(|((v, m), _)| *v += m);
             }
             let p2 = sq(&pm);
             let mut w = vec![0.0; lq * lk];
