@@ -99,8 +99,11 @@ pub fn stage_reference(
             summed.insert(node.output.clone());
         }
         // A batch norm's per-channel scale is computed once per channel: its
-        // rounding is shared by the channel's elements, as a broadcast's is.
-        let broadcast_error = node.op == Op::BatchNorm
+        // rounding is shared by the channel's elements, as a broadcast's is;
+        // so is the 1/6 of the hard functions, rounded once (ONNX's float32
+        // `alpha`, a kernel's `x·(1/6)`): half an ulp of the same sign for
+        // every element of one sign.
+        let broadcast_error = matches!(node.op, Op::BatchNorm | Op::HardSigmoid | Op::HardSwish)
             || matches!(node.op, Op::Add | Op::Sub | Op::Mul | Op::Div)
                 && node
                     .inputs
