@@ -1265,6 +1265,12 @@ static vsdk_status_t* k_sdpa(const vsdk_kernel_call_t* c) {
   if (st == NULL && mt != NULL) st = load_f32(c, 3, &m);
   for (bi = 0; st == NULL && bi < batch; bi++) {
     kb = (bi / hq) * hkv + (kv_head)(bi % hq, hq, hkv);
+    /* The mask's row of batch index bi: bi unflattened over the leading axes. */
+    size_t mrow = 0, rest = bi;
+    for (d = r - 3; m != NULL && d >= 0; d--) {
+      mrow += (rest % (size_t)qt->shape[d]) * mstride[d];
+      rest /= (size_t)qt->shape[d];
+    }
     for (i = 0; i < lq; i++) {
       const float* qi = q + (bi * lq + i) * dk;
       float mx = -INFINITY;
@@ -1273,15 +1279,7 @@ static vsdk_status_t* k_sdpa(const vsdk_kernel_call_t* c) {
         double dot = 0.0;
         for (e = 0; e < dk; e++) dot += (double)qi[e] * k[(kb * lk + j) * dk + e];
         dot *= scale;
-        if (m != NULL) {
-          /* The mask element at (bi, i, j): bi unflattened over the leading axes. */
-          size_t at = i * mstride[r - 2] + j * mstride[r - 1], rest = bi;
-          for (d = r - 3; d >= 0; d--) {
-            at += (rest % (size_t)qt->shape[d]) * mstride[d];
-            rest /= (size_t)qt->shape[d];
-          }
-          dot += m[at];
-        }
+        if (m != NULL) dot += m[mrow + i * mstride[r - 2] + j * mstride[r - 1]];
         s[j] = offset >= 0 && !(causal_sees)(i, j, offset) ? -INFINITY : (float)dot;
         mx = s[j] > mx ? s[j] : mx;
       }

@@ -150,11 +150,7 @@ pub(super) fn rotary(
             d / 2
         ));
     }
-    let interleaved = match attrs.int(c.kernel, "interleaved")? {
-        None | Some(0) => false,
-        Some(1) => true,
-        Some(v) => return c.attr("interleaved", format!("expected 0 or 1, got {v}")),
-    };
+    let interleaved = c.flag(attrs, "interleaved", false)?;
     let node = Rotary {
         interleaved,
         dims: 2 * half,

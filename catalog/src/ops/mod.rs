@@ -410,6 +410,16 @@ impl Check {
         })
     }
 
+    /// A 0-or-1 attribute, `default` when absent.
+    fn flag(&self, attrs: &Attrs, name: &str, default: bool) -> Result<bool, CatalogError> {
+        match attrs.int(self.kernel, name)? {
+            None => Ok(default),
+            Some(0) => Ok(false),
+            Some(1) => Ok(true),
+            Some(v) => self.attr(name, format!("expected 0 or 1, got {v}")),
+        }
+    }
+
     fn pair(
         &self,
         attrs: &Attrs,

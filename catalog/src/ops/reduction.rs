@@ -145,15 +145,6 @@ impl Reduce {
     }
 }
 
-fn flag(c: &Check, attrs: &Attrs, name: &str, default: bool) -> Result<bool, crate::CatalogError> {
-    match attrs.int(c.kernel, name)? {
-        None => Ok(default),
-        Some(0) => Ok(false),
-        Some(1) => Ok(true),
-        Some(v) => c.attr(name, format!("expected 0 or 1, got {v}")),
-    }
-}
-
 /// The largest kernel side a pool accepts: a window is walked element by
 /// element, and a bound keeps `o·stride + span` far from overflow.
 const MAX_SIDE: i64 = 1 << 24;
@@ -225,7 +216,7 @@ pub(super) fn pool2d(
                 "strides {strides:?} or dilations {dilations:?} exceed {MAX_SIDE}"
             ));
         }
-        let ceil_mode = flag(c, attrs, "ceil_mode", false)?;
+        let ceil_mode = c.flag(attrs, "ceil_mode", false)?;
         let mut axes = [PoolAxis::Adaptive {
             input: 0,
             output: 0,
@@ -282,7 +273,7 @@ pub(super) fn pool2d(
     let kind = match op {
         Op::MaxPool2d => PoolKind::Max,
         Op::AvgPool2d => PoolKind::Avg {
-            count_include_pad: flag(c, attrs, "count_include_pad", true)?,
+            count_include_pad: c.flag(attrs, "count_include_pad", true)?,
         },
         _ => PoolKind::Avg {
             count_include_pad: false,
@@ -318,7 +309,7 @@ pub(super) fn reduce(
     if axes.windows(2).any(|p| p[0] == p[1]) {
         return c.attr("axes", format!("an axis appears twice in {list:?}"));
     }
-    let keepdims = flag(c, attrs, "keepdims", false)?;
+    let keepdims = c.flag(attrs, "keepdims", false)?;
     if axes
         .iter()
         .try_fold(1usize, |n, &a| n.checked_mul(x.shape[a]))

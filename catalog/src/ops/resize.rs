@@ -64,13 +64,8 @@ pub(super) fn pil(
     if x.shape[0] == 0 || x.shape[1] == 0 {
         return c.fail(format!("input image {:?} is empty", x.shape));
     }
-    let flag = |name: &str| match attrs.int(c.kernel, name)? {
-        None | Some(0) => Ok(false),
-        Some(1) => Ok(true),
-        Some(v) => c.attr(name, format!("expected 0 or 1, got {v}")),
-    };
-    let vertical_first = flag("vertical_first")?;
-    let alpha = flag("alpha")?;
+    let vertical_first = c.flag(attrs, "vertical_first", false)?;
+    let alpha = c.flag(attrs, "alpha", false)?;
     if alpha && ![2, 4].contains(&x.shape[2]) {
         return c.attr(
             "alpha",
@@ -144,11 +139,7 @@ pub(super) fn bicubic(
         (Some(_), Some(_)) => return c.attr("size", "give `size` or `scale_factor`, not both"),
         (None, None) => return c.attr("size", "one of `size` or `scale_factor` is required"),
     };
-    let antialias = match attrs.int(c.kernel, "antialias")? {
-        None | Some(0) => false,
-        Some(1) => true,
-        Some(v) => return c.attr("antialias", format!("expected 0 or 1, got {v}")),
-    };
+    let antialias = c.flag(attrs, "antialias", false)?;
     let shape = vec![x.shape[0], x.shape[1], r.out_h, r.out_w];
     Ok((Node::ResizeBicubic(Resize { antialias, ..r }), out(shape)))
 }

@@ -77,15 +77,7 @@ pub(super) fn pool(c: &mut Cases) {
         // The template's own attributes fit its own input: nothing to vary.
         return;
     }
-    for (variant, about, layout) in c.layouts(&shape) {
-        let x = c.normals(&shape, 2.0);
-        c.add(
-            variant,
-            about,
-            attrs.clone(),
-            vec![input(&shape, x, d, Some(layout))],
-        );
-    }
+    layout_cases(c, &attrs, &[shape.to_vec()], 2.0);
     for (h, w) in [(hs[1], ws[1]), (hs[2], ws[2])] {
         let small = [1, 5, h, w];
         if fits(c, &attrs, &small) {
@@ -158,15 +150,7 @@ pub(super) fn reduce(c: &mut Cases) {
     if !fits(c, &attrs, &shape) {
         return;
     }
-    for (variant, about, layout) in c.layouts(&shape) {
-        let x = c.normals(&shape, 2.0);
-        c.add(
-            variant,
-            about,
-            attrs.clone(),
-            vec![input(&shape, x, d, Some(layout))],
-        );
-    }
+    layout_cases(c, &attrs, &[shape.to_vec()], 2.0);
     // The first reduced axis long: 4099 terms and more per output.
     let first = (0..rank).find(|&a| reduced(a));
     let long: Vec<usize> = (0..rank)
