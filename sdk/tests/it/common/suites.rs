@@ -16,10 +16,14 @@ pub fn device(path_or_name: &str) -> Device {
         .unwrap()
 }
 
-/// A fresh seed for a suite's seeded tensors (printed: a failure reproduces).
+/// A fresh seed for a suite's seeded tensors, or `VSDK_TEST_SEED` (printed:
+/// a failure reproduces with it).
 pub fn fresh_seed() -> u64 {
-    let seed = u64::from(rand::random::<u32>());
-    eprintln!("seed {seed}");
+    let seed = std::env::var("VSDK_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| u64::from(rand::random::<u32>()));
+    eprintln!("seed {seed} (VSDK_TEST_SEED={seed} reproduces)");
     seed
 }
 

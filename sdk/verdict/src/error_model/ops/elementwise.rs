@@ -148,15 +148,25 @@ pub(super) fn unary_variance(
 /// form, SiLU, sin and cos use the slope (sin and cos also the second-order
 /// term, E[(f''·δ²/2)²] = ¾·f''²·V² for a normal δ: their arguments carry
 /// absolute errors of u·|x| radians, tenths of a radian at 16 bits for |x| in
-/// the hundreds, where the slope alone vanishes at the extrema). The others
-/// use the secant over the window the error may reach, `w = k·√V` with `k`
-/// the stage's λ (1 for σ): `V' = (Δ/k)²`, `Δ` the larger change of `f` at
-/// `x ± w`. That is `f'²·V` where `f` is smooth on the window, and stays
-/// right where it is not: a kink of relu, clamp or the hard functions inside
-/// the window, `exp` growing faster than its slope, `sqrt` and `rsqrt` near 0
-/// (the window is cut at 0, their domain's edge).
+/// the hundreds, where the slope alone vanishes at the extrema).
+///
+/// The bound (`lambda` given) uses the secant over the window the error may
+/// reach, `w = λ·√V`: `V' = (Δ/λ)²`, `Δ` the larger change of `f` at `x ± w`.
+/// That is `f'²·V` where `f` is smooth on the window, and stays right where it
+/// is not: a kink of relu, clamp or the hard functions inside the window,
+/// `exp` growing faster than its slope, `sqrt` and `rsqrt` near 0 (the window
+/// is cut at 0, their domain's edge). σ (`lambda` None) is the secant over
+/// `±√V` for the smooth functions, and for the piecewise ones (relu, clamp,
+/// the hard functions) the error's mean square for a normal input error
+/// ([`kinked_second_moment`]): a secant over `±σ` vanishes once a kink into
+/// a flat piece is a σ away, while one error in six still crosses it, and
+/// such an element's `t` was a hundred (a flaky rms criterion).
 pub(super) fn unary_propagate(f: Unary, x: &[f64], vx: &[f64], lambda: Option<f64>) -> Vec<f64> {
     let k = lambda.unwrap_or(1.0).max(f64::MIN_POSITIVE);
+    let kinked = matches!(
+        f,
+        Unary::Relu | Unary::Clamp { .. } | Unary::HardSigmoid | Unary::HardSwish
+    );
     x.iter()
         .zip(vx)
         .map(|(&x, &v)| match f {
@@ -169,6 +179,7 @@ pub(super) fn unary_propagate(f: Unary, x: &[f64], vx: &[f64], lambda: Option<f6
                 unary_slope(f, x).powi(2) * v + 0.75 * (curvature * v).powi(2)
             }
             _ if v == 0.0 || !x.is_finite() => 0.0,
+            _ if kinked && lambda.is_none() => kinked_second_moment(f, x, v),
             _ => {
                 let w = k * v.sqrt();
                 let lo = match f {
@@ -187,6 +198,27 @@ pub(super) fn unary_propagate(f: Unary, x: &[f64], vx: &[f64], lambda: Option<f6
             }
         })
         .collect()
+}
+
+/// `E[(f(x + ε) − f(x))²]` for `ε ~ N(0, v)`, by the trapezoid rule on
+/// `±6σ` in steps of σ/4 (weights the normal density, normalised: exact for
+/// a linear piece to float64's rounding; a kink costs O(step²) of its share).
+fn kinked_second_moment(f: Unary, x: f64, v: f64) -> f64 {
+    const STEPS: i32 = 24;
+    const STEP: f64 = 0.25;
+    if !v.is_finite() {
+        return v;
+    }
+    let (s, y) = (v.sqrt(), f.value(x));
+    let (mut sum, mut weight) = (0.0, 0.0);
+    for i in -STEPS..=STEPS {
+        let z = f64::from(i) * STEP;
+        let w = (-0.5 * z * z).exp();
+        let d = f.value(x + z * s) - y;
+        sum += w * d * d;
+        weight += w;
+    }
+    sum / weight
 }
 
 pub(super) fn square(t: &HostTensor) -> HostTensor {
