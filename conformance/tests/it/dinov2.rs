@@ -67,7 +67,7 @@ fn opts(tiers: &[Tier]) -> RunOptions {
         mode: Mode::Isolated,
         tiers: tiers.to_vec(),
         differential: false,
-        ..RunOptions::default()
+        ..common::suites::options()
     }
 }
 

@@ -16,7 +16,7 @@ use vsdk_catalog::TensorSpec;
 
 /// Bumped whenever the float64 reference, the bounds or σ change for the
 /// same inputs (an error-model change): older entries then miss.
-pub const REFERENCE_VERSION: &str = concat!("vips-sdk ", env!("CARGO_PKG_VERSION"), " ref 4");
+pub const REFERENCE_VERSION: &str = concat!("vips-sdk ", env!("CARGO_PKG_VERSION"), " ref 5");
 
 /// The environment variable that sets the cache directory (default
 /// `$XDG_CACHE_HOME/vips-sdk/reference`, else `~/.cache/vips-sdk/reference`).
@@ -99,6 +99,34 @@ impl ReferenceCache {
         };
         Some(ReferenceCache {
             dir,
+            max_bytes: DEFAULT_MAX_BYTES,
+        })
+    }
+
+    /// A cache for the running program's build alone: `dir/<program>/<build>`
+    /// (the build named by the executable's size and modification time), the
+    /// program's entries from earlier builds removed. Test suites share
+    /// references between their processes this way, and a change to the
+    /// error model that did not bump [`REFERENCE_VERSION`] never reads an
+    /// entry computed before it. `None` where the executable is unknown.
+    pub fn for_this_build(dir: &Path) -> Option<ReferenceCache> {
+        let exe = std::env::current_exe().ok()?;
+        let meta = std::fs::metadata(&exe).ok()?;
+        let modified = meta
+            .modified()
+            .ok()?
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()?
+            .as_nanos();
+        let program = dir.join(exe.file_name()?);
+        let build = format!("{:x}-{modified:x}", meta.len());
+        if let Ok(entries) = std::fs::read_dir(&program) {
+            for e in entries.flatten().filter(|e| e.file_name() != *build) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+        Some(ReferenceCache {
+            dir: program.join(build),
             max_bytes: DEFAULT_MAX_BYTES,
         })
     }

@@ -351,7 +351,7 @@ fn verdicts(suite: &Suite, devices: &[&Device], cpu: &Device) -> Vec<bool> {
             let opts = RunOptions {
                 mode,
                 tiers: vec![Tier::Fp32],
-                ..RunOptions::default()
+                ..crate::common::suites::options()
             };
             let r = runner::run(suite, d, cpu, &opts).unwrap();
             out.extend(r.tiers[0].stages.iter().map(|s| s.status == Status::Pass));
@@ -384,7 +384,7 @@ fn scaling_inputs_or_weights_by_ten_changes_no_verdict() {
         let s = scaled_suite(xs, ws, seed, &cpu);
         let opts = RunOptions {
             tiers: vec![Tier::Fp16, Tier::Bf16],
-            ..RunOptions::default()
+            ..crate::common::suites::options()
         };
         let r = runner::run(&s, &cpu, &cpu, &opts).unwrap();
         assert!(r.passed, "x{xs} w{ws} seed {seed}: {:#?}", r.tiers);
@@ -445,7 +445,7 @@ fn rms_norm_run(dev: &Device, cpu: &Device, tiers: Vec<Tier>) -> (bool, Vec<Stri
     let suite = rms_norm_suite(seed, cpu);
     let opts = RunOptions {
         tiers,
-        ..RunOptions::default()
+        ..crate::common::suites::options()
     };
     let r = runner::run(&suite, dev, cpu, &opts).unwrap();
     let mut failing = Vec::new();

@@ -122,3 +122,30 @@ fn the_cache_never_changes_a_verdict_and_a_damaged_entry_is_recomputed() {
         .sum();
     assert!(total <= small.max_bytes, "{total} > {}", small.max_bytes);
 }
+
+/// A cache for this build lives under the program's name and its build; the
+/// program's directories of other builds are removed (an error-model change
+/// relinks the program: its entries are never read again), another
+/// program's are left alone, and this build's own entries stay.
+#[test]
+fn a_cache_for_this_build_drops_the_entries_of_earlier_builds() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = std::env::current_exe().unwrap();
+    let program = dir.path().join(exe.file_name().unwrap());
+    let stale = program.join("0-0");
+    let other = dir.path().join("another-program").join("0-0");
+    for d in [&stale, &other] {
+        std::fs::create_dir_all(d).unwrap();
+        std::fs::write(d.join("x.ref"), b"stale").unwrap();
+    }
+    let cache = ReferenceCache::for_this_build(dir.path()).unwrap();
+    assert_eq!(cache.dir.parent(), Some(program.as_path()));
+    assert_ne!(cache.dir, stale);
+    assert!(!stale.exists(), "an earlier build's entries are removed");
+    assert!(other.join("x.ref").exists(), "another program's stay");
+    std::fs::create_dir_all(&cache.dir).unwrap();
+    std::fs::write(cache.dir.join("y.ref"), b"kept").unwrap();
+    let again = ReferenceCache::for_this_build(dir.path()).unwrap();
+    assert_eq!(again.dir, cache.dir);
+    assert!(again.dir.join("y.ref").exists(), "this build's entries stay");
+}

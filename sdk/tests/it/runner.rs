@@ -28,7 +28,7 @@ fn opts(mode: Mode, tiers: &[Tier]) -> RunOptions {
     RunOptions {
         mode,
         tiers: tiers.to_vec(),
-        ..RunOptions::default()
+        ..crate::common::suites::options()
     }
 }
 
@@ -183,14 +183,14 @@ stages:
     )
     .unwrap();
     let fixture = device(vsdk_broken_providers::WORKING);
-    let r = runner::run(&suite, &fixture, &cpu, &RunOptions::default()).unwrap();
+    let r = runner::run(&suite, &fixture, &cpu, &crate::common::suites::options()).unwrap();
     let s = &r.tiers[0].stages[0];
     assert_eq!(
         (s.status, s.execution),
         (Status::Pass, Some(runner::Execution::Fused))
     );
     // The CPU provider has no such kernel: it runs the graph.
-    let r = runner::run(&suite, &cpu, &cpu, &RunOptions::default()).unwrap();
+    let r = runner::run(&suite, &cpu, &cpu, &crate::common::suites::options()).unwrap();
     assert_eq!(
         r.tiers[0].stages[0].execution,
         Some(runner::Execution::Decomposed)

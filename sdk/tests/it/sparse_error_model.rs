@@ -219,7 +219,7 @@ fn the_reference_providers_pass_the_sparse_kernels_in_both_modes() {
             let opts = RunOptions {
                 mode,
                 tiers: tiers.clone(),
-                ..RunOptions::default()
+                ..common::suites::options()
             };
             let report = runner::run(&suite, dev, &cpu, &opts).unwrap();
             assert!(
@@ -259,7 +259,7 @@ fn engines_with_a_sparse_port_mistake_fail_at_its_stage() {
     let opts = RunOptions {
         mode: Mode::Isolated,
         tiers: vec![Tier::Fp32],
-        ..RunOptions::default()
+        ..common::suites::options()
     };
     let correct =
         runner::check(&suite, &engine(&suite, &voxels, ""), "engine", &cpu, &opts).unwrap();

@@ -13,6 +13,18 @@ use vips_sdk::{DType, Device, HostTensor, Provider};
 
 pub const ALL_TIERS: [Tier; 3] = [Tier::Fp32, Tier::Fp16, Tier::Bf16];
 
+/// The runner's defaults, with the reference cache this test program's
+/// build keeps in `target/tmp` (golden-fed references computed once for
+/// every provider, mode and test that judges the same files at a tier).
+pub fn options() -> RunOptions {
+    RunOptions {
+        reference_cache: vips_sdk::reference_cache::ReferenceCache::for_this_build(
+            &Path::new(env!("CARGO_TARGET_TMPDIR")).join("reference-cache"),
+        ),
+        ..RunOptions::default()
+    }
+}
+
 pub fn suite(name: &str) -> Suite {
     Suite::open(
         &Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -51,7 +63,7 @@ pub fn run(
         mode,
         tiers: tiers.to_vec(),
         differential,
-        ..RunOptions::default()
+        ..options()
     };
     runner::run(suite, provider, &built("cpu"), &options).unwrap()
 }
@@ -189,7 +201,7 @@ pub fn engine_check(s: &Suite, mistake: GraphMistake) -> runner::RunReport {
     let options = RunOptions {
         mode: Mode::Isolated,
         tiers: vec![Tier::Fp32],
-        ..RunOptions::default()
+        ..options()
     };
     runner::check(s, &captured, "engine", &cpu, &options).unwrap()
 }

@@ -8,6 +8,18 @@ use vips_sdk::runner::{self, Mode, RunOptions, RunReport, Status};
 use vips_sdk::suite::Suite;
 use vips_sdk::{Device, Provider};
 
+/// The runner's defaults, with the reference cache this test program's
+/// build keeps in `target/tmp` (golden-fed references computed once for
+/// every provider, mode and test that judges the same files at a tier).
+pub fn options() -> RunOptions {
+    RunOptions {
+        reference_cache: vips_sdk::reference_cache::ReferenceCache::for_this_build(
+            &Path::new(env!("CARGO_TARGET_TMPDIR")).join("reference-cache"),
+        ),
+        ..RunOptions::default()
+    }
+}
+
 /// Device 0 of a provider named or given by path.
 pub fn device(path_or_name: &str) -> Device {
     Provider::open_by_name(path_or_name)
@@ -54,7 +66,7 @@ pub fn run(
         mode,
         tiers: tiers.to_vec(),
         contract,
-        ..RunOptions::default()
+        ..options()
     };
     runner::run(suite, dev, cpu, &opts).unwrap()
 }
