@@ -259,3 +259,49 @@ def test_the_pools_and_reductions_export_without_emulation_and_pass(tmp_path: Pa
     assert v["passed"], v
     run = sdk(conformance, ["run", str(out), "--tier", "fp32", "--quiet"])
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+
+
+def _strided_slices(path: Path) -> Path:
+    """An ONNX graph on fresh random weights whose Slices step: every 3rd row and 2nd column of a
+    convolution's output (ends not reached: ⌈15/3⌉ = 5 rows, ⌈15/2⌉ = 8 columns), then every 2nd
+    channel to an INT64_MAX end, as exporters write "to the end"."""
+    from onnx import TensorProto, helper, numpy_helper
+    import onnx
+
+    rng = np.random.default_rng()
+    inits = {
+        "conv.weight": (rng.normal(size=(8, 3, 3, 3)) * 0.4).astype(np.float32),
+        "s1.starts": np.array([1, 0], np.int64), "s1.ends": np.array([16, 15], np.int64),
+        "s1.axes": np.array([2, 3], np.int64), "s1.steps": np.array([3, 2], np.int64),
+        "s2.starts": np.array([0], np.int64), "s2.ends": np.array([2**63 - 1], np.int64),
+        "s2.axes": np.array([1], np.int64), "s2.steps": np.array([2], np.int64),
+    }
+    n = helper.make_node
+    nodes = [
+        n("Conv", ["x", "conv.weight"], ["c"], name="/conv/Conv", pads=[1, 1, 1, 1]),
+        n("Slice", ["c", "s1.starts", "s1.ends", "s1.axes", "s1.steps"], ["d"], name="/down/Slice"),
+        n("Relu", ["d"], ["r"], name="/act/Relu"),
+        n("Slice", ["r", "s2.starts", "s2.ends", "s2.axes", "s2.steps"], ["out"], name="/channels/Slice"),
+    ]
+    f = lambda name, shape: helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+    g = helper.make_graph(nodes, "strided", [f("x", [1, 3, 16, 16])], [f("out", [1, 4, 5, 8])],
+                          [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+def test_slices_with_steps_export_as_stepped_crops_and_pass(tmp_path: Path, conformance: str) -> None:
+    out = tmp_path / "strided"
+    r = vips_export([str(_strided_slices(tmp_path / "strided.onnx")), "-o", str(out)])
+    assert r.returncode == 0, r.stderr + r.stdout
+    doc = yaml.safe_load((out / "suite.yaml").read_text())
+    crops = [node["attrs"] for s in doc["stages"] for node in s["graph"] if node["op"] == "vsdk.crop"]
+    assert crops == [
+        {"offsets": [0, 0, 1, 0], "sizes": [1, 8, 5, 8], "steps": [1, 1, 3, 2]},
+        {"offsets": [0, 0, 0, 0], "sizes": [1, 4, 5, 8], "steps": [1, 2, 1, 1]},
+    ], crops
+    # ONNX Runtime ran the model: its captures pass the suite at every tier in both modes.
+    v = json.loads((out / "validation.json").read_text())
+    assert v["passed"], v
+    run = sdk(conformance, ["run", str(out), "--tier", "fp32", "--quiet"])
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]

@@ -92,3 +92,20 @@ class _Blocks(torch.nn.Module):
 def explicit_attention() -> Tuple[torch.nn.Module, Tuple[torch.Tensor]]:
     torch.manual_seed(0)
     return _Blocks().eval(), (torch.randn(1, 9, 48),)
+
+
+class _StridedSlices(torch.nn.Module):
+    """Slices with steps, as space-to-depth stems (YOLOv5's Focus) and strided subsampling write them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(12, 8, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # Focus: the four phases of a 2x2 grid side by side in the channels.
+        y = torch.cat([x[..., ::2, ::2], x[..., 1::2, ::2], x[..., ::2, 1::2], x[..., 1::2, 1::2]], dim=1)
+        return torch.relu(self.conv(y))[:, 1::3, 1:8:3]
+
+
+def strided_slices() -> Tuple[torch.nn.Module, Tuple[torch.Tensor]]:
+    return _StridedSlices().eval(), (torch.randn(1, 3, 16, 16),)

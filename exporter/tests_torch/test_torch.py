@@ -150,3 +150,19 @@ def test_attention_written_with_matmuls_is_one_sdpa_and_passes(tmp_path: Path, c
     ops = [n["op"] for s in doc["stages"] for n in s["graph"]]
     assert ops.count("vsdk.sdpa") == 2 and "vsdk.softmax" not in ops, ops
     assert json.loads((out / "validation.json").read_text())["passed"]
+
+
+def test_slices_with_steps_are_stepped_crops_and_pass(tmp_path: Path, conformance: str) -> None:
+    out = tmp_path / "strided"
+    r = export(["--torch", "models:strided_slices", "-o", str(out)])
+    assert r.returncode == 0, r.stderr + r.stdout
+    import yaml
+
+    doc = yaml.safe_load((out / "suite.yaml").read_text())
+    steps = [n["attrs"].get("steps") for s in doc["stages"] for n in s["graph"] if n["op"] == "vsdk.crop"]
+    # The Focus phases (two slices each, rows then columns) and the head's channels and rows.
+    assert steps.count([1, 1, 2, 1]) == 4 and steps.count([1, 1, 1, 2]) == 4, steps
+    assert [1, 3, 1, 1] in steps and [1, 1, 3, 1] in steps, steps
+    assert json.loads((out / "validation.json").read_text())["passed"]
+    run = subprocess.run([conformance, "run", str(out), "--tier", "fp32", "--quiet"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]

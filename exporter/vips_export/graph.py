@@ -90,6 +90,12 @@ def c_order(a: np.ndarray) -> np.ndarray:
     return np.require(a, requirements="C")
 
 
+def slice_count(start: int, end: int, step: int) -> int:
+    """How many elements `x[start:end:step]` has (bounds already clamped, step positive):
+    ⌈(end − start) / step⌉, not rounded down (`x[1:8:3]` reads 1, 4 and 7)."""
+    return max(0, -(-(end - start) // step))
+
+
 def dtype_name(a: np.ndarray) -> str:
     name = str(a.dtype)
     if name not in DTYPES:

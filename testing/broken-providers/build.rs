@@ -52,6 +52,7 @@ const MUTANTS: &[(&str, &str)] = &[
     ("sdpa_gqa_modulo", "c/mutant_sdpa_gqa_modulo.c"),
     ("sdpa_causal_one_off", "c/mutant_sdpa_causal_one_off.c"),
     ("rotary_layout_swapped", "c/mutant_rotary_layout_swapped.c"),
+    ("crop_step_ignored", "c/mutant_crop_step_ignored.c"),
 ];
 
 /// Compiles `source` (plus `extra` flags) into `OUT_DIR/lib<stem>.so` and

@@ -649,21 +649,31 @@ static vsdk_status_t* same_dtype_out(const vsdk_kernel_call_t* c, int32_t ndim, 
   return check_output(c, c->inputs[0].dtype, ndim, shape);
 }
 
-/* vsdk.crop: out = x[offsets[d] : offsets[d] + sizes[d]] on every axis. */
+/* The input index on one axis of a crop's output index i; called as
+ * `(crop_source)(...)`, so that a test's mutant can swap it (see pool_out_len). */
+static int64_t crop_source(int64_t off, int64_t i, int64_t step) { return off + i * step; }
+
+/* vsdk.crop: out[i] = x[offsets[d] + i * steps[d]] on every axis d, sizes[d]
+ * of them (steps default to 1: a plain window). */
 static vsdk_status_t* k_crop(const vsdk_kernel_call_t* c) {
   const vsdk_tensor_t* t = &c->inputs[0];
-  int64_t off[MAX_RANK], sz[MAX_RANK], idx[MAX_RANK] = {0};
-  int found, found2;
+  int64_t off[MAX_RANK], sz[MAX_RANK], step[MAX_RANK], idx[MAX_RANK] = {0};
+  int found, found2, found3;
   int32_t d;
   size_t es = elem_size(t), i, n = 1;
   char *src, *dst = (char*)out_data(c);
   TRY(need_inputs(c, 1, 1));
   TRY(attr_ints(c, "offsets", (uint64_t)t->ndim, off, &found));
   TRY(attr_ints(c, "sizes", (uint64_t)t->ndim, sz, &found2));
+  TRY(attr_ints(c, "steps", (uint64_t)t->ndim, step, &found3));
   if (!found || !found2) return INVALID("%s: `offsets` and `sizes` are required", c->kernel);
   for (d = 0; d < t->ndim; d++) {
-    /* off + sz > shape, written so that it cannot overflow */
-    if (off[d] < 0 || sz[d] < 0 || off[d] > t->shape[d] || sz[d] > t->shape[d] - off[d])
+    if (!found3) step[d] = 1;
+    if (off[d] < 0 || sz[d] < 0 || step[d] < 1 || off[d] > t->shape[d])
+      return INVALID("%s: window outside axis %d", c->kernel, d);
+    /* The last element read, off + (sz - 1) * step < shape, written so that
+     * it cannot overflow. */
+    if (sz[d] > 0 && (off[d] >= t->shape[d] || sz[d] - 1 > (t->shape[d] - 1 - off[d]) / step[d]))
       return INVALID("%s: window outside axis %d", c->kernel, d);
     n *= (size_t)sz[d];
   }
@@ -671,7 +681,7 @@ static vsdk_status_t* k_crop(const vsdk_kernel_call_t* c) {
   TRY(compact_copy(c, t, (void**)&src));
   for (i = 0; i < n; i++) {
     int64_t flat = 0;
-    for (d = 0; d < t->ndim; d++) flat = flat * t->shape[d] + off[d] + idx[d];
+    for (d = 0; d < t->ndim; d++) flat = flat * t->shape[d] + (crop_source)(off[d], idx[d], step[d]);
     memcpy(dst + i * es, src + (size_t)flat * es, es);
     for (d = t->ndim - 1; d >= 0; d--) {
       if (++idx[d] < sz[d]) break;

@@ -233,7 +233,7 @@ impl Op {
         match self {
             Op::ResizePilBicubic | Op::ResizePilLanczos => &["size", "vertical_first", "alpha"],
             Op::ResizeBicubic => &["size", "scale_factor", "antialias"],
-            Op::Crop => &["offsets", "sizes"],
+            Op::Crop => &["offsets", "sizes", "steps"],
             Op::Cast => &["dtype"],
             Op::Conv2d => &["strides", "pads", "dilations", "groups"],
             Op::Concat | Op::Softmax => &["axis"],

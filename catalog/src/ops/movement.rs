@@ -4,10 +4,14 @@
 use super::{Check, Inferred};
 use crate::{Attrs, CatalogError, DType, Node, Op, TensorSpec};
 
+/// A window of every axis, every `steps[d]`-th element from `offsets[d]`
+/// (`sizes[d]` of them): a slice with a step.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Crop {
     pub offsets: Vec<usize>,
     pub sizes: Vec<usize>,
+    /// At least 1 (1 where not given).
+    pub steps: Vec<usize>,
 }
 
 pub(super) fn crop(
@@ -26,28 +30,52 @@ pub(super) fn crop(
     ) else {
         return c.attr("offsets", "`offsets` and `sizes` are required");
     };
-    if offsets.len() != rank || sizes.len() != rank {
+    let ones = vec![1; rank];
+    let steps = attrs.ints(c.kernel, "steps")?.unwrap_or(&ones);
+    if offsets.len() != rank || sizes.len() != rank || steps.len() != rank {
         return c.attr(
             "offsets",
-            format!("`offsets` and `sizes` need {rank} values each (the input's rank)"),
+            format!("`offsets`, `sizes` and `steps` need {rank} values each (the input's rank)"),
+        );
+    }
+    if let Some(d) = (0..rank).find(|&d| steps[d] < 1) {
+        return c.attr(
+            "steps",
+            format!("axis {d}: step {} (steps are at least 1)", steps[d]),
         );
     }
     for d in 0..rank {
-        let (o, s) = (offsets[d], sizes[d]);
-        let end = o.checked_add(s).filter(|_| o >= 0 && s >= 0);
-        if end.is_none_or(|e| e as u64 > x.shape[d] as u64) {
+        let (o, s, k) = (offsets[d], sizes[d], steps[d]);
+        // The last element read: o + (s − 1)·k, which must lie inside.
+        let last = (s - 1)
+            .checked_mul(k)
+            .and_then(|span| o.checked_add(span))
+            .filter(|_| o >= 0 && s >= 0);
+        let inside = match (s, last) {
+            (0, _) => (0..=x.shape[d] as i64).contains(&o),
+            (_, Some(last)) => last < x.shape[d] as i64,
+            (_, None) => false,
+        };
+        if !inside {
+            let step = if k == 1 {
+                String::new()
+            } else {
+                format!(" by {k}")
+            };
             return c.fail(format!(
-                "axis {d}: window [{o}, {o}+{s}) is outside the input's extent {}",
+                "axis {d}: {s} element(s) from {o}{step} reach outside the input's extent {}",
                 x.shape[d]
             ));
         }
     }
-    let sizes: Vec<usize> = sizes.iter().map(|&s| s as usize).collect();
+    let to_usize = |v: &[i64]| v.iter().map(|&v| v as usize).collect::<Vec<usize>>();
     let crop = Crop {
-        offsets: offsets.iter().map(|&o| o as usize).collect(),
-        sizes: sizes.clone(),
+        offsets: to_usize(offsets),
+        sizes: to_usize(sizes),
+        steps: to_usize(steps),
     };
-    Ok((Node::Crop(crop), out(sizes)))
+    let shape = crop.sizes.clone();
+    Ok((Node::Crop(crop), out(shape)))
 }
 
 pub(super) fn concat(
@@ -169,6 +197,43 @@ mod tests {
 
     fn f32s(shape: &[usize]) -> TensorSpec {
         TensorSpec::new(DType::F32, shape)
+    }
+
+    /// A stepped window may end on the axis's last element and not past
+    /// it; steps are at least 1; an empty window may start at the end.
+    #[test]
+    fn crop_steps_reach_the_last_element_and_no_further() {
+        let crop = |o: &[i64], s: &[i64], k: Option<&[i64]>| {
+            let mut a = Attrs::new()
+                .with("offsets", AttrValue::Ints(o.to_vec()))
+                .with("sizes", AttrValue::Ints(s.to_vec()));
+            if let Some(k) = k {
+                a = a.with("steps", AttrValue::Ints(k.to_vec()));
+            }
+            Node::infer(Op::Crop, &a, &[f32s(&[8, 5])])
+        };
+        let (node, out) = crop(&[1, 0], &[3, 5], Some(&[3, 1])).unwrap();
+        assert_eq!(out[0].shape, vec![3, 5]);
+        let Node::Crop(c) = node else {
+            panic!("{node:?}")
+        };
+        assert_eq!(c.steps, vec![3, 1]);
+        let (Node::Crop(c), _) = crop(&[0, 0], &[8, 5], None).unwrap() else {
+            panic!("a crop")
+        };
+        assert_eq!(c.steps, vec![1, 1], "steps default to 1");
+        assert!(crop(&[8, 5], &[0, 0], Some(&[2, 2])).is_ok());
+        for (o, s, k, says) in [
+            (&[2, 0][..], &[3, 5][..], &[3, 1][..], "reach outside"),
+            (&[0, 0], &[2, 5], &[0, 1], "at least 1"),
+            (&[0, 0], &[2, 5], &[-2, 1], "at least 1"),
+            (&[0, 0], &[2, 5], &[1], "need 2 values"),
+            (&[0, 0], &[2, 2], &[i64::MAX, 1], "reach outside"),
+            (&[9, 0], &[0, 5], &[1, 1], "reach outside"),
+        ] {
+            let e = crop(o, s, Some(k)).unwrap_err().to_string();
+            assert!(e.contains(says), "{o:?} {s:?} {k:?}: {e}");
+        }
     }
 
     #[test]

@@ -34,5 +34,6 @@ mod runner;
 mod sandbox;
 mod simt_provider;
 mod sparse_error_model;
+mod stepped_slices;
 mod template_c;
 mod unary_ops;

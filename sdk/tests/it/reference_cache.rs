@@ -147,5 +147,8 @@ fn a_cache_for_this_build_drops_the_entries_of_earlier_builds() {
     std::fs::write(cache.dir.join("y.ref"), b"kept").unwrap();
     let again = ReferenceCache::for_this_build(dir.path()).unwrap();
     assert_eq!(again.dir, cache.dir);
-    assert!(again.dir.join("y.ref").exists(), "this build's entries stay");
+    assert!(
+        again.dir.join("y.ref").exists(),
+        "this build's entries stay"
+    );
 }

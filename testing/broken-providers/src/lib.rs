@@ -64,3 +64,5 @@ pub const MUTANT_SDPA_GQA_MODULO: &str = env!("VSDK_MUTANT_SDPA_GQA_MODULO");
 pub const MUTANT_SDPA_CAUSAL_ONE_OFF: &str = env!("VSDK_MUTANT_SDPA_CAUSAL_ONE_OFF");
 /// The C template whose `vsdk.rotary_embedding` pairs features in the other layout than the call's.
 pub const MUTANT_ROTARY_LAYOUT_SWAPPED: &str = env!("VSDK_MUTANT_ROTARY_LAYOUT_SWAPPED");
+/// The C template whose `vsdk.crop` ignores its `steps` (a contiguous window).
+pub const MUTANT_CROP_STEP_IGNORED: &str = env!("VSDK_MUTANT_CROP_STEP_IGNORED");

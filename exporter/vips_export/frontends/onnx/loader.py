@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from ...errors import ExportError, Unsupported
-from ...graph import Graph, Node, Spec, c_order, dtype_name
+from ...graph import Graph, Node, Spec, c_order, dtype_name, slice_count
 from ...lazy import need
 
 # ONNX TensorProto element types -> document dtypes.
@@ -748,16 +748,19 @@ class _Lowering:
         steps = self._ints(n.inputs[4]) if len(n.inputs) > 4 and n.inputs[4] else [1] * len(starts or [])
         if starts is None or ends is None or axes is None or steps is None:
             raise ExportError("slice bounds are not constant")
-        if any(s != 1 for s in steps):
-            raise ExportError(f"slice with steps {steps} (a step other than 1 has no catalog operator yet)")
-        offsets, sizes = [0] * len(shape), list(shape)
-        for s, e, ax in zip(starts, ends, axes):
+        if any(s < 1 for s in steps):
+            raise ExportError(f"slice with steps {steps} (a negative step reverses an axis: no catalog operator does)")
+        offsets, sizes, strides = [0] * len(shape), list(shape), [1] * len(shape)
+        for s, e, ax, k in zip(starts, ends, axes, steps):
             ax %= len(shape)
             dim = shape[ax]
             s = max(0, min(dim, s + dim if s < 0 else s))
             e = max(0, min(dim, e + dim if e < 0 else e))
-            offsets[ax], sizes[ax] = s, max(0, e - s)
-        self.emit(n, "vsdk.crop", self.ins(n)[:1], n.outputs[0], {"offsets": offsets, "sizes": sizes})
+            offsets[ax], sizes[ax], strides[ax] = s, slice_count(s, e, k), k
+        attrs = {"offsets": offsets, "sizes": sizes}
+        if any(k != 1 for k in strides):
+            attrs["steps"] = strides
+        self.emit(n, "vsdk.crop", self.ins(n)[:1], n.outputs[0], attrs)
         return True
 
     def gather(self, n: ONode) -> bool:

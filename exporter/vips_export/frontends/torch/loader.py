@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ...errors import ExportError, Unsupported
-from ...graph import Graph, Node, Spec, c_order
+from ...graph import Graph, Node, Spec, c_order, slice_count
 from ...lazy import need
 from .runner import TorchRunner
 
@@ -567,8 +567,8 @@ class _Lowering:
         args = list(node.args) + [None] * 5
         x, dim, start, end, step = args[:5]
         step = 1 if step is None else int(step)
-        if step != 1:
-            raise ExportError(f"slice with step {step} (a step other than 1 has no catalog operator yet)")
+        if step < 1:
+            raise ExportError(f"slice with step {step} (PyTorch allows only positive steps)")
         shape = self.g.specs[self.v(x.name)].shape if self.v(x.name) in self.g.specs else tuple(x.meta["val"].shape)
         dim = int(dim or 0) % len(shape)
         n = shape[dim]
@@ -577,8 +577,11 @@ class _Lowering:
         s = max(0, min(n, s + n if s < 0 else s))
         e = max(0, min(n, e + n if e < 0 else e))
         offsets, sizes = [0] * len(shape), list(shape)
-        offsets[dim], sizes[dim] = s, max(0, e - s)
-        self.emit(node, "vsdk.crop", [self.arg(x, node)], {"offsets": offsets, "sizes": sizes})
+        offsets[dim], sizes[dim] = s, slice_count(s, e, step)
+        attrs = {"offsets": offsets, "sizes": sizes}
+        if step != 1:
+            attrs["steps"] = [step if d == dim else 1 for d in range(len(shape))]
+        self.emit(node, "vsdk.crop", [self.arg(x, node)], attrs)
         return True
 
     def select(self, node, x, dim: int, index: int, out: str, spec: Optional[Spec] = None) -> bool:

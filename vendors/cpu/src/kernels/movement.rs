@@ -30,8 +30,16 @@ unsafe fn typed<C: Copy + Send + Sync>(node: &Node, inputs: &[TensorArg], out: &
     match node {
         Node::Crop(c) => {
             let window = ins[0].slice_each_axis(|ax| {
-                let (off, n) = (c.offsets[ax.axis.index()], c.sizes[ax.axis.index()]);
-                Slice::from(off..off + n)
+                let d = ax.axis.index();
+                let (off, n, step) = (c.offsets[d], c.sizes[d], c.steps[d]);
+                // Up to just past the last element read (the catalog
+                // checked it is inside); an empty window stays empty.
+                let end = if n == 0 {
+                    off
+                } else {
+                    off + (n - 1) * step + 1
+                };
+                Slice::new(off as isize, Some(end as isize), step as isize)
             });
             copy_into(window, o);
         }

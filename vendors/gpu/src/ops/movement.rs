@@ -21,7 +21,14 @@ pub(super) fn crop<B: Backend>(
         .map(|(o, s)| o * s)
         .sum();
     let src = ptr(x) + (offset * x.dtype.size_bytes()) as u64;
-    c.copy(x, src, &x.strides, ptr(out), &out_strides, &out.shape)
+    // Every steps[d]-th element: the source's strides scaled.
+    let strides: Vec<usize> = x
+        .strides
+        .iter()
+        .zip(&crop.steps)
+        .map(|(s, k)| s * k)
+        .collect();
+    c.copy(x, src, &strides, ptr(out), &out_strides, &out.shape)
 }
 
 pub(super) fn reshape<B: Backend>(

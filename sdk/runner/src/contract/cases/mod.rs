@@ -29,6 +29,7 @@ use vips_execution::execution::Layout;
 use vsdk_catalog::{AttrValue, Attrs, DType, Op};
 
 /// One input: its values in their dtype and how they lie in memory.
+#[derive(Clone)]
 struct Input {
     t: HostTensor,
     layout: Option<Layout>,

@@ -1,4 +1,5 @@
-//! Data movement: crops, concatenations, reshapes and permutations of views.
+//! Data movement: crops (plain and stepped), concatenations, reshapes and
+//! permutations of views.
 
 use super::*;
 
@@ -30,7 +31,7 @@ pub(super) fn movement(c: &mut Cases) {
         .skip(if d.is_float() { 0 } else { 1 })
         .take(take)
     {
-        let inputs = shapes
+        let inputs: Vec<Input> = shapes
             .iter()
             .enumerate()
             .map(|(i, s)| {
@@ -39,6 +40,21 @@ pub(super) fn movement(c: &mut Cases) {
                 input(s, v, d, l)
             })
             .collect();
+        if c.op == Op::Crop {
+            // A slice with a step on two axes, the last element read at the
+            // extent's last index on the first (a port reading a contiguous
+            // window, or one past the end, shows).
+            let stepped = Attrs::new()
+                .with("offsets", AttrValue::Ints(vec![0, 1, 1]))
+                .with("sizes", AttrValue::Ints(vec![2, 5, 2]))
+                .with("steps", AttrValue::Ints(vec![3, 1, 2]));
+            c.add(
+                &format!("{variant} stepped"),
+                &format!("{about}, every 3rd and 2nd element"),
+                stepped,
+                inputs.clone(),
+            );
+        }
         c.add(variant, about, attrs.clone(), inputs);
     }
 }
