@@ -147,10 +147,11 @@ class GraphBuilder:
             self.node(op.capitalize(), ins, outs)
         elif op == "crop":
             starts = attrs["offsets"]
-            ends = [o + s for o, s in zip(starts, attrs["sizes"])]
+            steps = attrs.get("steps", [1] * len(starts))
+            ends = [o + (s - 1) * k + 1 for o, s, k in zip(starts, attrs["sizes"], steps)]
             axes = list(range(len(starts)))
             self.node("Slice", [ins[0], self.const(starts, np.int64), self.const(ends, np.int64),
-                                self.const(axes, np.int64)], outs)
+                                self.const(axes, np.int64), self.const(steps, np.int64)], outs)
         elif op == "reshape":
             self.node("Reshape", [ins[0], self.const(attrs["shape"], np.int64)], outs)
         elif op == "permute":

@@ -33,8 +33,13 @@ pub(super) fn crop(
     let ones = vec![1; rank];
     let steps = attrs.ints(c.kernel, "steps")?.unwrap_or(&ones);
     if offsets.len() != rank || sizes.len() != rank || steps.len() != rank {
+        let name = if steps.len() != rank {
+            "steps"
+        } else {
+            "offsets"
+        };
         return c.attr(
-            "offsets",
+            name,
             format!("`offsets`, `sizes` and `steps` need {rank} values each (the input's rank)"),
         );
     }
@@ -47,10 +52,9 @@ pub(super) fn crop(
     for d in 0..rank {
         let (o, s, k) = (offsets[d], sizes[d], steps[d]);
         // The last element read: o + (s − 1)·k, which must lie inside.
-        let last = (s - 1)
-            .checked_mul(k)
-            .and_then(|span| o.checked_add(span))
-            .filter(|_| o >= 0 && s >= 0);
+        let last = (o >= 0 && s >= 1)
+            .then(|| (s - 1).checked_mul(k).and_then(|span| o.checked_add(span)))
+            .flatten();
         let inside = match (s, last) {
             (0, _) => (0..=x.shape[d] as i64).contains(&o),
             (_, Some(last)) => last < x.shape[d] as i64,
@@ -228,8 +232,11 @@ mod tests {
             (&[0, 0], &[2, 5], &[0, 1], "at least 1"),
             (&[0, 0], &[2, 5], &[-2, 1], "at least 1"),
             (&[0, 0], &[2, 5], &[1], "need 2 values"),
+            (&[0, 0], &[2, 5], &[1], "steps"),
             (&[0, 0], &[2, 2], &[i64::MAX, 1], "reach outside"),
             (&[9, 0], &[0, 5], &[1, 1], "reach outside"),
+            (&[0, 0], &[i64::MIN, 5], &[1, 1], "reach outside"),
+            (&[-1, 0], &[1, 5], &[1, 1], "reach outside"),
         ] {
             let e = crop(o, s, Some(k)).unwrap_err().to_string();
             assert!(e.contains(says), "{o:?} {s:?} {k:?}: {e}");

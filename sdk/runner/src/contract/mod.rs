@@ -59,6 +59,9 @@ pub struct Needed {
     pub dtypes: Vec<DType>,
     /// A cast's targets at the tier.
     pub cast_targets: Vec<DType>,
+    /// The attributes any of its nodes sets (a case for an optional
+    /// feature, such as a crop's steps, is required only where it is used).
+    pub attr_names: Vec<String>,
 }
 
 /// The kernels `stages` use at `tier`, in document order (a stage with its
@@ -91,10 +94,16 @@ pub fn needed(suite: &Suite, stages: &[&Stage], tier: Tier) -> Vec<Needed> {
                     template_specs: specs,
                     dtypes: Vec::new(),
                     cast_targets: Vec::new(),
+                    attr_names: Vec::new(),
                 });
                 out.last_mut().expect("just pushed")
             }
         };
+        for (name, _) in &node.attrs.0 {
+            if !n.attr_names.contains(name) {
+                n.attr_names.push(name.clone());
+            }
+        }
         if !n.dtypes.contains(&dtype) {
             n.dtypes.push(dtype);
         }

@@ -10,12 +10,18 @@ use vips_sdk::{Device, Provider};
 
 /// The runner's defaults, with the reference cache this test program's
 /// build keeps in `target/tmp` (golden-fed references computed once for
-/// every provider, mode and test that judges the same files at a tier).
+/// every provider, mode and test that judges the same files at a tier),
+/// bounded at 512 MiB: most suites of the tests are drawn afresh and never
+/// read back.
 pub fn options() -> RunOptions {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("reference-cache");
     RunOptions {
-        reference_cache: vips_sdk::reference_cache::ReferenceCache::for_this_build(
-            &Path::new(env!("CARGO_TARGET_TMPDIR")).join("reference-cache"),
-        ),
+        reference_cache: vips_sdk::reference_cache::ReferenceCache::for_this_build(&dir).map(|c| {
+            vips_sdk::reference_cache::ReferenceCache {
+                max_bytes: 512 << 20,
+                ..c
+            }
+        }),
         ..RunOptions::default()
     }
 }

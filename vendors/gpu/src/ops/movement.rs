@@ -21,12 +21,14 @@ pub(super) fn crop<B: Backend>(
         .map(|(o, s)| o * s)
         .sum();
     let src = ptr(x) + (offset * x.dtype.size_bytes()) as u64;
-    // Every steps[d]-th element: the source's strides scaled.
+    // Every steps[d]-th element: the source's strides scaled (an axis of
+    // one element is never stepped, whatever its step: no overflow).
     let strides: Vec<usize> = x
         .strides
         .iter()
         .zip(&crop.steps)
-        .map(|(s, k)| s * k)
+        .zip(&crop.sizes)
+        .map(|((&s, &k), &n)| if n > 1 { s * k } else { s })
         .collect();
     c.copy(x, src, &strides, ptr(out), &out_strides, &out.shape)
 }

@@ -131,7 +131,7 @@ fn sigma_through_a_kink_is_the_mean_square_of_a_normal_error() {
         let (u1, u2): (f64, f64) = (rng.gen_range(f64::EPSILON..1.0), rng.gen());
         (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
     };
-    let draws: Vec<f64> = (0..400_000).map(|_| normal()).collect();
+    let draws: Vec<f64> = (0..1_000_000).map(|_| normal()).collect();
     let clamp = Unary::Clamp {
         min: -1.0,
         max: 2.0,
@@ -143,7 +143,11 @@ fn sigma_through_a_kink_is_the_mean_square_of_a_normal_error() {
         (Unary::HardSwish, &[-3.0, 3.0]),
     ] {
         for &kink in kinks {
-            for offset in [-3.0, -2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0, 3.0] {
+            // Kinks on and between the rule's points (steps of σ/4), and
+            // far away (the linear shortcut).
+            for offset in [
+                -9.0, -3.0, -2.0, -1.7, -1.0, -0.5, -0.3, 0.0, 0.3, 0.5, 1.0, 1.7, 2.0, 3.0, 9.0,
+            ] {
                 let s = 0.05;
                 let x = kink + offset * s;
                 let y = f.value(x);
@@ -153,12 +157,14 @@ fn sigma_through_a_kink_is_the_mean_square_of_a_normal_error() {
                     .sum::<f64>()
                     / draws.len() as f64;
                 let got = unary_propagate(f, &[x], &[s * s], None)[0];
-                // Monte Carlo's own spread: a few percent where the kink is
-                // 2σ away, a third at 3σ (a thousandth of the draws cross).
+                // Five times Monte Carlo's own spread (a million draws): under
+                // a percent near the kink and on a smooth piece, 2 % at 1.7σ,
+                // 6 % at 3σ (a thousandth of the draws cross).
                 let tol = match offset.abs() {
+                    o if o >= 9.0 => 0.01,
                     o if o >= 3.0 => 0.35,
-                    o if o >= 2.0 => 0.1,
-                    _ => 0.03,
+                    o if o >= 1.5 => 0.1,
+                    _ => 0.04,
                 };
                 assert!(
                     (got - mc).abs() <= tol * mc + 1e-15,
