@@ -8,7 +8,7 @@
 
 use crate::common::suites::{self, assert_passes, device, failing_stages, fresh_seed, run};
 use vips_sdk::compare::Tier;
-use vips_sdk::runner::{Mode, Status};
+use vips_sdk::runner::Mode;
 use vips_sdk::suite::Suite;
 use vips_sdk::Device;
 
@@ -101,12 +101,7 @@ fn a_crop_ignoring_its_steps_fails_exactly_the_stepped_stages() {
     let r = run(&s, &mutant, &cpu, Mode::Isolated, &[Tier::Fp32], true);
     let failing = failing_stages(&r, "steps ignored", &["vsdk.crop"]);
     assert_eq!(failing, ["every_third", "two_axes", "mixed"]);
-    let caught: Vec<&str> = r.tiers[0]
-        .contract
-        .iter()
-        .filter(|c| c.status != Status::Pass)
-        .map(|c| c.stage.as_str())
-        .collect();
+    let caught = suites::failing_cases(&r);
     assert!(
         !caught.is_empty()
             && caught

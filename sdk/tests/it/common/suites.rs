@@ -105,6 +105,16 @@ pub fn assert_passes(r: &RunReport, what: &str, ops: &[&str]) {
     assert!(r.passed, "{what}");
 }
 
+/// The kernel-contract cases of the first tier that did not pass.
+pub fn failing_cases(r: &RunReport) -> Vec<&str> {
+    r.tiers[0]
+        .contract
+        .iter()
+        .filter(|c| c.status != Status::Pass)
+        .map(|c| c.stage.as_str())
+        .collect()
+}
+
 /// The stages of the first tier that did not pass, after checking each is a
 /// failure (not an error) whose drill-down, where the stage has one, names an
 /// operator starting with one of `ops`.
