@@ -108,8 +108,9 @@ impl ReferenceCache {
     /// program's entries from earlier builds removed. Test suites share
     /// references between their processes this way, and a change to the
     /// error model that did not bump [`REFERENCE_VERSION`] never reads an
-    /// entry computed before it. `None` where the executable is unknown.
-    pub fn for_this_build(dir: &Path) -> Option<ReferenceCache> {
+    /// entry computed before it. Bounded at `max_bytes`; `None` where the
+    /// executable is unknown.
+    pub fn for_this_build(dir: &Path, max_bytes: u64) -> Option<ReferenceCache> {
         let exe = std::env::current_exe().ok()?;
         let meta = std::fs::metadata(&exe).ok()?;
         let modified = meta
@@ -127,7 +128,7 @@ impl ReferenceCache {
         }
         Some(ReferenceCache {
             dir: program.join(build),
-            max_bytes: DEFAULT_MAX_BYTES,
+            max_bytes,
         })
     }
 

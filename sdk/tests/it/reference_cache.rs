@@ -138,14 +138,14 @@ fn a_cache_for_this_build_drops_the_entries_of_earlier_builds() {
         std::fs::create_dir_all(d).unwrap();
         std::fs::write(d.join("x.ref"), b"stale").unwrap();
     }
-    let cache = ReferenceCache::for_this_build(dir.path()).unwrap();
+    let cache = ReferenceCache::for_this_build(dir.path(), DEFAULT_MAX_BYTES).unwrap();
     assert_eq!(cache.dir.parent(), Some(program.as_path()));
     assert_ne!(cache.dir, stale);
     assert!(!stale.exists(), "an earlier build's entries are removed");
     assert!(other.join("x.ref").exists(), "another program's stay");
     std::fs::create_dir_all(&cache.dir).unwrap();
     std::fs::write(cache.dir.join("y.ref"), b"kept").unwrap();
-    let again = ReferenceCache::for_this_build(dir.path()).unwrap();
+    let again = ReferenceCache::for_this_build(dir.path(), DEFAULT_MAX_BYTES).unwrap();
     assert_eq!(again.dir, cache.dir);
     assert!(
         again.dir.join("y.ref").exists(),

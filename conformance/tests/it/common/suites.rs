@@ -7,6 +7,7 @@ use std::path::Path;
 use vips_sdk::compare::Tier;
 use vips_sdk::document::GraphNode;
 use vips_sdk::error_model;
+use vips_sdk::reference_cache::ReferenceCache;
 use vips_sdk::runner::{self, Mode, RunOptions, Status};
 use vips_sdk::suite::Suite;
 use vips_sdk::{DType, Device, HostTensor, Provider};
@@ -21,12 +22,7 @@ pub const ALL_TIERS: [Tier; 3] = [Tier::Fp32, Tier::Fp16, Tier::Bf16];
 pub fn options() -> RunOptions {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("reference-cache");
     RunOptions {
-        reference_cache: vips_sdk::reference_cache::ReferenceCache::for_this_build(&dir).map(|c| {
-            vips_sdk::reference_cache::ReferenceCache {
-                max_bytes: 512 << 20,
-                ..c
-            }
-        }),
+        reference_cache: ReferenceCache::for_this_build(&dir, 512 << 20),
         ..RunOptions::default()
     }
 }

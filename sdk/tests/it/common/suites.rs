@@ -4,6 +4,7 @@
 use std::path::Path;
 use vips_sdk::compare::Tier;
 use vips_sdk::golden::GoldenFile;
+use vips_sdk::reference_cache::ReferenceCache;
 use vips_sdk::runner::{self, Mode, RunOptions, RunReport, Status};
 use vips_sdk::suite::Suite;
 use vips_sdk::{Device, Provider};
@@ -16,12 +17,7 @@ use vips_sdk::{Device, Provider};
 pub fn options() -> RunOptions {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("reference-cache");
     RunOptions {
-        reference_cache: vips_sdk::reference_cache::ReferenceCache::for_this_build(&dir).map(|c| {
-            vips_sdk::reference_cache::ReferenceCache {
-                max_bytes: 512 << 20,
-                ..c
-            }
-        }),
+        reference_cache: ReferenceCache::for_this_build(&dir, 512 << 20),
         ..RunOptions::default()
     }
 }
