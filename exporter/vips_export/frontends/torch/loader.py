@@ -745,7 +745,9 @@ def _rotate_half(graph) -> Dict[str, Tuple[Any, Any, Any, List[Any]]]:
                 continue
             width = x.meta["val"].shape[-1]
             half = width // 2
-            bounds = lambda sl: (int(sl.args[2] or 0) if len(sl.args) > 2 else 0, sl.args[3] if len(sl.args) > 3 else None)
+            # (start, end) of a unit-step slice; a stepped one (now a catalog crop) is no half.
+            bounds = lambda sl: (None, None) if len(sl.args) > 4 and sl.args[4] not in (None, 1) else (
+                int(sl.args[2] or 0) if len(sl.args) > 2 else 0, sl.args[3] if len(sl.args) > 3 else None)
             if width % 2 or bounds(x1) != (0, half) or bounds(x2)[0] != half or any(len(sl.users) != 1 for sl in (x1,)):
                 continue
             cos = next((a for a in straight.args if a is not x and hasattr(a, "name")), None)
