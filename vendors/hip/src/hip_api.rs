@@ -34,7 +34,7 @@
 //! pass `void *`), with their sizes and alignments compared at compile time.
 //! Calling through our types also means a `hipError_t` that hip-sys's Rust
 //! enum lacks arrives as a plain integer instead of an invalid enum value.
-//! `tests/it/bindings_agree.rs` (run with `--features hip-sys`) checks the same
+//! `tests/hip_sys_bindings.rs` (run with `--features hip-sys`) checks the same
 //! independently: every function the dlopen binding looks up, its
 //! signature, the constants below against hip-sys's values, and the
 //! `hipDeviceProp_t` layout the architecture is read from.
@@ -100,7 +100,7 @@ pub const PROPS_BUFFER_BYTES: usize = 4096;
 pub const ARCH_NAME_BYTES: usize = 256;
 
 // The HIP runtime's functions as this binding calls them (public for
-// tests/it/bindings_agree.rs, which checks hip-sys's declarations against them).
+// tests/hip_sys_bindings.rs, which checks hip-sys's declarations against them).
 pub type FnInit = unsafe extern "C" fn(c_uint) -> HipError;
 pub type FnGetDeviceCount = unsafe extern "C" fn(*mut c_int) -> HipError;
 pub type FnSetDevice = unsafe extern "C" fn(c_int) -> HipError;
@@ -629,7 +629,7 @@ mod linked {
     // SAFETY: as above (`hipStream_t`).
     unsafe impl Agrees<c_void> for hiprt::ihipStream_t {}
     // `hipDeviceProp_t *`: we pass a larger buffer as `void *` and read
-    // `gcnArchName` at PROPS_R0000_ARCH_OFFSET (tests/it/bindings_agree.rs
+    // `gcnArchName` at PROPS_R0000_ARCH_OFFSET (tests/hip_sys_bindings.rs
     // checks that offset against hip-sys's struct).
     const _: () = assert!(size_of::<hiprt::hipDeviceProp_t>() <= PROPS_BUFFER_BYTES);
     // SAFETY: only ever behind a pointer, to a buffer larger than the struct.

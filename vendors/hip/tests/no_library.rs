@@ -5,7 +5,7 @@
 //!
 //! Only for the default (dlopen) build: with the feature `hip-sys` the
 //! runtime is linked, `VIPS_HIP_LIBRARY` does not apply, and
-//! tests/it/bindings_agree.rs checks that build instead.
+//! tests/hip_sys_bindings.rs checks that build instead.
 #![cfg(not(feature = "hip-sys"))]
 
 use std::path::PathBuf;
