@@ -39,3 +39,13 @@ VIPS_KERNEL vips_selftest_divergent_barrier(int* out) {
   out[threadIdx.x] = 1;
 }
 VIPS_REGISTER(vips_selftest_divergent_barrier)
+
+/* The block's last thread needs more than its 64 KiB fiber stack (the
+ * others have returned: it overwrites only their finished stacks). */
+VIPS_KERNEL vips_selftest_stack_overflow(int* out) {
+  if (threadIdx.x + 1 != blockDim.x) return;
+  volatile unsigned char big[80 * 1024];
+  for (unsigned i = 0; i < sizeof big; ++i) big[i] = static_cast<unsigned char>(i);
+  out[0] = big[threadIdx.x];
+}
+VIPS_REGISTER(vips_selftest_stack_overflow)

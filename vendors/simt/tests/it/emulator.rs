@@ -126,6 +126,17 @@ fn a_barrier_some_threads_never_reach_is_an_error_naming_the_kernel() {
 }
 
 #[test]
+fn a_thread_that_overflows_its_fiber_stack_is_an_error_naming_the_kernel() {
+    let d = device();
+    let out = zeroed(&d, 4);
+    let err = launch(&d, "vips_selftest_stack_overflow", 1, 64, &[out]).unwrap_err();
+    assert!(
+        err.contains("vips_selftest_stack_overflow") && err.contains("overflowed its 64 KiB"),
+        "{err}"
+    );
+}
+
+#[test]
 fn launches_the_source_does_not_define_or_with_the_wrong_parameters_are_refused() {
     let d = device();
     let out = zeroed(&d, 64);
