@@ -420,6 +420,15 @@ impl Suite {
         Ok(t)
     }
 
+    /// The bytes of the tensors held in memory (read, regenerated or
+    /// anchored; not yet released).
+    pub fn held_bytes(&self) -> usize {
+        let sum = |m: &HashMap<String, Arc<HostTensor>>| -> usize {
+            m.values().map(|t| t.bytes.len()).sum()
+        };
+        sum(&lock(&self.cache)) + sum(&lock(&self.anchored))
+    }
+
     /// Drops these tensors from the cache (a later [`Suite::tensor`] reads or
     /// regenerates them): a runner holds one stage's weights at a time
     /// rather than a whole model's. Anchored values are dropped too where

@@ -115,7 +115,18 @@ pub struct RunOptions {
     /// ([`vips_execution::allocator`]): the CLI does; a library leaves its host's
     /// allocator alone.
     pub return_freed_memory: bool,
+    /// Suite tensors (weights, golden values) stay in memory after the
+    /// stage that read them while all the run holds adds up to no more than
+    /// this many bytes: a component this small is generated once per run,
+    /// not once per stage, round and tier. Above it, each stage's are
+    /// released after it (a full-size model is never held whole).
+    pub keep_tensors_bytes: usize,
 }
+
+/// [`RunOptions::keep_tensors_bytes`]' default: every committed quick suite
+/// and DINOv2 ViT-S/14 (92 MiB of float32 tensors) fit; ViT-L/14 and the
+/// TRELLIS flows (1.3-2.5 GiB) are released stage by stage.
+pub const KEEP_TENSORS_BYTES: usize = 128 << 20;
 
 impl Default for RunOptions {
     fn default() -> Self {
@@ -137,6 +148,7 @@ impl Default for RunOptions {
             baseline: None,
             reference_cache: None,
             return_freed_memory: false,
+            keep_tensors_bytes: KEEP_TENSORS_BYTES,
         }
     }
 }
@@ -784,12 +796,16 @@ impl<'a> TierContext<'a> {
 }
 
 /// Releases the suite tensors `stages[index]` read (its inputs, and the
-/// golden values of its outputs) that no later stage of this pass reads: a
+/// golden values of its outputs) that no later stage of this pass reads,
+/// unless all the suite holds fits in [`RunOptions::keep_tensors_bytes`]: a
 /// run then holds about one stage's weights rather than a whole model's. A
 /// later pass (the differential round, the next tier) and the chained
-/// end-to-end comparison read them again: regenerating 22 M seeded weights
-/// takes about 50 ms, holding them about 90 MB.
+/// end-to-end comparison read them again: regenerating ViT-S/14's 22 M
+/// seeded weights takes 0.4-0.8 s of this 2-core machine.
 fn release_after(suite: &Suite, opts: &RunOptions, stages: &[&Stage], index: usize) {
+    if suite.held_bytes() <= opts.keep_tensors_bytes {
+        return;
+    }
     let later: HashSet<&String> = stages[index + 1..].iter().flat_map(|s| &s.inputs).collect();
     let stage = stages[index];
     suite.release(
