@@ -111,6 +111,50 @@ def test_attention_and_linear_are_fused_with_their_scale_and_transposed_weight(t
     assert att.attrs["scale"] == pytest.approx(0.25)
 
 
+def _masked_attention(tmp_path: Path, mask: np.ndarray, scale_first: bool = True) -> Path:
+    """softmax(0.25 · q kᵀ + mask) v as torch.onnx writes it (or the scale after the mask)."""
+    c = {"s": np.array(0.25, np.float32), "mask": mask}
+    scaled = [helper.make_node("Mul", ["qk", "s"], ["qks"]), helper.make_node("Add", ["qks", "mask"], ["logits"])]
+    if not scale_first:
+        scaled = [helper.make_node("Add", ["qk", "mask"], ["qkm"]), helper.make_node("Mul", ["qkm", "s"], ["logits"])]
+    nodes = [
+        helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+        helper.make_node("MatMul", ["q", "kt"], ["qk"]),
+        *scaled,
+        helper.make_node("Softmax", ["logits"], ["p"], axis=-1),
+        helper.make_node("MatMul", ["p", "v"], ["y"]),
+    ]
+    ins = [_f("q", [1, 2, 4, 8]), _f("k", [1, 2, 6, 8]), _f("v", [1, 2, 6, 3])]
+    return _model(nodes, ins, [_f("y", [1, 2, 4, 3])], c, tmp_path / "m.onnx")
+
+
+def test_a_constant_causal_mask_becomes_the_causal_offset(tmp_path: Path) -> None:
+    past = 2  # 4 queries after 2 cached keys: query i sees keys 0..i+2
+    mask = np.where(np.tril(np.ones((4, 6), bool), past), 0.0, -np.inf).astype(np.float32)
+    (att,) = load(_masked_attention(tmp_path, mask)).nodes
+    assert att.op == "vsdk.sdpa" and len(att.inputs) == 3
+    assert att.attrs["causal_offset"] == past and att.attrs["scale"] == pytest.approx(0.25)
+
+
+@pytest.mark.parametrize("kind", ["random", "finite_causal", "shifted_causal"])
+def test_any_other_additive_mask_is_sdpas_fourth_input(kind: str, tmp_path: Path) -> None:
+    keep = np.tril(np.ones((4, 6), bool), 2 if kind != "shifted_causal" else 1)
+    mask = {
+        "random": rng.normal(size=(4, 6)),
+        # transformers' finfo.min is not −∞: a row it masks whole is uniform, not NaN.
+        "finite_causal": np.where(keep, 0.0, np.finfo(np.float32).min),
+        "shifted_causal": np.where(keep, 0.0, -np.inf),
+    }[kind].astype(np.float32)
+    (att,) = load(_masked_attention(tmp_path, mask)).nodes
+    assert att.op == "vsdk.sdpa" and "causal_offset" not in att.attrs
+    assert att.inputs[3] == "mask"
+
+
+def test_a_scale_after_the_mask_is_not_sdpa(tmp_path: Path) -> None:
+    mask = rng.normal(size=(4, 6)).astype(np.float32)
+    assert "vsdk.sdpa" not in _ops(_masked_attention(tmp_path, mask, scale_first=False))
+
+
 def test_every_unsupported_operator_is_listed_and_nothing_else_happens(tmp_path: Path) -> None:
     nodes = [
         helper.make_node("Floor", ["x"], ["r"], name="/stem/act/Floor"),

@@ -12,6 +12,15 @@ import yaml
 from conftest import FIXTURES, MODELS, sdk, vips_export
 
 
+def _validated_and_passed_by_the_cpu_provider(out: Path, conformance: str) -> None:
+    """ONNX Runtime ran the model: its captures pass the suite at every tier in both modes; and
+    the CPU provider passes `run` at fp32."""
+    v = json.loads((out / "validation.json").read_text())
+    assert v["passed"], v
+    run = sdk(conformance, ["run", str(out), "--tier", "fp32", "--quiet"])
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+
+
 @pytest.mark.parametrize("name", MODELS)
 def test_a_model_exports_in_one_command_and_passes_its_own_suite(name: str, tmp_path: Path, conformance: str) -> None:
     out = tmp_path / name
@@ -192,11 +201,7 @@ def test_the_cnn_activations_export_without_emulation_and_pass(tmp_path: Path, c
         assert ops.count(op) == 1, (op, ops)
     clamp = next(node for s in doc["stages"] for node in s["graph"] if node["op"] == "vsdk.clamp")
     assert clamp["attrs"] == {"min": 0.0, "max": 6.0}, clamp
-    # ONNX Runtime ran the model: its captures pass the suite at every tier in both modes.
-    v = json.loads((out / "validation.json").read_text())
-    assert v["passed"], v
-    run = sdk(conformance, ["run", str(out), "--tier", "fp32", "--quiet"])
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    _validated_and_passed_by_the_cpu_provider(out, conformance)
 
 
 def _pooling_cnn(path: Path) -> Path:
@@ -254,11 +259,7 @@ def test_the_pools_and_reductions_export_without_emulation_and_pass(tmp_path: Pa
     # ONNX's count_include_pad defaults to 0, the catalog's to 1: written out either way.
     assert [a["count_include_pad"] for a in avg] == [1, 0], avg
     assert next(node["attrs"] for node in nodes if node["op"] == "vsdk.max_pool2d")["ceil_mode"] == 1
-    # ONNX Runtime ran the model: its captures pass the suite at every tier in both modes.
-    v = json.loads((out / "validation.json").read_text())
-    assert v["passed"], v
-    run = sdk(conformance, ["run", str(out), "--tier", "fp32", "--quiet"])
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    _validated_and_passed_by_the_cpu_provider(out, conformance)
 
 
 def _strided_slices(path: Path) -> Path:
@@ -300,8 +301,51 @@ def test_slices_with_steps_export_as_stepped_crops_and_pass(tmp_path: Path, conf
         {"offsets": [0, 0, 1, 0], "sizes": [1, 8, 5, 8], "steps": [1, 1, 3, 2]},
         {"offsets": [0, 0, 0, 0], "sizes": [1, 4, 5, 8], "steps": [1, 2, 1, 1]},
     ], crops
-    # ONNX Runtime ran the model: its captures pass the suite at every tier in both modes.
-    v = json.loads((out / "validation.json").read_text())
-    assert v["passed"], v
-    run = sdk(conformance, ["run", str(out), "--tier", "fp32", "--quiet"])
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    _validated_and_passed_by_the_cpu_provider(out, conformance)
+
+
+def _masked_attention(path: Path, kind: str) -> Path:
+    """Attention over 6 positions in 2 heads on fresh random projections, its additive mask a
+    constant: causal (0 on and below the diagonal, −∞ above), or random and broadcast over heads."""
+    from onnx import TensorProto, helper, numpy_helper
+    import onnx
+
+    rng = np.random.default_rng()
+    w = lambda *s: (rng.normal(size=s) * 0.4).astype(np.float32)
+    causal = np.where(np.tril(np.ones((6, 6), bool)), 0.0, -np.inf).astype(np.float32)
+    inits = {
+        "q.weight": w(8, 8), "k.weight": w(8, 8), "v.weight": w(8, 4),
+        "scale": np.array(8 ** -0.5, np.float32),
+        "mask": causal if kind == "causal" else w(1, 1, 6, 6),
+    }
+    n = helper.make_node
+    nodes = [
+        n("MatMul", ["x", "q.weight"], ["q"], name="/attn/q/MatMul"),
+        n("MatMul", ["x", "k.weight"], ["k"], name="/attn/k/MatMul"),
+        n("MatMul", ["x", "v.weight"], ["v"], name="/attn/v/MatMul"),
+        n("Transpose", ["k"], ["kt"], name="/attn/Transpose", perm=[0, 1, 3, 2]),
+        n("MatMul", ["q", "kt"], ["qk"], name="/attn/MatMul"),
+        n("Mul", ["qk", "scale"], ["qks"], name="/attn/Mul"),
+        n("Add", ["qks", "mask"], ["logits"], name="/attn/Add"),
+        n("Softmax", ["logits"], ["p"], name="/attn/Softmax", axis=-1),
+        n("MatMul", ["p", "v"], ["out"], name="/attn/MatMul_1"),
+    ]
+    f = lambda name, shape: helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+    g = helper.make_graph(nodes, "masked_attention", [f("x", [1, 2, 6, 8])], [f("out", [1, 2, 6, 4])],
+                          [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+@pytest.mark.parametrize("kind", ["causal", "additive"])
+def test_masked_attention_exports_as_sdpa_and_passes(kind: str, tmp_path: Path, conformance: str) -> None:
+    out = tmp_path / kind
+    r = vips_export([str(_masked_attention(tmp_path / f"{kind}.onnx", kind)), "-o", str(out)])
+    assert r.returncode == 0, r.stderr + r.stdout
+    doc = yaml.safe_load((out / "suite.yaml").read_text())
+    (att,) = [node for s in doc["stages"] for node in s["graph"] if node["op"] == "vsdk.sdpa"]
+    if kind == "causal":
+        assert att["attrs"].get("causal_offset") == 0 and len(att["inputs"]) == 3, att
+    else:
+        assert "causal_offset" not in att["attrs"] and len(att["inputs"]) == 4, att
+    _validated_and_passed_by_the_cpu_provider(out, conformance)

@@ -368,8 +368,28 @@ class _Fusion:
                 return value, scale
             removed.append(n)
 
+    def _masked(self, prod, cons, logits: str, scale: float, removed: List[ONode]) -> Optional[Tuple[str, float, Optional[str]]]:
+        """`logits` as (the scores before the mask, their scale, the mask or None) where an Add of a
+        mask comes after the scale, as sdpa adds it; None where the scale comes after the mask (it
+        would scale the mask too: another function)."""
+        add = prod.get(logits)
+        if add is None or add.op != "Add" or len(cons.get(logits, [])) != 1:
+            return logits, scale, None
+        if scale != 1.0:
+            return None
+        for scores, mask in (tuple(add.inputs), tuple(add.inputs[::-1])):
+            taken: List[ONode] = []
+            inner, inner_scale = self._strip_scale(prod, cons, scores, taken)
+            mm = prod.get(inner)
+            if mm is not None and mm.op == "MatMul" and len(cons.get(inner, [])) == 1:
+                removed += [add, *taken]
+                return inner, inner_scale, mask
+        return logits, scale, None
+
     def _attention(self) -> bool:
-        """softmax(scale · q kᵀ) v -> vsdk.sdpa (the unfused form torch.onnx writes)."""
+        """softmax(scale · q kᵀ [+ mask]) v -> vsdk.sdpa (the unfused form torch.onnx writes); a
+        constant causal mask (0 on and below the diagonal, −∞ above) as `causal_offset`, any
+        other additive mask as sdpa's fourth input."""
         prod, cons = self._index()
         for s in [n for n in self.nodes if n.op == "Softmax"]:
             rank = len(self.specs[s.inputs[0]].shape) if s.inputs[0] in self.specs else None
@@ -381,6 +401,10 @@ class _Fusion:
                 continue
             removed: List[ONode] = [s, pv]
             logits, scale = self._strip_scale(prod, cons, s.inputs[0], removed)
+            masked = self._masked(prod, cons, logits, scale, removed)
+            if masked is None:
+                continue
+            logits, scale, mask = masked
             qk = prod.get(logits)
             if qk is None or qk.op != "MatMul" or len(cons.get(logits, [])) != 1:
                 continue
@@ -405,7 +429,14 @@ class _Fusion:
                 continue
             # The model multiplies in float32: its scale is the float32 product, written shortest.
             total = float(str(np.float32(np.float32(scale) * np.float32(sq) * np.float32(sk) * np.float32(sk2))))
-            self._replace(removed, ONode("vsdk.sdpa", s.name, [q, k, v], [pv.outputs[0]], {"scale": total}))
+            attrs: Dict[str, Any] = {"scale": total}
+            ins = [q, k, v]
+            offset = _causal_offset(self.const[mask], qs[-2], ks[-2]) if mask in self.const else None
+            if offset is not None:
+                attrs["causal_offset"] = offset
+            elif mask is not None:
+                ins.append(mask)
+            self._replace(removed, ONode("vsdk.sdpa", s.name, ins, [pv.outputs[0]], attrs))
             return True
         return False
 
@@ -795,3 +826,14 @@ class _Lowering:
             offset += size
         return True
 
+
+def _causal_offset(mask: np.ndarray, length: int, keys: int) -> Optional[int]:
+    """`P = keys − length` when `mask` is the causal mask of `length` queries after `P` cached keys,
+    the same for every leading index: 0 where key j ≤ i + P, −∞ elsewhere (a large finite negative
+    is not: a row it masks whole is uniform, not NaN); None for any other mask, one that broadcasts
+    over queries or keys included."""
+    if mask.ndim < 2 or tuple(mask.shape[-2:]) != (length, keys) or keys < length:
+        return None
+    past = keys - length
+    keep = np.tril(np.ones((length, keys), dtype=bool), past)
+    return past if bool(np.all(np.where(keep, mask == 0, np.isneginf(mask)))) else None
