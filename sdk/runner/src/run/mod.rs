@@ -119,7 +119,8 @@ pub struct RunOptions {
     /// stage that read them while all the run holds adds up to no more than
     /// this many bytes: a component this small is generated once per run,
     /// not once per stage, round and tier. Above it, each stage's are
-    /// released after it (a full-size model is never held whole).
+    /// released after it (a full-size model is never held whole; what its
+    /// first stages kept while they fitted stays, at most this much).
     pub keep_tensors_bytes: usize,
 }
 
