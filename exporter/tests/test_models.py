@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import List
 
 import numpy as np
 import pytest
@@ -19,6 +20,17 @@ def _validated_and_passed_by_the_cpu_provider(out: Path, conformance: str) -> No
     assert v["passed"], v
     run = sdk(conformance, ["run", str(out), "--tier", "fp32", "--quiet"])
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+
+
+def _save_onnx(path: Path, name: str, nodes, inits, x: List[int], out: List[int]) -> Path:
+    """An opset-17 float32 model of `nodes`, input `x` and output `out` of these shapes, `inits` its initializers."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    f = lambda n, shape: helper.make_tensor_value_info(n, TensorProto.FLOAT, shape)
+    g = helper.make_graph(nodes, name, [f("x", x)], [f("out", out)], [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -153,8 +165,7 @@ def _activations_cnn(path: Path) -> Path:
     """A small MobileNet-like ONNX graph on fresh random weights: convolution, batch norm, ReLU, a depthwise
     convolution, ReLU6 as Clip, hard swish, a hard-sigmoid gate (PyTorch's alpha 1/6), sigmoid, tanh,
     exp and sqrt, each node under its own module name."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper
 
     rng = np.random.default_rng()
     w = lambda *s: (rng.normal(size=s) * 0.4).astype(np.float32)
@@ -184,11 +195,7 @@ def _activations_cnn(path: Path) -> Path:
         n("Sqrt", ["e"], ["q"], name="/head/sqrt/Sqrt"),
         n("Add", ["s", "q"], ["out"], name="/head/Add"),
     ]
-    f = lambda name, shape: helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
-    g = helper.make_graph(nodes, "activations", [f("x", [1, 3, 16, 16])], [f("out", [1, 8, 16, 16])],
-                          [numpy_helper.from_array(v, k) for k, v in inits.items()])
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
-    return path
+    return _save_onnx(path, "activations", nodes, inits, [1, 3, 16, 16], [1, 8, 16, 16])
 
 
 def test_the_cnn_activations_export_without_emulation_and_pass(tmp_path: Path, conformance: str) -> None:
@@ -209,8 +216,7 @@ def _pooling_cnn(path: Path) -> Path:
     reduction the catalog has: a stem whose max pool (ceil_mode) and padded average pool
     (count_include_pad, ceil_mode) hang over a 17-pixel edge, squeeze-and-excitation's ReduceMean,
     a ReduceSum, a pool without padding counted, and ResNet's GlobalAveragePool head."""
-    from onnx import TensorProto, helper, numpy_helper
-    import onnx
+    from onnx import helper
 
     rng = np.random.default_rng()
     w = lambda *s: (rng.normal(size=s) * 0.4).astype(np.float32)
@@ -239,11 +245,7 @@ def _pooling_cnn(path: Path) -> Path:
         n("Add", ["p", "ch"], ["q"], name="/tail/Add"),
         n("GlobalAveragePool", ["q"], ["out"], name="/head/pool/GlobalAveragePool"),
     ]
-    f = lambda name, shape: helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
-    g = helper.make_graph(nodes, "pooling", [f("x", [1, 3, 17, 17])], [f("out", [1, 8, 1, 1])],
-                          [numpy_helper.from_array(v, k) for k, v in inits.items()])
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
-    return path
+    return _save_onnx(path, "pooling", nodes, inits, [1, 3, 17, 17], [1, 8, 1, 1])
 
 
 def test_the_pools_and_reductions_export_without_emulation_and_pass(tmp_path: Path, conformance: str) -> None:
@@ -266,8 +268,7 @@ def _strided_slices(path: Path) -> Path:
     """An ONNX graph on fresh random weights whose Slices step: every 3rd row and 2nd column of a
     convolution's output (ends not reached: ⌈15/3⌉ = 5 rows, ⌈15/2⌉ = 8 columns), then every 2nd
     channel to an INT64_MAX end, as exporters write "to the end"."""
-    from onnx import TensorProto, helper, numpy_helper
-    import onnx
+    from onnx import helper
 
     rng = np.random.default_rng()
     inits = {
@@ -284,11 +285,7 @@ def _strided_slices(path: Path) -> Path:
         n("Relu", ["d"], ["r"], name="/act/Relu"),
         n("Slice", ["r", "s2.starts", "s2.ends", "s2.axes", "s2.steps"], ["out"], name="/channels/Slice"),
     ]
-    f = lambda name, shape: helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
-    g = helper.make_graph(nodes, "strided", [f("x", [1, 3, 16, 16])], [f("out", [1, 4, 5, 8])],
-                          [numpy_helper.from_array(v, k) for k, v in inits.items()])
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
-    return path
+    return _save_onnx(path, "strided", nodes, inits, [1, 3, 16, 16], [1, 4, 5, 8])
 
 
 def test_slices_with_steps_export_as_stepped_crops_and_pass(tmp_path: Path, conformance: str) -> None:
@@ -307,8 +304,7 @@ def test_slices_with_steps_export_as_stepped_crops_and_pass(tmp_path: Path, conf
 def _masked_attention(path: Path, kind: str) -> Path:
     """Attention over 6 positions in 2 heads on fresh random projections, its additive mask a
     constant: causal (0 on and below the diagonal, −∞ above), or random and broadcast over heads."""
-    from onnx import TensorProto, helper, numpy_helper
-    import onnx
+    from onnx import helper
 
     rng = np.random.default_rng()
     w = lambda *s: (rng.normal(size=s) * 0.4).astype(np.float32)
@@ -330,11 +326,7 @@ def _masked_attention(path: Path, kind: str) -> Path:
         n("Softmax", ["logits"], ["p"], name="/attn/Softmax", axis=-1),
         n("MatMul", ["p", "v"], ["out"], name="/attn/MatMul_1"),
     ]
-    f = lambda name, shape: helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
-    g = helper.make_graph(nodes, "masked_attention", [f("x", [1, 2, 6, 8])], [f("out", [1, 2, 6, 4])],
-                          [numpy_helper.from_array(v, k) for k, v in inits.items()])
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
-    return path
+    return _save_onnx(path, "masked_attention", nodes, inits, [1, 2, 6, 8], [1, 2, 6, 4])
 
 
 @pytest.mark.parametrize("kind", ["causal", "additive"])
