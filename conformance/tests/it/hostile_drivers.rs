@@ -297,6 +297,29 @@ fn a_hang_times_out() {
             .contains("no answer within 4.0 s while running `vsdk.gelu`@1"));
     }
     r.others_pass(BAD);
+    // Every kernel-contract case of gelu hangs too, each killed at its limit;
+    // the other kernels' cases pass. (The other hang tests skip the contract:
+    // five more timeouts each, waited out.)
+    let contract = r.report["tiers"][0]["contract"].as_array().unwrap();
+    let gelu: Vec<_> = contract
+        .iter()
+        .filter(|c| c["stage"].as_str().unwrap().starts_with("vsdk.gelu@1 "))
+        .collect();
+    assert!(!gelu.is_empty(), "{}", r.stdout);
+    for case in &gelu {
+        assert_eq!(case["status"], "timeout", "{case}");
+        assert!(
+            case["reason"]
+                .as_str()
+                .unwrap()
+                .starts_with("no answer within 4.0 s while running `vsdk.gelu`@1"),
+            "{case}"
+        );
+    }
+    assert!(contract
+        .iter()
+        .filter(|c| !c["stage"].as_str().unwrap().starts_with("vsdk.gelu@1 "))
+        .all(|c| c["status"] == "pass"));
 }
 
 /// Without `--timeout` a stage gets 2 s + 50 x its reference's measured
@@ -312,6 +335,7 @@ fn a_hang_costs_its_derived_timeout_and_later_stages_may_be_skipped() {
     .arg("skip")
     .arg("--first-call-allowance")
     .arg("0")
+    .arg("--no-contract")
     .run();
     assert_eq!(r.code, 1, "{}", r.stdout);
     let given = r.stage("main", BAD)["timeout_seconds"].as_f64().unwrap();
@@ -362,6 +386,7 @@ fn a_kernels_slow_first_call_gets_the_first_call_allowance() {
     }
     .arg("--timeout")
     .arg("3")
+    .arg("--no-contract")
     .run();
     assert_eq!(later.code, 0, "{}", later.stdout);
     assert_eq!(
@@ -371,7 +396,13 @@ fn a_kernels_slow_first_call_gets_the_first_call_allowance() {
 
     let r = run(
         hostile::SLOW_START,
-        &["--timeout", "3", "--first-call-allowance", "0"],
+        &[
+            "--timeout",
+            "3",
+            "--first-call-allowance",
+            "0",
+            "--no-contract",
+        ],
     );
     assert_eq!(r.code, 1, "{}", r.stdout);
     assert_eq!(r.status("main", BAD), "timeout", "{}", r.stdout);
@@ -395,6 +426,7 @@ fn a_kernel_that_hung_with_the_allowance_is_not_given_it_again() {
     .arg("2")
     .arg("--first-call-allowance")
     .arg("3")
+    .arg("--no-contract")
     .run();
     assert_eq!(r.code, 1, "{}", r.stdout);
     assert_eq!(r.status("main", BAD), "timeout", "{}", r.stdout);

@@ -3,16 +3,10 @@
 //! rounded once, at the operator's output.
 
 mod attention;
-mod blocked16;
 mod cast;
 mod elementwise;
-mod fast_f32;
-#[cfg(target_arch = "x86_64")]
-mod linear_bf16;
 mod matmul;
 mod movement;
-mod narrow;
-mod norm;
 mod raster;
 mod reduction;
 pub mod resize;
@@ -20,6 +14,22 @@ mod scratch;
 mod sparse;
 
 pub use matmul::linear;
+
+// Public only for the crate's tests (tests/it), which check these kernels
+// numerically: the crate then compiles once for its tests instead of a
+// second time under `cfg(test)` (50 compile-seconds of CI, docs/benchmarks.md).
+// Not an interface: nothing else may use them.
+#[doc(hidden)]
+pub mod blocked16;
+#[doc(hidden)]
+pub mod fast_f32;
+#[cfg(target_arch = "x86_64")]
+#[doc(hidden)]
+pub mod linear_bf16;
+#[doc(hidden)]
+pub mod narrow;
+#[doc(hidden)]
+pub mod norm;
 
 use half::{bf16, f16};
 use narrow::Narrow;
