@@ -85,26 +85,3 @@ pub extern "C" fn vsdk_error_free(error: *mut vsdk_error_t) {
         boundary::free::<ErrorObject>(error.cast())
     })
 }
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_header_version_is_cargo_s() {
-        let header = std::str::from_utf8(vsdk_ffi::engine::VSDK_SDK_VERSION_STRING)
-            .unwrap()
-            .trim_end_matches('\0');
-        assert_eq!(header, env!("CARGO_PKG_VERSION"));
-        assert_eq!(
-            vsdk_ffi::engine::VSDK_SDK_VERSION_NUMBER,
-            super::vsdk_sdk_version_number()
-        );
-        let numbers = [
-            vsdk_ffi::engine::VSDK_SDK_VERSION_MAJOR,
-            vsdk_ffi::engine::VSDK_SDK_VERSION_MINOR,
-            vsdk_ffi::engine::VSDK_SDK_VERSION_PATCH,
-        ]
-        .map(|n| n.to_string())
-        .join(".");
-        assert_eq!(numbers, env!("CARGO_PKG_VERSION"));
-    }
-}

@@ -285,3 +285,26 @@ fn vsdk_run_gives_a_name_detecting_driver_the_clis_verdict() {
         assert!(working.lines().any(|l| l == line), "{line}: {working}");
     }
 }
+
+/// The header's version is the crate's (tests/c/misuse.c checks that the
+/// library's `vsdk_sdk_version*` functions agree with the header).
+#[test]
+fn the_header_version_is_cargo_s() {
+    let header = std::str::from_utf8(vsdk_ffi::engine::VSDK_SDK_VERSION_STRING)
+        .unwrap()
+        .trim_end_matches('\0');
+    assert_eq!(header, env!("CARGO_PKG_VERSION"));
+    let numbers = [
+        vsdk_ffi::engine::VSDK_SDK_VERSION_MAJOR,
+        vsdk_ffi::engine::VSDK_SDK_VERSION_MINOR,
+        vsdk_ffi::engine::VSDK_SDK_VERSION_PATCH,
+    ];
+    assert_eq!(
+        numbers.map(|n| n.to_string()).join("."),
+        env!("CARGO_PKG_VERSION")
+    );
+    assert_eq!(
+        vsdk_ffi::engine::VSDK_SDK_VERSION_NUMBER,
+        numbers[0] * 10000 + numbers[1] * 100 + numbers[2]
+    );
+}

@@ -729,3 +729,64 @@ fn a_shard_count_beyond_the_limit_is_refused_before_counting() {
     let e = merge::merge(vec![p, q]).unwrap_err().to_string();
     assert!(e.contains("not a shard") && e.contains("n <= 4096"), "{e}");
 }
+
+/// An envelope repeating a key is refused at any depth, naming the first
+/// repeated key in document order (as a streaming reader meets it).
+#[test]
+fn a_key_twice_is_refused_at_any_depth_and_named() {
+    for (json, path) in [
+        (r#"{"a": 1, "a": 2}"#, "a"),
+        (
+            r#"{"x": [{"b": 1}, {"c": {"d": 1, "d": [2]}}]}"#,
+            "x[1].c.d",
+        ),
+        (r#"[{"k": {}}, {"k": 1, "k": 1}]"#, "[1].k"),
+        (r#"{"a": {"b": 1, "b": 2}, "a": 3}"#, "a.b"),
+        (
+            r#"{"payload": "", "payload": "", "payloadType": "t", "signatures": []}"#,
+            "payload",
+        ),
+    ] {
+        let e = vips_sdk::certify::parse_envelope(json.as_bytes()).unwrap_err();
+        assert!(
+            e.contains(&format!("the key `{path}` appears twice")),
+            "{e}"
+        );
+    }
+    // Keys repeated only across objects are no repetition (the document is
+    // refused for its form, not for a key).
+    let e = vips_sdk::certify::parse_envelope(br#"{"a": {"a": 1}, "b": [{"a": 1}, {"a": 2}]}"#)
+        .unwrap_err();
+    assert!(!e.contains("appears twice"), "{e}");
+    assert!(
+        vips_sdk::certify::parse_envelope(b"{} x").is_err(),
+        "trailing characters"
+    );
+}
+
+#[test]
+fn an_envelope_must_be_in_the_form_we_write() {
+    let ok = r#"{"payload": "", "payloadType": "t", "signatures": [{"keyid": "k", "sig": "AA=="}, {"sig": ""}]}"#;
+    assert!(vips_sdk::certify::parse_envelope(ok.as_bytes()).is_ok());
+    for (bad, says) in [
+        (
+            r#"["", "t", []]"#,
+            "`the document` is not as the runner writes it",
+        ),
+        (
+            r#"{"payload": "", "payloadType": "t", "signatures": [{"keyid": null, "sig": ""}]}"#,
+            "`signatures[0].keyid` is not as the runner writes it: null where it writes nothing",
+        ),
+        (
+            r#"{"payload": "", "payloadType": "t", "signatures": [["k", "s"]]}"#,
+            "`signatures[0]`",
+        ),
+        (
+            r#"{"payload": "", "payloadType": "t"}"#,
+            "missing field `signatures`",
+        ),
+    ] {
+        let e = vips_sdk::certify::parse_envelope(bad.as_bytes()).unwrap_err();
+        assert!(e.contains(says), "{bad}: {e}");
+    }
+}

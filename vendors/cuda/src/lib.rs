@@ -15,6 +15,8 @@
 mod device;
 pub mod nvrtc;
 
+#[doc(hidden)]
+pub use device::format_uuid;
 pub use device::Cuda;
 
 /// Compiles [`vsdk_gpu::KERNEL_SOURCE`] (with its header) for `target`,

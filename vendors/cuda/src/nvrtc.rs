@@ -452,27 +452,3 @@ fn check(api: &Api, r: c_int, what: &str) -> Result<(), String> {
         Err(format!("{what} failed: {}", error_name(api, r)))
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::Target;
-
-    #[test]
-    fn targets() {
-        let archs = [50, 60, 70, 75, 80, 86, 89, 90, 100, 120];
-        assert_eq!(
-            Target::for_device(8, 6, Some(&archs)),
-            Ok(Target::Cubin(86))
-        );
-        // A device newer than this NVRTC: PTX for the newest it can run.
-        assert_eq!(
-            Target::for_device(12, 1, Some(&archs)),
-            Ok(Target::Ptx(120))
-        );
-        assert_eq!(Target::for_device(8, 7, Some(&archs)), Ok(Target::Ptx(86)));
-        assert!(Target::for_device(3, 5, Some(&archs)).is_err());
-        assert_eq!(Target::for_device(9, 0, None), Ok(Target::Cubin(90)));
-        assert_eq!(Target::Cubin(90).option(), "--gpu-architecture=sm_90");
-        assert_eq!(Target::Ptx(80).option(), "--gpu-architecture=compute_80");
-    }
-}

@@ -97,7 +97,8 @@ fn internal((_, msg): (HipError, String)) -> ProviderError {
 }
 
 /// `5.2.21153` from HIP's `major * 10^7 + minor * 10^5 + patch`.
-fn hip_version(v: i32) -> String {
+#[doc(hidden)] // public for tests/it only
+pub fn hip_version(v: i32) -> String {
     format!("{}.{}.{}", v / 10_000_000, (v / 100_000) % 100, v % 100_000)
 }
 
@@ -105,7 +106,8 @@ fn hip_version(v: i32) -> String {
 /// digits that follow `GPU-` in the HSA agent UUID; other (binary) content is
 /// hex encoded. `None` for what devices without a UUID report: zeros, all
 /// `f`, or short text such as `XX`.
-fn uuid_text(u: &[u8; 16]) -> Option<String> {
+#[doc(hidden)] // public for tests/it only
+pub fn uuid_text(u: &[u8; 16]) -> Option<String> {
     if u.iter().all(|&b| b == 0) {
         return None;
     }
@@ -228,7 +230,8 @@ impl Hip {
     }
 
     /// Whether `[dst, dst+n)` and `[src, src+n)` overlap.
-    fn overlaps(dst: DevicePtr, src: DevicePtr, n: usize) -> bool {
+    #[doc(hidden)] // public for tests/it only
+    pub fn overlaps(dst: DevicePtr, src: DevicePtr, n: usize) -> bool {
         let n = n as u64;
         dst < src.saturating_add(n) && src < dst.saturating_add(n)
     }
@@ -440,42 +443,5 @@ impl Backend for Hip {
         // parameters and the device pointers among them are live.
         unsafe { api.launch(f, grid, block, shared_bytes, params) }
             .map_err(|(_, m)| ProviderError::internal(format!("{kernel}: {m}")))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn versions_read_as_hip_prints_them() {
-        assert_eq!(hip_version(50221153), "5.2.21153");
-        assert_eq!(hip_version(60342134), "6.3.42134");
-    }
-
-    #[test]
-    fn uuids_as_rocm_fills_them() {
-        assert_eq!(
-            uuid_text(b"5fd8a1b2c3d4e5f6").as_deref(),
-            Some("GPU-5fd8a1b2c3d4e5f6")
-        );
-        assert_eq!(uuid_text(&[0; 16]), None);
-        assert_eq!(uuid_text(b"ffffffffffffffff"), None);
-        let mut xx = [0u8; 16];
-        xx[..2].copy_from_slice(b"XX");
-        assert_eq!(uuid_text(&xx), None);
-        let raw = [0x80u8, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15];
-        assert_eq!(
-            uuid_text(&raw).as_deref(),
-            Some("GPU-800102030405060708090a0b0c0d0e0f")
-        );
-    }
-
-    #[test]
-    fn overlap_is_detected_both_ways() {
-        assert!(Hip::overlaps(100, 150, 100));
-        assert!(Hip::overlaps(150, 100, 100));
-        assert!(!Hip::overlaps(100, 200, 100));
-        assert!(!Hip::overlaps(200, 100, 100));
     }
 }

@@ -520,7 +520,8 @@ pub(crate) fn missing_symbols(lib: &libloading::Library, symbols: &[&str]) -> Ve
 }
 
 /// `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`, as nvidia-smi prints it.
-pub(crate) fn format_uuid(bytes: &[c_char; 16]) -> String {
+#[doc(hidden)] // public for tests/it only
+pub fn format_uuid(bytes: &[c_char; 16]) -> String {
     let hex: String = bytes.iter().map(|&b| format!("{:02x}", b as u8)).collect();
     format!(
         "GPU-{}-{}-{}-{}-{}",
@@ -565,18 +566,5 @@ pub(crate) fn provider_error(r: CUresult) -> impl Fn(String) -> ProviderError {
             ffi::VSDK_STATUS_DEVICE_ERROR
         };
         ProviderError::new(code, message)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn uuid_format() {
-        let bytes: [std::ffi::c_char; 16] =
-            std::array::from_fn(|i| (i * 17) as u8 as std::ffi::c_char);
-        assert_eq!(
-            super::format_uuid(&bytes),
-            "GPU-00112233-4455-6677-8899-aabbccddeeff"
-        );
     }
 }

@@ -3,5 +3,6 @@
 //! of its own, and tests/hip_sys_bindings.rs, built only with the `hip-sys`
 //! feature (Cargo.toml says why).
 
+mod identity;
 mod kernels_compile;
 mod no_device;
