@@ -356,7 +356,7 @@ mod tests {
 
     #[test]
     fn blocks_and_lanes_give_the_sequential_definition() {
-        // Sizes around a lane row (64) and a parallel block (2048).
+        // Sizes around a parallel block (2048): blocks start at elements other than 0.
         let seed = rand_seed();
         let dists = [
             Distribution::Uniform {

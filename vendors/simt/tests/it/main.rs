@@ -3,3 +3,4 @@
 
 mod abi;
 mod emulator;
+mod source;
