@@ -3,7 +3,7 @@
 
 use half::{bf16, f16};
 use ndarray::{ArrayD, IxDyn};
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use vsdk_catalog::{Node, Unary};
 use vsdk_provider_cpu::kernels::blocked16::run;
 use vsdk_provider_cpu::kernels::narrow::Narrow;
@@ -18,9 +18,7 @@ fn random<N: Narrow>(r: &mut impl Rng, shape: &[usize], from: fn(f32) -> N) -> A
 /// Blocked results equal widening whole tensors with ndarray's
 /// broadcasting, computing in float32 and rounding once, bit for bit.
 fn same_bits<N: Narrow + PartialEq + std::fmt::Debug>(from: fn(f32) -> N) {
-    let seed = rand::random();
-    eprintln!("blocked16 test seed: {seed}");
-    let mut r = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut r = crate::rng("blocked16");
     let wide = |t: &ArrayD<N>| t.mapv(|v| v.widen());
     // The node, its operands' shapes and the output's.
     type Case = (Node, &'static [usize], &'static [usize], &'static [usize]);

@@ -1,20 +1,13 @@
 //! The vectorised float32 row kernels against float64 and their error-model bounds.
 
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use vsdk_catalog::Unary;
 use vsdk_provider_cpu::kernels::fast_f32::{erf_approx, gelu, layer_norm_row, softmax_row, unary};
-
-/// A fresh seed per run, printed so that a failure can be reproduced.
-fn rng() -> rand_chacha::ChaCha8Rng {
-    let seed = rand::random();
-    eprintln!("fast_f32 test seed: {seed}");
-    rand_chacha::ChaCha8Rng::seed_from_u64(seed)
-}
 
 /// Random inputs across the interesting ranges: small, around the
 /// erf knee, deep in the tails, and a few specials.
 fn inputs(n: usize) -> Vec<f32> {
-    let mut r = rng();
+    let mut r = crate::rng("fast_f32");
     let mut v: Vec<f32> = (0..n)
         .map(|i| match i % 4 {
             0 => r.gen_range(-1e-3..1e-3),
@@ -29,7 +22,7 @@ fn inputs(n: usize) -> Vec<f32> {
 
 #[test]
 fn erf_is_within_its_documented_bound() {
-    let mut r = rng();
+    let mut r = crate::rng("fast_f32");
     for _ in 0..200_000 {
         let z: f64 = r.gen_range(-6.0..6.0);
         let err = (erf_approx(z) - libm::erf(z)).abs();
@@ -133,7 +126,7 @@ fn unary_functions_are_within_the_error_models_bounds() {
 
 #[test]
 fn softmax_rows_match_float64_to_an_ulp() {
-    let mut r = rng();
+    let mut r = crate::rng("fast_f32");
     for n in [1usize, 7, 16, 257, 1000] {
         let row: Vec<f32> = (0..n).map(|_| r.gen_range(-30.0..30.0)).collect();
         let mut fast = row.clone();
@@ -163,7 +156,7 @@ fn softmax_rows_match_float64_to_an_ulp() {
 
 #[test]
 fn layer_norm_rows_match_float64() {
-    let mut r = rng();
+    let mut r = crate::rng("fast_f32");
     for d in [1usize, 15, 384, 1000] {
         let shift: f32 = r.gen_range(-100.0..100.0);
         let row: Vec<f32> = (0..d).map(|_| shift + r.gen_range(-3.0..3.0)).collect();

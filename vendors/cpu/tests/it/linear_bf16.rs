@@ -2,7 +2,7 @@
 
 use half::bf16;
 use ndarray::{ArrayD, IxDyn};
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use vsdk_provider_cpu::kernels::linear_bf16::{available, exact_on, linear};
 
 fn random(r: &mut impl Rng, shape: &[usize]) -> ArrayD<bf16> {
@@ -24,9 +24,7 @@ fn matches_float64_within_rounding_on_odd_shapes() {
         eprintln!("no AVX512_BF16 on this CPU: bfloat16 linears widen to float32 here");
         return;
     }
-    let seed = rand::random();
-    eprintln!("linear_bf16 test seed: {seed}");
-    let mut r = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut r = crate::rng("linear_bf16");
     for (m, n, k, bias) in [
         (257, 384, 384, true),
         (1, 1, 1, false),
@@ -70,7 +68,7 @@ fn matches_float64_within_rounding_on_odd_shapes() {
 
 #[test]
 fn subnormal_operands_take_the_widening_path() {
-    let mut r = rand_chacha::ChaCha8Rng::seed_from_u64(rand::random());
+    let mut r = crate::rng("linear_bf16 subnormal");
     let mut w = random(&mut r, &[70, 33]);
     assert!(exact_on(&[w.view()]));
     let at = [r.gen_range(0..70), r.gen_range(0..33)];

@@ -10,3 +10,12 @@ mod fast_f32;
 mod linear_bf16;
 mod narrow;
 mod norm;
+
+/// A fresh seed per test, printed with `what` so that a failure can be
+/// reproduced.
+fn rng(what: &str) -> rand_chacha::ChaCha8Rng {
+    use rand::SeedableRng;
+    let seed = rand::random();
+    eprintln!("{what} test seed: {seed}");
+    rand_chacha::ChaCha8Rng::seed_from_u64(seed)
+}

@@ -1,7 +1,7 @@
 //! bfloat16 conversions written for the auto-vectoriser, bit for bit against `half`.
 
 use half::bf16;
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use vsdk_provider_cpu::kernels::narrow::Narrow;
 
 #[test]
@@ -16,9 +16,7 @@ fn bf16_widening_matches_half_for_every_value() {
 
 #[test]
 fn bf16_narrowing_matches_half_on_ties_specials_and_random_bits() {
-    let seed = rand::random();
-    eprintln!("narrow test seed: {seed}");
-    let mut r = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut r = crate::rng("narrow");
     let mut v: Vec<f32> = (0..1 << 20)
         .map(|i| {
             let bits: u32 = r.gen();

@@ -1,7 +1,7 @@
 //! The float64 RMS norm against the normalise-then-scale formula.
 
 use ndarray::{ArrayD, IxDyn};
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use vsdk_provider_cpu::kernels::norm::rms_norm;
 
 /// The float64 kernel against `F.normalize(x) · γ · √d` written out
@@ -10,9 +10,7 @@ use vsdk_provider_cpu::kernels::norm::rms_norm;
 /// zero (the eps branch gives 0) and one below eps.
 #[test]
 fn rms_norm_f64_matches_normalize_formula() {
-    let seed: u64 = rand::random();
-    eprintln!("rms_norm test seed: {seed}");
-    let mut r = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut r = crate::rng("rms_norm");
     let (b, heads, d) = (7usize, 3usize, 1 + r.gen_range(1..70usize));
     let eps = 1e-12;
     let mut x: Vec<f64> = Vec::with_capacity(b * heads * d);
