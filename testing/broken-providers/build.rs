@@ -53,6 +53,7 @@ const MUTANTS: &[(&str, &str)] = &[
     ("sdpa_causal_one_off", "c/mutant_sdpa_causal_one_off.c"),
     ("rotary_layout_swapped", "c/mutant_rotary_layout_swapped.c"),
     ("crop_step_ignored", "c/mutant_crop_step_ignored.c"),
+    ("pad_reflect_symmetric", "c/mutant_pad_reflect_symmetric.c"),
 ];
 
 /// Compiles `source` (plus `extra` flags) into `OUT_DIR/lib<stem>.so` and

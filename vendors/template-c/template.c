@@ -36,7 +36,8 @@
  *                           vsdk.tanh, vsdk.exp, vsdk.sqrt, vsdk.rsqrt,
  *                           vsdk.hardswish, vsdk.hardsigmoid, vsdk.add, vsdk.sub,
  *                           vsdk.mul, vsdk.div, vsdk.cast
- *     data movement         vsdk.crop, vsdk.concat, vsdk.reshape, vsdk.permute
+ *     data movement         vsdk.crop, vsdk.pad, vsdk.concat, vsdk.reshape,
+ *                           vsdk.permute
  *     linear, convolution   vsdk.linear, vsdk.conv2d
  *     normalisation         vsdk.softmax, vsdk.layer_norm, vsdk.rms_norm,
  *                           vsdk.batch_norm
@@ -126,7 +127,7 @@ static const char* const KERNELS[] = {
     "vsdk.gather_rows", "vsdk.repeat_rows", "vsdk.sparse_subdivide_coords", "vsdk.rasterize", "vsdk.interpolate",
     "vsdk.relu", "vsdk.clamp", "vsdk.sigmoid", "vsdk.tanh", "vsdk.exp", "vsdk.sqrt", "vsdk.rsqrt",
     "vsdk.hardswish", "vsdk.hardsigmoid", "vsdk.batch_norm", "vsdk.max_pool2d", "vsdk.avg_pool2d",
-    "vsdk.adaptive_avg_pool2d", "vsdk.mean", "vsdk.sum", "vsdk.rotary_embedding",
+    "vsdk.adaptive_avg_pool2d", "vsdk.mean", "vsdk.sum", "vsdk.rotary_embedding", "vsdk.pad",
 };
 #define NUM_KERNELS (sizeof KERNELS / sizeof KERNELS[0])
 
@@ -210,7 +211,7 @@ static vsdk_status_t* kernel_supports(vsdk_provider_t* p, uint32_t device, const
     *out = is_u8(dtype);
   } else if (!strcmp(kernel, "vsdk.cast")) {
     *out = is_u8(dtype) || is_f32(dtype) || is_i32(dtype); /* the source dtype */
-  } else if (!strcmp(kernel, "vsdk.crop") || !strcmp(kernel, "vsdk.concat") ||
+  } else if (!strcmp(kernel, "vsdk.crop") || !strcmp(kernel, "vsdk.pad") || !strcmp(kernel, "vsdk.concat") ||
              !strcmp(kernel, "vsdk.reshape") || !strcmp(kernel, "vsdk.permute")) {
     *out = is_u8(dtype) || is_f32(dtype) || is_i32(dtype); /* element copies */
   } else if (!strcmp(kernel, "vsdk.gather_rows") || !strcmp(kernel, "vsdk.repeat_rows")) {
@@ -685,6 +686,80 @@ static vsdk_status_t* k_crop(const vsdk_kernel_call_t* c) {
     memcpy(dst + i * es, src + (size_t)flat * es, es);
     for (d = t->ndim - 1; d >= 0; d--) {
       if (++idx[d] < sz[d]) break;
+      idx[d] = 0;
+    }
+  }
+  free(src);
+  return NULL;
+}
+
+/* Pad modes, in the order of docs/operators.md's table. */
+enum { PAD_CONSTANT, PAD_REFLECT, PAD_REPLICATE, PAD_CIRCULAR };
+
+/* The input index on one axis (extent n) that output index i reads after
+ * `before` padded elements, or -1 for the constant; called as
+ * `(pad_source)(...)` so that a test's mutant can swap it (see pool_out_len). */
+static int64_t pad_source(int mode, int64_t i, int64_t before, int64_t n) {
+  int64_t j = i - before;
+  if (j >= 0 && j < n) return j;
+  switch (mode) {
+    case PAD_REFLECT: return j < 0 ? -j : 2 * (n - 1) - j;
+    case PAD_REPLICATE: return j < 0 ? 0 : n - 1;
+    case PAD_CIRCULAR: return j < 0 ? j + n : j - n;
+    default: return -1;
+  }
+}
+
+/* vsdk.pad: pads[d] elements before and pads[rank + d] after every axis d,
+ * filled by `mode` (constant `value`, reflect, replicate, circular). */
+static vsdk_status_t* k_pad(const vsdk_kernel_call_t* c) {
+  static const char* const MODES[] = {"constant", "reflect", "replicate", "circular"};
+  const vsdk_tensor_t* t = &c->inputs[0];
+  const vsdk_attr_t* m = find_attr(c, "mode");
+  int64_t pads[2 * MAX_RANK], shape[MAX_RANK], idx[MAX_RANK] = {0};
+  int found, mode = PAD_CONSTANT;
+  int32_t d;
+  double value;
+  size_t es = elem_size(t), i, n = 1;
+  char fill[8], *src, *dst = (char*)out_data(c);
+  TRY(need_inputs(c, 1, 1));
+  TRY(attr_ints(c, "pads", 2 * (uint64_t)t->ndim, pads, &found));
+  TRY(attr_float(c, "value", 0.0, &value));
+  if (!found) return INVALID("%s: `pads` (2 x rank ints) is required", c->kernel);
+  if (m != NULL) {
+    if (m->kind != VSDK_ATTR_STRING) return INVALID("%s: `mode` must be a string", c->kernel);
+    for (mode = 0; mode < 4 && strcmp(m->value.s, MODES[mode]) != 0; mode++) {}
+    if (mode == 4) return INVALID("%s: unknown mode `%s`", c->kernel, m->value.s);
+  }
+  for (d = 0; d < t->ndim; d++) {
+    int64_t b = pads[d], e = pads[t->ndim + d], len = t->shape[d];
+    int64_t most = mode == PAD_REFLECT ? len - 1 : mode == PAD_CIRCULAR ? len : mode == PAD_REPLICATE && len == 0 ? 0 : INT64_MAX;
+    if (b < 0 || e < 0 || b > most || e > most) return INVALID("%s: pads of axis %d do not fit its mode", c->kernel, d);
+    if (b > INT64_MAX / 4 || e > INT64_MAX / 4 - b) return INVALID("%s: pads of axis %d overflow", c->kernel, d);
+    shape[d] = len + b + e;
+    n *= (size_t)shape[d];
+  }
+  TRY(same_dtype_out(c, t->ndim, shape));
+  if (is_f32(t->dtype)) {
+    float f = (float)value; /* to nearest, ties to even */
+    memcpy(fill, &f, 4);
+  } else if (is_i32(t->dtype)) {
+    int32_t v = (int32_t)value;
+    memcpy(fill, &v, 4);
+  } else {
+    unsigned char v = (unsigned char)value;
+    memcpy(fill, &v, 1);
+  }
+  TRY(compact_copy(c, t, (void**)&src));
+  for (i = 0; i < n; i++) {
+    int64_t flat = 0;
+    for (d = 0; d < t->ndim && flat >= 0; d++) {
+      int64_t j = (pad_source)(mode, idx[d], pads[d], t->shape[d]);
+      flat = j < 0 ? -1 : flat * t->shape[d] + j;
+    }
+    memcpy(dst + i * es, flat < 0 ? fill : src + (size_t)flat * es, es);
+    for (d = t->ndim - 1; d >= 0; d--) {
+      if (++idx[d] < shape[d]) break;
       idx[d] = 0;
     }
   }
@@ -2342,6 +2417,7 @@ static vsdk_status_t* execute(vsdk_provider_t* p, const vsdk_kernel_call_t* c) {
   if (!strcmp(k, "vsdk.div")) return k_binary(c, '/');
   if (!strcmp(k, "vsdk.cast")) return k_cast(c);
   if (!strcmp(k, "vsdk.crop")) return k_crop(c);
+  if (!strcmp(k, "vsdk.pad")) return k_pad(c);
   if (!strcmp(k, "vsdk.concat")) return k_concat(c);
   if (!strcmp(k, "vsdk.reshape")) return k_reshape(c);
   if (!strcmp(k, "vsdk.permute")) return k_permute(c);

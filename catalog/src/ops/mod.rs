@@ -16,7 +16,7 @@ mod sparse;
 pub use attention::{Rotary, Sdpa};
 pub use elementwise::{Unary, SQRT_2_OVER_PI};
 pub use linear::Conv2d;
-pub use movement::Crop;
+pub use movement::{Crop, Pad, PadMode};
 pub use reduction::{Pool2d, PoolAxis, PoolKind, Reduce, Window};
 pub use resize::{PilResize, Resize};
 pub use sparse::{MAX_SPARSE_COORD, SPARSE_OFFSETS};
@@ -78,9 +78,10 @@ pub enum Op {
     Mean,
     Sum,
     Rotary,
+    Pad,
 }
 
-pub const ALL_OPS: [Op; 48] = [
+pub const ALL_OPS: [Op; 49] = [
     Op::ResizePilBicubic,
     Op::ResizePilLanczos,
     Op::ResizeBicubic,
@@ -129,6 +130,7 @@ pub const ALL_OPS: [Op; 48] = [
     Op::Mean,
     Op::Sum,
     Op::Rotary,
+    Op::Pad,
 ];
 
 impl Op {
@@ -182,6 +184,7 @@ impl Op {
             Op::Mean => "vsdk.mean",
             Op::Sum => "vsdk.sum",
             Op::Rotary => "vsdk.rotary_embedding",
+            Op::Pad => "vsdk.pad",
         }
     }
 
@@ -208,7 +211,13 @@ impl Op {
     pub fn moves_data(self) -> bool {
         matches!(
             self,
-            Op::Crop | Op::Concat | Op::Reshape | Op::Permute | Op::GatherRows | Op::RepeatRows
+            Op::Crop
+                | Op::Pad
+                | Op::Concat
+                | Op::Reshape
+                | Op::Permute
+                | Op::GatherRows
+                | Op::RepeatRows
         )
     }
 
@@ -217,7 +226,7 @@ impl Op {
         const FLOATS: &[DType] = &[DType::F16, DType::BF16, DType::F32, DType::F64];
         match self {
             Op::ResizePilBicubic | Op::ResizePilLanczos => &[DType::U8],
-            Op::Crop | Op::Cast | Op::Concat | Op::Reshape | Op::Permute => &DType::ALL,
+            Op::Crop | Op::Pad | Op::Cast | Op::Concat | Op::Reshape | Op::Permute => &DType::ALL,
             Op::GatherRows | Op::RepeatRows => &DType::ALL,
             // Sparse coordinates in, coordinates or indices out.
             Op::SparseDownsampleCoords | Op::SparseDownsampleIndex | Op::SparseSubdivideCoords => {
@@ -262,6 +271,7 @@ impl Op {
             Op::AdaptiveAvgPool2d => &["output_size"],
             Op::Mean | Op::Sum => &["axes", "keepdims"],
             Op::Rotary => &["interleaved"],
+            Op::Pad => &["pads", "mode", "value"],
             Op::SparseConv3d | Op::GatherRows | Op::SparseSubdivideCoords | Op::Interpolate => &[],
         }
     }
@@ -339,6 +349,7 @@ pub enum Node {
     Reduce(Reduce),
     /// Rotary position embedding by cos and sin tables.
     Rotary(Rotary),
+    Pad(Pad),
 }
 
 /// A call's resolved node and its outputs.
@@ -506,6 +517,7 @@ impl Node {
             Op::ResizePilBicubic | Op::ResizePilLanczos => resize::pil,
             Op::ResizeBicubic => resize::bicubic,
             Op::Crop => movement::crop,
+            Op::Pad => movement::pad,
             Op::Concat => movement::concat,
             Op::Reshape => movement::reshape,
             Op::Permute => movement::permute,

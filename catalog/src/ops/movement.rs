@@ -1,5 +1,6 @@
-//! Data movement: operators that only move elements (crop, concat, reshape,
-//! permute), exact at every tier.
+//! Data movement: operators that only move elements (crop, pad, concat,
+//! reshape, permute), exact at every tier (pad's constant is rounded to the
+//! dtype once, to nearest).
 
 use super::{Check, Inferred};
 use crate::{Attrs, CatalogError, DType, Node, Op, TensorSpec};
@@ -80,6 +81,185 @@ pub(super) fn crop(
     };
     let shape = crop.sizes.clone();
     Ok((Node::Crop(crop), out(shape)))
+}
+
+/// How `vsdk.pad` fills the positions outside its input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PadMode {
+    /// The constant `value`.
+    Constant,
+    /// Mirrored about the edge element, which is not repeated (`d c b | a b c d | c b a`).
+    Reflect,
+    /// The edge element repeated (`a a a | a b c d | d d d`).
+    Replicate,
+    /// The other end of the axis (`b c d | a b c d | a b c`).
+    Circular,
+}
+
+impl PadMode {
+    pub const ALL: [PadMode; 4] = [
+        PadMode::Constant,
+        PadMode::Reflect,
+        PadMode::Replicate,
+        PadMode::Circular,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            PadMode::Constant => "constant",
+            PadMode::Reflect => "reflect",
+            PadMode::Replicate => "replicate",
+            PadMode::Circular => "circular",
+        }
+    }
+}
+
+/// `begin[d]` elements before and `end[d]` after every axis `d`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pad {
+    pub begin: Vec<usize>,
+    pub end: Vec<usize>,
+    pub mode: PadMode,
+    /// The constant of [`PadMode::Constant`] (0 where not given), exact in
+    /// an integer dtype, rounded to nearest (ties to even) in a float one.
+    pub value: f64,
+}
+
+impl Pad {
+    /// The input index that output index `i` of axis `d` reads, where the
+    /// input's extent on that axis is `n`; None where it is the constant.
+    /// (The catalog checked that every mode's index lands inside.)
+    pub fn source(&self, d: usize, i: usize, n: usize) -> Option<usize> {
+        let j = i as i64 - self.begin[d] as i64;
+        let n = n as i64;
+        let inside = if (0..n).contains(&j) {
+            j
+        } else {
+            match self.mode {
+                PadMode::Constant => return None,
+                PadMode::Reflect if j < 0 => -j,
+                PadMode::Reflect => 2 * (n - 1) - j,
+                PadMode::Replicate => j.clamp(0, n - 1),
+                PadMode::Circular => j.rem_euclid(n),
+            }
+        };
+        Some(inside as usize)
+    }
+
+    /// The constant in `dtype`'s encoding, in the low bytes (little-endian
+    /// order of significance) of the result.
+    pub fn fill_bits(&self, dtype: DType) -> u64 {
+        let v = self.value;
+        match dtype {
+            DType::F64 => v.to_bits(),
+            DType::F32 => u64::from((v as f32).to_bits()),
+            DType::F16 => u64::from(crate::rounding::f16_from_f64(v).to_bits()),
+            DType::BF16 => u64::from(crate::rounding::bf16_from_f64(v).to_bits()),
+            DType::U8 => v as u8 as u64,
+            DType::I32 => u64::from(v as i32 as u32),
+            DType::I64 => v as i64 as u64,
+        }
+    }
+}
+
+pub(super) fn pad(
+    _op: Op,
+    c: &Check,
+    attrs: &Attrs,
+    inputs: &[TensorSpec],
+    dtype: DType,
+) -> Inferred {
+    let x = &inputs[0];
+    let rank = x.shape.len();
+    let Some(pads) = attrs.ints(c.kernel, "pads")? else {
+        return c.attr("pads", "is required");
+    };
+    if pads.len() != 2 * rank {
+        return c.attr(
+            "pads",
+            format!(
+                "{} values, need {} (the input's rank {rank}: every axis's start, then every axis's end)",
+                pads.len(),
+                2 * rank
+            ),
+        );
+    }
+    if let Some(p) = pads.iter().find(|&&p| p < 0) {
+        return c.attr(
+            "pads",
+            format!("{p}: pads are at least 0 (a negative pad is a vsdk.crop)"),
+        );
+    }
+    let name = attrs.string(c.kernel, "mode")?.unwrap_or("constant");
+    let Some(&mode) = PadMode::ALL.iter().find(|m| m.name() == name) else {
+        return c.attr(
+            "mode",
+            format!("`{name}`: one of constant, reflect, replicate, circular"),
+        );
+    };
+    let value = attrs.float(c.kernel, "value")?.unwrap_or(0.0);
+    if value.is_nan() {
+        return c.attr("value", "NaN is not a pad value");
+    }
+    if !dtype.is_float() {
+        let (lo, hi) = match dtype {
+            DType::U8 => (0.0, 255.0),
+            DType::I32 => (i32::MIN as f64, i32::MAX as f64),
+            _ => (i64::MIN as f64, i64::MAX as f64),
+        };
+        if value.fract() != 0.0 || !(lo..hi + 1.0).contains(&value) {
+            return c.attr(
+                "value",
+                format!("{value} is not a {dtype} value (a constant is exact in an integer dtype)"),
+            );
+        }
+    } else if mode != PadMode::Constant && attrs.get("value").is_some() {
+        return c.attr(
+            "value",
+            format!(
+                "only `constant` padding has a value (mode is `{}`)",
+                mode.name()
+            ),
+        );
+    }
+    let (begin, end): (Vec<usize>, Vec<usize>) = (
+        pads[..rank].iter().map(|&p| p as usize).collect(),
+        pads[rank..].iter().map(|&p| p as usize).collect(),
+    );
+    let mut shape = Vec::with_capacity(rank);
+    for d in 0..rank {
+        let n = x.shape[d];
+        let (b, e) = (begin[d], end[d]);
+        // Each pad is filled from one pass over the axis (as PyTorch and
+        // ONNX Runtime require): reflect mirrors at most n − 1 elements,
+        // circular wraps at most n, replicate needs an element to repeat.
+        let most = match mode {
+            PadMode::Constant => usize::MAX,
+            PadMode::Reflect => n.saturating_sub(1),
+            PadMode::Circular => n,
+            PadMode::Replicate if n == 0 => 0,
+            PadMode::Replicate => usize::MAX,
+        };
+        if b.max(e) > most {
+            return c.fail(format!(
+                "axis {d}: `{}` padding of {} before and {} after an extent of {n} (at most {most})",
+                mode.name(),
+                b,
+                e
+            ));
+        }
+        let Some(size) = n.checked_add(b).and_then(|s| s.checked_add(e)) else {
+            return c.fail(format!("axis {d}: the padded size overflows"));
+        };
+        shape.push(size);
+    }
+    let node = Node::Pad(Pad {
+        begin,
+        end,
+        mode,
+        value,
+    });
+    Ok((node, vec![TensorSpec { dtype, shape }]))
 }
 
 pub(super) fn concat(
@@ -241,6 +421,125 @@ mod tests {
             let e = crop(o, s, Some(k)).unwrap_err().to_string();
             assert!(e.contains(says), "{o:?} {s:?} {k:?}: {e}");
         }
+    }
+
+    /// Each mode's source index on a 4-element axis padded by 3 and 2 (the
+    /// pictures in docs/operators.md), and the extents each mode can fill.
+    #[test]
+    fn pad_sources_and_limits() {
+        let pad = |mode: &str, pads: &[i64], n: usize| {
+            let a = Attrs::new()
+                .with("pads", AttrValue::Ints(pads.to_vec()))
+                .with("mode", AttrValue::Str(mode.into()));
+            Node::infer(Op::Pad, &a, &[f32s(&[n])])
+        };
+        for (mode, want) in [
+            (
+                "constant",
+                [
+                    None,
+                    None,
+                    None,
+                    Some(0),
+                    Some(1),
+                    Some(2),
+                    Some(3),
+                    None,
+                    None,
+                ],
+            ),
+            (
+                "reflect",
+                [
+                    Some(3),
+                    Some(2),
+                    Some(1),
+                    Some(0),
+                    Some(1),
+                    Some(2),
+                    Some(3),
+                    Some(2),
+                    Some(1),
+                ],
+            ),
+            (
+                "replicate",
+                [
+                    Some(0),
+                    Some(0),
+                    Some(0),
+                    Some(0),
+                    Some(1),
+                    Some(2),
+                    Some(3),
+                    Some(3),
+                    Some(3),
+                ],
+            ),
+            (
+                "circular",
+                [
+                    Some(1),
+                    Some(2),
+                    Some(3),
+                    Some(0),
+                    Some(1),
+                    Some(2),
+                    Some(3),
+                    Some(0),
+                    Some(1),
+                ],
+            ),
+        ] {
+            let (node, out) = pad(mode, &[3, 2], 4).unwrap();
+            assert_eq!(out[0].shape, vec![9]);
+            let Node::Pad(p) = node else {
+                panic!("{node:?}")
+            };
+            let got: Vec<Option<usize>> = (0..9).map(|i| p.source(0, i, 4)).collect();
+            assert_eq!(got, want, "{mode}");
+        }
+        assert!(pad("reflect", &[4, 0], 4)
+            .unwrap_err()
+            .to_string()
+            .contains("at most 3"));
+        assert!(pad("circular", &[0, 5], 4).is_err());
+        assert!(pad("circular", &[4, 4], 4).is_ok());
+        assert!(pad("replicate", &[1, 0], 0).is_err());
+        assert!(pad("constant", &[2, 2], 0).is_ok());
+        assert!(pad("constant", &[-1, 0], 4)
+            .unwrap_err()
+            .to_string()
+            .contains("crop"));
+        assert!(pad("constant", &[1], 4)
+            .unwrap_err()
+            .to_string()
+            .contains("need 2"));
+        assert!(pad("wrap", &[1, 1], 4)
+            .unwrap_err()
+            .to_string()
+            .contains("one of"));
+        let huge = pad("constant", &[i64::MAX, i64::MAX], 4).unwrap_err();
+        assert!(huge.to_string().contains("overflows"), "{huge}");
+        let int_value = |dtype: DType, v: f64| {
+            let a = Attrs::new()
+                .with("pads", AttrValue::Ints(vec![1, 1]))
+                .with("value", AttrValue::Float(v));
+            Node::infer(Op::Pad, &a, &[TensorSpec::new(dtype, &[3])])
+        };
+        assert!(int_value(DType::U8, 255.0).is_ok());
+        assert!(int_value(DType::U8, 256.0).is_err());
+        assert!(int_value(DType::I32, 0.5).is_err());
+        assert!(int_value(DType::F32, f64::NAN).is_err());
+        let (Node::Pad(p), _) = int_value(DType::BF16, 1.0 / 3.0).unwrap() else {
+            panic!("a pad")
+        };
+        assert_eq!(
+            p.fill_bits(DType::BF16),
+            0x3eab,
+            "1/3 to nearest in bfloat16"
+        );
+        assert_eq!(p.fill_bits(DType::F32), u64::from((1.0f32 / 3.0).to_bits()));
     }
 
     #[test]

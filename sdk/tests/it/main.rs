@@ -25,6 +25,7 @@ mod isolation;
 mod known_values;
 mod loader_errors;
 mod pack;
+mod padding;
 mod pillow_resize;
 mod pooling;
 mod reference_cache;

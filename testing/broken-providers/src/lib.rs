@@ -66,3 +66,6 @@ pub const MUTANT_SDPA_CAUSAL_ONE_OFF: &str = env!("VSDK_MUTANT_SDPA_CAUSAL_ONE_O
 pub const MUTANT_ROTARY_LAYOUT_SWAPPED: &str = env!("VSDK_MUTANT_ROTARY_LAYOUT_SWAPPED");
 /// The C template whose `vsdk.crop` ignores its `steps` (a contiguous window).
 pub const MUTANT_CROP_STEP_IGNORED: &str = env!("VSDK_MUTANT_CROP_STEP_IGNORED");
+/// The C template whose `reflect` `vsdk.pad` repeats the edge element
+/// (NumPy's `symmetric`): every mirrored element one off.
+pub const MUTANT_PAD_REFLECT_SYMMETRIC: &str = env!("VSDK_MUTANT_PAD_REFLECT_SYMMETRIC");

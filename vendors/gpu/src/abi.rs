@@ -50,6 +50,7 @@ pub fn supports(op: Op, dtype: DType) -> bool {
     op.dtypes().contains(&dtype)
         && match op {
             Op::Crop
+            | Op::Pad
             | Op::Concat
             | Op::Reshape
             | Op::Permute

@@ -62,6 +62,10 @@ pub struct Needed {
     /// The attributes any of its nodes sets (a case for an optional
     /// feature, such as a crop's steps, is required only where it is used).
     pub attr_names: Vec<String>,
+    /// The string values any of its nodes gives an attribute, as
+    /// `(name, value)` (a case for a mode, such as pad's `reflect`, is
+    /// required only where that mode is used).
+    pub strings: Vec<(String, String)>,
 }
 
 /// The kernels `stages` use at `tier`, in document order (a stage with its
@@ -95,13 +99,20 @@ pub fn needed(suite: &Suite, stages: &[&Stage], tier: Tier) -> Vec<Needed> {
                     dtypes: Vec::new(),
                     cast_targets: Vec::new(),
                     attr_names: Vec::new(),
+                    strings: Vec::new(),
                 });
                 out.last_mut().expect("just pushed")
             }
         };
-        for (name, _) in &node.attrs.0 {
+        for (name, value) in &node.attrs.0 {
             if !n.attr_names.contains(name) {
                 n.attr_names.push(name.clone());
+            }
+            if let vsdk_catalog::AttrValue::Str(v) = value {
+                let pair = (name.clone(), v.clone());
+                if !n.strings.contains(&pair) {
+                    n.strings.push(pair);
+                }
             }
         }
         if !n.dtypes.contains(&dtype) {

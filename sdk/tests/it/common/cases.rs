@@ -3,7 +3,7 @@
 //! dilation, non-last axes and both resize forms.
 
 use super::*;
-use vips_sdk::AttrValue::{Float, Floats, Int, Ints};
+use vips_sdk::AttrValue::{Float, Floats, Int, Ints, Str};
 
 /// Computes the expected output from the inputs as the provider saw them.
 pub type Reference = Box<dyn Fn(&[T]) -> T>;
@@ -393,6 +393,23 @@ pub fn movement_cases(r: &mut ChaCha8Rng) -> Vec<Case> {
             vec![T::random(r, &[2, 3, 4], 0.0, 100.0)],
             |x| T::new(&[4, 6], x[0].data.clone()),
         ),
+        pad_case("pad constant", "constant", r, |j, n| {
+            (0..n).contains(&j).then_some(j)
+        }),
+        // Mirrored about the edge element: ... 2 1 | 0 1 2 ... | n-2 n-3 ...
+        pad_case("pad reflect", "reflect", r, |j, n| {
+            Some(if j < 0 {
+                -j
+            } else if j >= n {
+                2 * n - 2 - j
+            } else {
+                j
+            })
+        }),
+        pad_case("pad replicate", "replicate", r, |j, n| {
+            Some(j.max(0).min(n - 1))
+        }),
+        pad_case("pad circular", "circular", r, |j, n| Some((j + n) % n)),
         case(
             "permute",
             "vsdk.permute",
@@ -412,6 +429,45 @@ pub fn movement_cases(r: &mut ChaCha8Rng) -> Vec<Case> {
             },
         ),
     ]
+}
+
+/// `vsdk.pad` of a [3, 4, 5] tensor by 2/0/4 before and 1/3/0 after in
+/// `mode`, with `source(j, n)` mapping an offset index on an axis of `n` to
+/// the element it reads (None: the constant, 7, exact in every dtype).
+fn pad_case(
+    name: &'static str,
+    mode: &str,
+    r: &mut ChaCha8Rng,
+    source: fn(i64, i64) -> Option<i64>,
+) -> Case {
+    const BEFORE: [i64; 3] = [2, 0, 4];
+    const AFTER: [i64; 3] = [1, 3, 0];
+    let mut attrs = a()
+        .with("pads", Ints([BEFORE, AFTER].concat()))
+        .with("mode", Str(mode.into()));
+    if mode == "constant" {
+        attrs = attrs.with("value", Float(7.0));
+    }
+    let x = vec![T::random(r, &[3, 4, 5], 0.0, 100.0)];
+    case(name, "vsdk.pad", attrs, x, move |x: &[T]| {
+        let n = [3i64, 4, 5];
+        let shape: Vec<usize> = (0..3)
+            .map(|d| (n[d] + BEFORE[d] + AFTER[d]) as usize)
+            .collect();
+        let total = shape.iter().product();
+        T::new(
+            &shape,
+            (0..total)
+                .map(|f| {
+                    let i = unravel(f, &shape);
+                    let at: Option<Vec<usize>> = (0..3)
+                        .map(|d| source(i[d] as i64 - BEFORE[d], n[d]).map(|j| j as usize))
+                        .collect();
+                    at.map_or(7.0, |at| x[0].at(&at))
+                })
+                .collect(),
+        )
+    })
 }
 
 /// Casts from float32: saturating, round-half-even, NaN to 0 for integers.

@@ -133,9 +133,11 @@ pub fn run(node: &Node, inputs: &[TensorArg], outputs: &[TensorArg]) -> Result<(
     // the output is compact and distinct from every input.
     unsafe {
         match node {
-            Node::Crop(_) | Node::Concat { .. } | Node::Reshape | Node::Permute { .. } => {
-                movement::run(node, inputs, out)
-            }
+            Node::Crop(_)
+            | Node::Pad(_)
+            | Node::Concat { .. }
+            | Node::Reshape
+            | Node::Permute { .. } => movement::run(node, inputs, out),
             Node::Cast(_) => cast::run(&inputs[0], out),
             Node::SparseConv3d
             | Node::SparseDownsampleCoords { .. }

@@ -2,8 +2,8 @@
 //! an unsigned carrier type of the element's width.
 
 use super::{view, view_mut};
-use ndarray::{ArrayViewD, ArrayViewMutD, Axis, Slice, Zip};
-use vsdk_catalog::Node;
+use ndarray::{ArrayViewD, ArrayViewMutD, Axis, IxDyn, Slice, Zip};
+use vsdk_catalog::{Node, Pad};
 use vsdk_provider_kit::{ProviderError, TensorArg};
 
 /// # Safety
@@ -22,7 +22,11 @@ pub unsafe fn run(node: &Node, inputs: &[TensorArg], out: &TensorArg) -> Result<
     Ok(())
 }
 
-unsafe fn typed<C: Copy + Send + Sync>(node: &Node, inputs: &[TensorArg], out: &TensorArg) {
+unsafe fn typed<C: Copy + Send + Sync + num_traits::NumCast>(
+    node: &Node,
+    inputs: &[TensorArg],
+    out: &TensorArg,
+) {
     // SAFETY: forwarded from `run`.
     let ins: Vec<ArrayViewD<C>> = inputs.iter().map(|t| unsafe { view(t) }).collect();
     // SAFETY: forwarded from `run`.
@@ -42,6 +46,12 @@ unsafe fn typed<C: Copy + Send + Sync>(node: &Node, inputs: &[TensorArg], out: &
                 Slice::new(off as isize, Some(end as isize), step as isize)
             });
             copy_into(window, o);
+        }
+        Node::Pad(p) => {
+            let width = 8 * std::mem::size_of::<C>();
+            let bits = p.fill_bits(out.dtype) & (u64::MAX >> (64 - width));
+            let fill: C = num_traits::cast(bits).expect("masked to the carrier's width");
+            pad(&ins[0], p, fill, o);
         }
         Node::Concat { axis } => {
             let mut start = 0;
@@ -64,6 +74,29 @@ unsafe fn typed<C: Copy + Send + Sync>(node: &Node, inputs: &[TensorArg], out: &
         }
         Node::Permute { perm } => copy_into(ins[0].view().permuted_axes(perm.as_slice()), o),
         _ => unreachable!("movement::run is only called for movement nodes"),
+    }
+}
+
+/// `vsdk.pad`: each output element from its source index on every axis
+/// (tables per axis), or `fill`.
+fn pad<C: Copy>(x: &ArrayViewD<C>, p: &Pad, fill: C, mut o: ArrayViewMutD<C>) {
+    let n = x.shape();
+    let sources: Vec<Vec<Option<usize>>> = o
+        .shape()
+        .iter()
+        .enumerate()
+        .map(|(d, &len)| (0..len).map(|i| p.source(d, i, n[d])).collect())
+        .collect();
+    let mut at = vec![0usize; n.len()];
+    for (index, v) in o.indexed_iter_mut() {
+        let inside = (0..at.len()).all(|d| match sources[d][index[d]] {
+            Some(j) => {
+                at[d] = j;
+                true
+            }
+            None => false,
+        });
+        *v = if inside { x[IxDyn(&at)] } else { fill };
     }
 }
 

@@ -105,6 +105,7 @@ pub fn kernel_names() -> Vec<String> {
     }
     for bytes in [1, 2, 4, 8] {
         names.push(format!("vips_copy_{bytes}"));
+        names.push(format!("vips_pad_{bytes}"));
         names.push(format!("vips_rows_{bytes}"));
     }
     for k in [
@@ -323,6 +324,7 @@ fn dispatch<B: Backend>(
 ) -> Result<(), ProviderError> {
     match node {
         Node::Crop(crop) => movement::crop(c, ins, crop, out),
+        Node::Pad(pad) => movement::pad(c, ins, pad, out),
         Node::Reshape => movement::reshape(c, ins, out),
         Node::Permute { perm } => movement::permute(c, ins, perm, out),
         Node::Concat { axis } => movement::concat(c, ins, axis, out),

@@ -1,9 +1,10 @@
 //! Data movement (crop, reshape, permute, concat) as strided copies: one
-//! `vips_copy_<bytes>` launch per input, nothing computed.
+//! `vips_copy_<bytes>` launch per input, nothing computed; pad as one
+//! `vips_pad_<bytes>` launch.
 
-use super::{compact_strides, ptr, Call};
+use super::{compact_strides, grid_for, int, ptr, strides, Arg, Call};
 use crate::backend::Backend;
-use vsdk_catalog::Crop;
+use vsdk_catalog::{Crop, Pad, PadMode};
 use vsdk_provider_kit::{ProviderError, TensorArg};
 
 pub(super) fn crop<B: Backend>(
@@ -75,4 +76,43 @@ pub(super) fn concat<B: Backend>(
         along += x.shape[*axis];
     }
     Ok(())
+}
+
+pub(super) fn pad<B: Backend>(
+    c: &mut Call<B>,
+    ins: &[TensorArg],
+    pad: &Pad,
+    out: &TensorArg,
+) -> Result<(), ProviderError> {
+    let n = out.numel();
+    if n == 0 {
+        return Ok(());
+    }
+    let x = &ins[0];
+    let mode = match pad.mode {
+        PadMode::Constant => 0,
+        PadMode::Reflect => 1,
+        PadMode::Replicate => 2,
+        PadMode::Circular => 3,
+    };
+    let args = vec![
+        Arg::Ptr(ptr(x)),
+        Arg::Ptr(ptr(out)),
+        Arg::Strides(strides(
+            &out.shape,
+            &x.strides,
+            &compact_strides(&out.shape),
+        )?),
+        // The input's extents and the pads before: `b` unused.
+        Arg::Strides(strides(&x.shape, &pad.begin, &vec![0; x.shape.len()])?),
+        Arg::I32(mode),
+        Arg::I64(pad.fill_bits(out.dtype) as i64),
+        Arg::I64(int(n, "an element count")?),
+    ];
+    c.launch(
+        &format!("vips_pad_{}", x.dtype.size_bytes()),
+        grid_for(n),
+        0,
+        args,
+    )
 }

@@ -177,6 +177,7 @@ pub(super) fn of(op: Op, dtype: DType, needed: &Needed, seed: u64) -> Vec<Case> 
         Op::ResizePilBicubic | Op::ResizePilLanczos => resize_pil(&mut c),
         Op::ResizeBicubic => resize(&mut c),
         Op::Crop | Op::Concat | Op::Reshape | Op::Permute => movement(&mut c),
+        Op::Pad => pad(&mut c),
         Op::SparseConv3d
         | Op::SparseDownsampleCoords
         | Op::SparseDownsampleIndex

@@ -1,5 +1,5 @@
-//! Data movement: crops (plain and stepped), concatenations, reshapes and
-//! permutations of views.
+//! Data movement: crops (plain and stepped), pads in every mode,
+//! concatenations, reshapes and permutations of views.
 
 use super::*;
 
@@ -58,5 +58,63 @@ pub(super) fn movement(c: &mut Cases) {
             );
         }
         c.add(variant, about, attrs.clone(), inputs);
+    }
+}
+
+/// `vsdk.pad` in each mode on the three layouts: pads that differ on every
+/// side (one axis not padded at all, one padded on one side only), as far
+/// as reflect allows (`n − 1`) so that its last mirrored element is the far
+/// edge's neighbour; the constant not 0 (a port that pads with zeros shows)
+/// and exact in every dtype. A mode other than the default is required
+/// only where the component uses it.
+pub(super) fn pad(c: &mut Cases) {
+    let d = c.dtype;
+    let shape = [4usize, 6, 5];
+    let pads = vec![3, 0, 4, 1, 5, 0];
+    let pool: Vec<f64> = if d.is_float() {
+        specials(d)
+    } else {
+        vec![0.0, 1.0, 127.0, 255.0, 2147483647.0]
+    };
+    let value = if d.is_float() { -1.5 } else { 7.0 };
+    let used = |mode: &str| {
+        mode == "constant"
+            || c.needed
+                .strings
+                .iter()
+                .any(|(n, v)| n == "mode" && v == mode)
+    };
+    let modes: Vec<(&str, bool)> = ["constant", "reflect", "replicate", "circular"]
+        .into_iter()
+        .map(|m| (m, used(m)))
+        .collect();
+    let layouts = c.layouts(&shape);
+    let take = if d.is_float() { 3 } else { 1 };
+    for (variant, about, layout) in layouts
+        .into_iter()
+        .skip(if d.is_float() { 0 } else { 1 })
+        .take(take)
+    {
+        let v = c.with_specials(&shape, 100.0, &pool);
+        let x = input(&shape, v, d, Some(layout));
+        for &(mode, required) in &modes {
+            let mut attrs = Attrs::new()
+                .with("pads", AttrValue::Ints(pads.clone()))
+                .with("mode", AttrValue::Str(mode.into()));
+            if mode == "constant" {
+                attrs = attrs.with("value", AttrValue::Float(value));
+            }
+            c.add(
+                &format!("{variant} {mode}"),
+                &format!("{about}, `{mode}` padding of 3/0/4 before and 1/5/0 after"),
+                attrs,
+                vec![x.clone()],
+            );
+            if !required {
+                if let Some(case) = c.out.last_mut() {
+                    case.required = false;
+                }
+            }
+        }
     }
 }

@@ -28,7 +28,7 @@ use resize::*;
 use vips_data::{Error, HostTensor};
 use vips_execution::Device;
 use vsdk_catalog::PilFilter;
-use vsdk_catalog::{Attrs, DType, Node, Op, Rotary, Sdpa, TensorSpec};
+use vsdk_catalog::{AttrValue, Attrs, DType, Node, Op, Pad, PadMode, Rotary, Sdpa, TensorSpec};
 
 /// Runs catalog kernels on the reference provider, in float64.
 pub(super) struct Reference<'a>(pub &'a Device);
@@ -348,6 +348,7 @@ pub(super) fn evaluate(r: &Reference, c: &Call) -> Result<Evaluated, Error> {
         | Node::Concat { .. }
         | Node::GatherRows
         | Node::RepeatRows { .. } => exact(moved_local(c, &v, p)),
+        Node::Pad(pad) => exact(padded_local(c, pad, &v, p, |v| p.u * v.abs() + p.tiny)),
         Node::Pool2d(_) if selects(c.node) => exact(moved_local(c, &v, p)),
         Node::Pool2d(_) | Node::Reduce(_) => reduction_local(r, c, &v, p)?,
         Node::ResizePil(_) => exact(vec![c.params.lsb as f64; v.len()]),
@@ -538,6 +539,9 @@ fn sigma(
         | Node::Concat { .. }
         | Node::GatherRows
         | Node::RepeatRows { .. } => moved_variance(c, v, p),
+        Node::Pad(pad) => padded_local(c, pad, v, p, |v| {
+            rounding_var(p.u, v) + p.tiny * p.tiny / 3.0
+        }),
         Node::Pool2d(_) if selects(c.node) => moved_variance(c, v, p),
         Node::Pool2d(_) | Node::Reduce(_) => reduction_variance(r, c, v, p, stored)?,
         // Left to the bound: snapping, not rounding, moves (u, v, z/w).
@@ -714,6 +718,15 @@ pub(super) fn propagate(
             };
             r.exec(c.op, &attrs, &[&var(0)])?
         }
+        // The constant carries no error from the input: padded with 0.
+        Node::Pad(pad) => {
+            let mut attrs = c.attrs.clone();
+            attrs.0.retain(|(n, _)| n != "value");
+            if pad.mode == PadMode::Constant {
+                attrs = attrs.with("value", AttrValue::Float(0.0));
+            }
+            r.exec(c.op, &attrs, &[&var(0)])?
+        }
         Node::Concat { .. } => {
             let all: Vec<HostTensor> = (0..c.inputs.len()).map(var).collect();
             let refs: Vec<&HostTensor> = all.iter().collect();
@@ -808,6 +821,45 @@ fn moved_local(c: &Call, v: &[f64], p: Precision) -> Vec<f64> {
                 p.u * v.abs() + p.tiny
             }
         })
+        .collect()
+}
+
+/// A pad's local bound (or variance: `rounded`): moved elements as
+/// [`moved_local`], the constant exact where the tier holds it and one
+/// rounding (`rounded` of the value) where it does not.
+fn padded_local(
+    c: &Call,
+    pad: &Pad,
+    v: &[f64],
+    p: Precision,
+    rounded: impl Fn(f64) -> f64,
+) -> Vec<f64> {
+    let moved = moved_local(c, v, p);
+    let (n, shape) = (
+        &c.inputs[0].spec.shape,
+        padded_shape(pad, &c.inputs[0].spec.shape),
+    );
+    let mut index = vec![0usize; shape.len()];
+    let mut out = Vec::with_capacity(v.len());
+    for (i, &v) in v.iter().enumerate() {
+        let filled = (0..shape.len()).any(|d| pad.source(d, index[d], n[d]).is_none());
+        // A moved element rounds only where its input was off the tier.
+        let rounds = if filled { !p.holds(v) } else { moved[i] != 0.0 };
+        out.push(if rounds { rounded(v) } else { 0.0 });
+        for d in (0..shape.len()).rev() {
+            index[d] += 1;
+            if index[d] < shape[d] {
+                break;
+            }
+            index[d] = 0;
+        }
+    }
+    out
+}
+
+fn padded_shape(pad: &Pad, n: &[usize]) -> Vec<usize> {
+    (0..n.len())
+        .map(|d| n[d] + pad.begin[d] + pad.end[d])
         .collect()
 }
 
