@@ -155,6 +155,164 @@ def test_a_scale_after_the_mask_is_not_sdpa(tmp_path: Path) -> None:
     assert "vsdk.sdpa" not in _ops(_masked_attention(tmp_path, mask, scale_first=False))
 
 
+def _grouped_attention(tmp_path: Path, form: str) -> Path:
+    """softmax(0.25 · q kᵀ) v with 4 query heads over keys and values of 2, repeated as transformers'
+    repeat_kv exports: `Unsqueeze` after the heads, `Expand`, `Reshape`. `torchscript`: the shapes
+    computed by Shape/Gather/Concat (folded), kᵀ a Transpose; `dynamo`: the keys' Reshape merged into
+    a `[N, L, D]` one, kᵀ as Reshape/Transpose/Reshape, √scale on q and kᵀ; `interleaved`: the new axis
+    before the heads (head h reads key head h % 2: not grouped heads); `dynamo_interleaved` both."""
+    n = helper.make_node
+    axis = 1 if form.endswith("interleaved") else 2
+    dynamo = form.startswith("dynamo")
+    c = {"axes": np.array([axis], np.int64), "two": np.array([2], np.int64), "s": np.array(0.25, np.float32)}
+    nodes = []
+    dim = {"k": 8, "v": 3}
+    for x in ("k", "v"):
+        nodes.append(n("Unsqueeze", [x, "axes"], [f"{x}u"], name=f"/attn/Unsqueeze_{x}"))
+        if form == "torchscript":
+            c[f"lead_{x}"], c[f"tail_{x}"] = np.array([0, 1], np.int64), np.array([2, 3], np.int64)
+            nodes += [
+                n("Shape", [x], [f"{x}sh"], name=f"/attn/Shape_{x}"),
+                n("Gather", [f"{x}sh", f"lead_{x}"], [f"{x}lead"], name=f"/attn/Gather_{x}"),
+                n("Gather", [f"{x}sh", f"tail_{x}"], [f"{x}tail"], name=f"/attn/Gather_{x}_1"),
+                n("Concat", [f"{x}lead", "two", f"{x}tail"], [f"{x}rep"], name=f"/attn/Concat_{x}", axis=0),
+            ]
+        else:
+            c[f"{x}rep"] = np.array([1, 2, 2, 6, dim[x]], np.int64)
+        nodes.append(n("Expand", [f"{x}u", f"{x}rep"], [f"{x}e"], name=f"/attn/Expand_{x}"))
+        flat = dynamo and x == "k"
+        c[f"{x}shape"] = np.array([4, 6, 8] if flat else [1, 4, 6, dim[x]], np.int64)
+        nodes.append(n("Reshape", [f"{x}e", f"{x}shape"], [f"{x}r"], name=f"/attn/Reshape_{x}"))
+    if dynamo:
+        c["kt_shape"], c["rs"] = np.array([1, 4, 8, 6], np.int64), np.array(0.5, np.float32)
+        nodes += [
+            n("Transpose", ["kr"], ["kt3"], name="/attn/Transpose", perm=[0, 2, 1]),
+            n("Reshape", ["kt3", "kt_shape"], ["kt"], name="/attn/Reshape_kt"),
+            n("Mul", ["q", "rs"], ["qs"], name="/attn/Mul"),
+            n("Mul", ["kt", "rs"], ["kts"], name="/attn/Mul_1"),
+            n("MatMul", ["qs", "kts"], ["logits"], name="/attn/MatMul"),
+        ]
+    else:
+        nodes += [
+            n("Transpose", ["kr"], ["kt"], name="/attn/Transpose", perm=[0, 1, 3, 2]),
+            n("MatMul", ["q", "kt"], ["qk"], name="/attn/MatMul"),
+            n("Mul", ["qk", "s"], ["logits"], name="/attn/Mul"),
+        ]
+    nodes += [n("Softmax", ["logits"], ["p"], name="/attn/Softmax", axis=-1), n("MatMul", ["p", "vr"], ["y"], name="/attn/MatMul_1")]
+    ins = [_f("q", [1, 4, 5, 8]), _f("k", [1, 2, 6, 8]), _f("v", [1, 2, 6, 3])]
+    return _model(nodes, ins, [_f("y", [1, 4, 5, 3])], c, tmp_path / f"{form}.onnx")
+
+
+@pytest.mark.parametrize("form", ["torchscript", "dynamo"])
+def test_repeat_kv_in_front_of_attention_becomes_grouped_heads(form: str, tmp_path: Path) -> None:
+    g = load(_grouped_attention(tmp_path, form))
+    (att,) = g.nodes  # the repeats, their computed shapes and the transposes all fused away
+    assert att.op == "vsdk.sdpa" and att.inputs == ["q", "k", "v"], att
+    assert att.attrs["scale"] == pytest.approx(0.25)
+
+
+def test_a_repeat_that_interleaves_heads_lowers_as_copies(tmp_path: Path) -> None:
+    """The new axis before the heads: head h reads key head h % 2, which sdpa's grouped heads are not."""
+    g = load(_grouped_attention(tmp_path, "interleaved"))
+    assert not g.unsupported, g.unsupported
+    ops = [n.op for n in g.nodes]
+    assert ops.count("vsdk.concat") == 2 and ops.count("vsdk.sdpa") == 1, ops
+    att = g.nodes[-1]
+    assert [g.specs[i].shape for i in att.inputs] == [(1, 4, 5, 8), (1, 4, 6, 8), (1, 4, 6, 3)]
+    concat = next(n for n in g.nodes if n.op == "vsdk.concat")
+    assert concat.attrs == {"axis": 1} and len(concat.inputs) == 2
+    # The dynamo exporter merges that repeat's reshape into kᵀ's: no sdpa reads it, the product is named.
+    with pytest.raises(UnsupportedOperators) as e:
+        refuse_unsupported(load(_grouped_attention(tmp_path, "dynamo_interleaved")), [])
+    assert "MatMul at /attn/MatMul | stage attn: the keys" in str(e.value) and "other than repeat_kv" in str(e.value), str(e.value)
+
+
+_F32_MIN = float(np.finfo(np.float32).min)
+
+
+def _bool_masked_attention(tmp_path: Path, keep: np.ndarray, form: str, fill: float = -math.inf) -> Path:
+    """softmax(0.25 · q kᵀ masked by boolean `keep`) v. `where`: torch.where(keep, s, fill);
+    `masked_fill`: s.masked_fill(~keep, fill); `torch_sdpa`: what torch.onnx writes for
+    F.scaled_dot_product_attention with a boolean mask (Where(keep, 0, −∞) added, and the NaN guard
+    Where(IsNaN(p), 0, p) after the softmax); `computed`: the mask `m < 0` of an input `m`."""
+    n = helper.make_node
+    c = {"s": np.array(0.25, np.float32), "fill": np.array(fill, np.float32), "zero": np.array([0.0], np.float32)}
+    c["keep"] = keep if form != "masked_fill" else ~keep
+    nodes = [
+        n("Transpose", ["k"], ["kt"], name="/attn/Transpose", perm=[0, 1, 3, 2]),
+        n("MatMul", ["q", "kt"], ["qk"], name="/attn/MatMul"),
+        n("Mul", ["qk", "s"], ["qks"], name="/attn/Mul"),
+    ]
+    ins = [_f("q", [1, 2, 4, 8]), _f("k", [1, 2, 6, 8]), _f("v", [1, 2, 6, 3])]
+    if form == "computed":
+        del c["keep"]
+        ins.append(_f("m", [4, 6]))
+        nodes.append(n("Less", ["m", "zero"], ["keep"], name="/mask/Less"))
+    if form in ("where", "computed"):
+        nodes.append(n("Where", ["keep", "qks", "fill"], ["logits"], name="/attn/Where"))
+    elif form == "masked_fill":
+        nodes.append(n("Where", ["keep", "fill", "qks"], ["logits"], name="/attn/Where"))
+    else:
+        c["neginf"] = np.array([-np.inf], np.float32)
+        nodes += [
+            n("Where", ["keep", "zero", "neginf"], ["additive"], name="/attn/Where"),
+            n("Add", ["qks", "additive"], ["logits"], name="/attn/Add"),
+        ]
+    nodes.append(n("Softmax", ["logits"], ["p"], name="/attn/Softmax", axis=-1))
+    probs = "p"
+    if form == "torch_sdpa":
+        nodes += [n("IsNaN", ["p"], ["nan"], name="/attn/IsNaN"), n("Where", ["nan", "zero", "p"], ["pg"], name="/attn/Where_1")]
+        probs = "pg"
+    nodes.append(n("MatMul", [probs, "v"], ["y"], name="/attn/MatMul_1"))
+    return _model(nodes, ins, [_f("y", [1, 2, 4, 3])], c, tmp_path / f"{form}.onnx")
+
+
+@pytest.mark.parametrize("form,fill", [("where", -math.inf), ("where", _F32_MIN), ("masked_fill", -math.inf), ("masked_fill", -1e9), ("torch_sdpa", -math.inf)])
+def test_a_boolean_causal_mask_becomes_the_causal_offset(form: str, fill: float, tmp_path: Path) -> None:
+    """Every row of a causal mask keeps a key: a fill at or below a float's lowest masks as −∞ does."""
+    keep = np.tril(np.ones((4, 6), bool), 2)  # 4 queries after 2 cached keys
+    g = load(_bool_masked_attention(tmp_path, keep[None, None], form, fill))
+    (att,) = g.nodes
+    assert att.op == "vsdk.sdpa" and att.inputs == ["q", "k", "v"], att
+    assert att.attrs["causal_offset"] == 2 and att.attrs["scale"] == pytest.approx(0.25)
+
+
+@pytest.mark.parametrize("form,fill,whole_row", [
+    ("where", -math.inf, False), ("masked_fill", _F32_MIN, False), ("where", -1e9, False),
+    # A row that keeps no key: uniform with float32's lowest (scores + fill round to fill), NaN with −∞.
+    ("where", _F32_MIN, True), ("masked_fill", -math.inf, True), ("torch_sdpa", -math.inf, False),
+])
+def test_another_boolean_mask_is_the_additive_mask_of_its_fill(form: str, fill: float, whole_row: bool, tmp_path: Path) -> None:
+    keep = rng.random((4, 6)) < 0.5
+    keep[np.arange(4), rng.integers(0, 6, 4)] = True
+    keep[1, :] = not whole_row and keep[1, :]
+    keep[0, 0] = False
+    g = load(_bool_masked_attention(tmp_path, keep, form, fill))
+    (att,) = g.nodes
+    assert att.op == "vsdk.sdpa" and "causal_offset" not in att.attrs and len(att.inputs) == 4, att
+    mask = g.consts[att.inputs[3]]
+    assert mask.dtype == np.float32 and np.array_equal(mask, np.where(keep, 0, np.float32(fill)).astype(np.float32)), mask
+
+
+@pytest.mark.parametrize("case,node,says", [
+    ("soft_fill", "/attn/Where", "not a mask value"),
+    ("whole_row_finite", "/attn/Where", "keeps no key"),
+    ("computed", "/attn/Where", "computed by the model"),
+    ("guarded_whole_row", "/attn/Where_1", "NaN guard"),
+])
+def test_a_boolean_mask_sdpa_cannot_take_exactly_is_refused_naming_the_node(case: str, node: str, says: str, tmp_path: Path) -> None:
+    keep = np.tril(np.ones((4, 6), bool), 1)
+    keep[2, 4] = True  # not causal
+    if case in ("whole_row_finite", "guarded_whole_row"):
+        keep[1, :] = False
+    form = {"guarded_whole_row": "torch_sdpa", "computed": "computed"}.get(case, "where")
+    fill = {"soft_fill": -100.0, "whole_row_finite": -1e9}.get(case, -math.inf)
+    with pytest.raises(UnsupportedOperators) as e:
+        refuse_unsupported(load(_bool_masked_attention(tmp_path, keep, form, fill)), [])
+    line = next((l for l in str(e.value).splitlines() if f" at {node} " in l or f" at {node}:" in l), None)
+    assert line is not None and says in line, str(e.value)
+
+
 def test_every_unsupported_operator_is_listed_and_nothing_else_happens(tmp_path: Path) -> None:
     nodes = [
         helper.make_node("Floor", ["x"], ["r"], name="/stem/act/Floor"),

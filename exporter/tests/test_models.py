@@ -341,3 +341,120 @@ def test_masked_attention_exports_as_sdpa_and_passes(kind: str, tmp_path: Path, 
     else:
         assert "causal_offset" not in att["attrs"] and len(att["inputs"]) == 4, att
     _validated_and_passed_by_the_cpu_provider(out, conformance)
+
+
+def _llama_attention(path: Path, repeat: str, mask: str) -> Path:
+    """Attention as Hugging Face transformers' Llama writes it and torch.onnx exports it, on fresh
+    random projections: x [1, 6, 32] to 4 query heads of 8 and 2 key/value heads (4 with `repeat`
+    `none`), the keys and values repeated by `repeat_kv` (`grouped`: Unsqueeze after the heads, Expand
+    and Reshape to shapes computed by Shape/Gather/Concat; `interleaved`: the new axis before the heads,
+    so head h reads key/value head h % 2), scores scaled by 8^-0.5 then masked, o_proj.
+
+    Masks: `finfo_causal` transformers' additive causal mask of float32's lowest; `where_causal`
+    torch.where(causal, s, finfo.min); `where_padding` the same over a causal mask with 2 left-padded
+    keys, so queries 0 and 1 keep no key (uniform rows); `torch_sdpa` what torch.onnx writes for
+    F.scaled_dot_product_attention with a random boolean mask: Where(mask, 0, −∞) added, and the NaN
+    guard Where(IsNaN(p), 0, p) after the softmax."""
+    from onnx import helper
+
+    rng = np.random.default_rng()
+    w = lambda *s: (rng.normal(size=s) * 0.3).astype(np.float32)
+    kv_heads = 4 if repeat == "none" else 2
+    lowest = np.finfo(np.float32).min
+    causal = np.tril(np.ones((6, 6), bool))
+    keep = {
+        "finfo_causal": causal,
+        "where_causal": causal,
+        "where_padding": causal & (np.arange(6) >= 2)[None, :],
+        "torch_sdpa": rng.random((6, 6)) < 0.5,
+    }[mask]
+    if mask == "torch_sdpa":
+        keep[np.arange(6), rng.integers(0, 6, 6)] = True  # every row keeps a key (the guard changes none)
+    inits = {
+        "q.weight": w(32, 32), "k.weight": w(32, 8 * kv_heads), "v.weight": w(32, 8 * kv_heads), "o.weight": w(32, 32),
+        "q_shape": np.array([1, 6, 4, 8], np.int64), "kv_shape": np.array([1, 6, kv_heads, 8], np.int64),
+        "out_shape": np.array([1, 6, 32], np.int64), "scale": np.array(8 ** -0.5, np.float32),
+        "axes": np.array([1 if repeat == "interleaved" else 2], np.int64), "n_rep": np.array([2], np.int64),
+        "lead": np.array([0, 1], np.int64), "tail": np.array([2, 3], np.int64), "b": np.array([0], np.int64),
+        "h": np.array([1], np.int64), "zero": np.array([0.0], np.float32), "neginf": np.array([-np.inf], np.float32),
+        "lowest": np.array(lowest, np.float32), "mask": keep[None, None],
+        "additive": np.where(keep, 0, lowest).astype(np.float32)[None, None],
+    }
+    n = helper.make_node
+    nodes = [n("MatMul", ["x", "q.weight"], ["q0"], name="/attn/q_proj/MatMul"),
+             n("Reshape", ["q0", "q_shape"], ["q1"], name="/attn/Reshape"),
+             n("Transpose", ["q1"], ["q"], name="/attn/Transpose", perm=[0, 2, 1, 3])]
+    for x in ("k", "v"):
+        nodes += [n("MatMul", ["x", f"{x}.weight"], [f"{x}0"], name=f"/attn/{x}_proj/MatMul"),
+                  n("Reshape", [f"{x}0", "kv_shape"], [f"{x}1"], name=f"/attn/Reshape_{x}"),
+                  n("Transpose", [f"{x}1"], [x], name=f"/attn/Transpose_{x}", perm=[0, 2, 1, 3])]
+        if repeat == "none":
+            nodes.append(n("Identity", [x], [f"{x}r"], name=f"/attn/Identity_{x}"))
+            continue
+        if repeat == "grouped":
+            rep = [f"{x}lead", "n_rep", f"{x}tail"]
+            merged = [f"{x}b", f"{x}hn", f"{x}tail"]
+        else:  # [B, n, H, L, D] reshaped to [B, n·H, L, D]
+            rep = [f"{x}b", "n_rep", f"{x}h", f"{x}tail"]
+            merged = [f"{x}b", f"{x}hn", f"{x}tail"]
+        nodes += [
+            n("Shape", [x], [f"{x}sh"], name=f"/attn/Shape_{x}"),
+            n("Gather", [f"{x}sh", "lead"], [f"{x}lead"], name=f"/attn/Gather_{x}"),
+            n("Gather", [f"{x}sh", "tail"], [f"{x}tail"], name=f"/attn/Gather_{x}_1"),
+            n("Gather", [f"{x}sh", "b"], [f"{x}b"], name=f"/attn/Gather_{x}_2"),
+            n("Gather", [f"{x}sh", "h"], [f"{x}h"], name=f"/attn/Gather_{x}_3"),
+            n("Mul", [f"{x}h", "n_rep"], [f"{x}hn"], name=f"/attn/Mul_{x}"),
+            n("Concat", rep, [f"{x}rep"], name=f"/attn/Concat_{x}", axis=0),
+            n("Concat", merged, [f"{x}merged"], name=f"/attn/Concat_{x}_1", axis=0),
+            n("Unsqueeze", [x, "axes"], [f"{x}u"], name=f"/attn/Unsqueeze_{x}"),
+            n("Expand", [f"{x}u", f"{x}rep"], [f"{x}e"], name=f"/attn/Expand_{x}"),
+            n("Reshape", [f"{x}e", f"{x}merged"], [f"{x}r"], name=f"/attn/Reshape_{x}_1"),
+        ]
+    nodes += [n("Transpose", ["kr"], ["kt"], name="/attn/Transpose_1", perm=[0, 1, 3, 2]),
+              n("MatMul", ["q", "kt"], ["qk"], name="/attn/MatMul"),
+              n("Mul", ["qk", "scale"], ["s"], name="/attn/Mul")]
+    probs = "p"
+    if mask == "finfo_causal":
+        nodes.append(n("Add", ["s", "additive"], ["logits"], name="/attn/Add"))
+    elif mask in ("where_causal", "where_padding"):
+        nodes.append(n("Where", ["mask", "s", "lowest"], ["logits"], name="/attn/Where"))
+    else:
+        nodes += [n("Where", ["mask", "zero", "neginf"], ["bias"], name="/attn/Where"),
+                  n("Add", ["s", "bias"], ["logits"], name="/attn/Add")]
+    nodes.append(n("Softmax", ["logits"], ["p"], name="/attn/Softmax", axis=-1))
+    if mask == "torch_sdpa":
+        nodes += [n("IsNaN", ["p"], ["nan"], name="/attn/IsNaN"), n("Where", ["nan", "zero", "p"], ["pg"], name="/attn/Where_1")]
+        probs = "pg"
+    nodes += [n("MatMul", [probs, "vr"], ["a"], name="/attn/MatMul_1"),
+              n("Transpose", ["a"], ["at"], name="/attn/Transpose_2", perm=[0, 2, 1, 3]),
+              n("Reshape", ["at", "out_shape"], ["a2"], name="/attn/Reshape_1"),
+              n("MatMul", ["a2", "o.weight"], ["out"], name="/attn/o_proj/MatMul")]
+    return _save_onnx(path, "llama_attention", nodes, inits, [1, 6, 32], [1, 6, 32])
+
+
+@pytest.mark.parametrize("repeat,mask", [
+    ("grouped", "finfo_causal"), ("interleaved", "finfo_causal"),
+    ("grouped", "where_causal"), ("none", "where_padding"), ("grouped", "torch_sdpa"),
+])
+def test_grouped_heads_and_boolean_masks_export_as_sdpa_and_pass(repeat: str, mask: str, tmp_path: Path, conformance: str) -> None:
+    """ONNX Runtime's captures judge the lowering: grouped heads read as sdpa's (query head h over
+    key/value head h // 2), an interleaving repeat as copies, boolean masks as the causal offset or an
+    additive mask of their fill (rows masked whole uniform, as the Where makes them)."""
+    out = tmp_path / f"{repeat}_{mask}"
+    r = vips_export([str(_llama_attention(tmp_path / f"{repeat}_{mask}.onnx", repeat, mask)), "-o", str(out)])
+    assert r.returncode == 0, r.stderr + r.stdout
+    doc = yaml.safe_load((out / "suite.yaml").read_text())
+    graph = [node for s in doc["stages"] for node in s["graph"]]
+    (att,) = [node for node in graph if node["op"] == "vsdk.sdpa"]
+    concats = [node for node in graph if node["op"] == "vsdk.concat"]
+    if repeat == "grouped":
+        assert not concats, concats
+        k_producer = next(node for node in graph if node["outputs"][0] == att["inputs"][1])
+        assert k_producer["op"] == "vsdk.permute", k_producer  # the projection's 2 heads, not a repeat
+    elif repeat == "interleaved":
+        assert len(concats) == 2 and all(c["attrs"]["axis"] == 1 for c in concats), concats
+    if mask == "where_causal":
+        assert att["attrs"].get("causal_offset") == 0 and len(att["inputs"]) == 3, att
+    elif mask != "finfo_causal":
+        assert "causal_offset" not in att["attrs"] and len(att["inputs"]) == 4, att
+    _validated_and_passed_by_the_cpu_provider(out, conformance)

@@ -109,3 +109,41 @@ class _StridedSlices(torch.nn.Module):
 
 def strided_slices() -> Tuple[torch.nn.Module, Tuple[torch.Tensor]]:
     return _StridedSlices().eval(), (torch.randn(1, 3, 16, 16),)
+
+
+class _LlamaAttention(torch.nn.Module):
+    """Hugging Face transformers' own `LlamaAttention` (random-init config, no download: 32 wide,
+    4 query heads of 8 over 2 key/value heads, so `repeat_kv` repeats each twice) over 6 tokens, its
+    mask made by transformers' `create_causal_mask` from a padding mask whose first `padding` tokens
+    are padding: an additive float32-lowest mask for `eager`, a boolean one for `sdpa`. The rotary
+    tables are passed but the caller exports with `apply_rotary_pos_emb` patched out (the ONNX
+    front-end has no rotary fusion, and `rotate_half`'s Neg no catalog operator)."""
+
+    def __init__(self, impl: str, padding: int) -> None:
+        super().__init__()
+        from transformers import LlamaConfig
+        from transformers.models.llama.modeling_llama import LlamaAttention
+
+        self.cfg = LlamaConfig(
+            hidden_size=32, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+            attn_implementation=impl,
+        )
+        torch.manual_seed(48)
+        self.attn = LlamaAttention(self.cfg, layer_idx=0).eval()
+        g = torch.Generator().manual_seed(48)
+        with torch.no_grad():
+            for p in self.attn.parameters():
+                p.copy_(0.3 * torch.randn(p.shape, generator=g))
+        self.register_buffer("padding", (torch.arange(6) >= padding).long()[None])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from transformers.masking_utils import create_causal_mask
+
+        pos = torch.arange(x.shape[1])[None]
+        mask = create_causal_mask(config=self.cfg, inputs_embeds=x, attention_mask=self.padding, cache=None, position_ids=pos)
+        flat = torch.zeros(1, x.shape[1], self.cfg.head_dim)
+        return self.attn(x, position_embeddings=(flat + 1, flat), attention_mask=mask)[0]
+
+
+def llama_attention(impl: str, padding: int = 0) -> Tuple[torch.nn.Module, Tuple[torch.Tensor]]:
+    return _LlamaAttention(impl, padding).eval(), (torch.randn(1, 6, 32),)

@@ -166,3 +166,62 @@ def test_slices_with_steps_are_stepped_crops_and_pass(tmp_path: Path, conformanc
     assert json.loads((out / "validation.json").read_text())["passed"]
     run = subprocess.run([conformance, "run", str(out), "--tier", "fp32", "--quiet"], capture_output=True, text=True)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+
+
+def _llama_attention_onnx(path: Path, impl: str, dynamo: bool, padding: int) -> Path:
+    """transformers' LlamaAttention through torch.onnx.export (the TorchScript exporter, opset 17, or
+    the dynamo one, which needs onnxscript), `apply_rotary_pos_emb` patched out during the export."""
+    from unittest import mock
+
+    import transformers.models.llama.modeling_llama as llama
+
+    if dynamo:
+        import importlib.util
+
+        assert importlib.util.find_spec("onnxscript"), "torch.onnx.export(dynamo=True) needs onnxscript: pip install onnxscript"
+    module, args = models.llama_attention(impl, padding)
+    options = {"dynamo": True} if dynamo else {"dynamo": False, "opset_version": 17}
+    with torch.no_grad(), mock.patch.object(llama, "apply_rotary_pos_emb", lambda q, k, cos, sin, **kw: (q, k)):
+        torch.onnx.export(module, args, str(path), input_names=["x"], output_names=["out"], **options)
+    return path
+
+
+@pytest.mark.parametrize("impl,dynamo,padding", [
+    ("eager", False, 0), ("sdpa", False, 0), ("eager", True, 0), ("sdpa", True, 2), ("eager", False, 2),
+])
+def test_transformers_llama_attention_through_onnx_is_one_sdpa_with_grouped_heads(impl: str, dynamo: bool, padding: int, tmp_path: Path, conformance: str) -> None:
+    """The ONNX front-end reads transformers' repeat_kv back as grouped heads and its masks (eager's
+    float32-lowest one, sdpa's boolean one as torch.onnx writes it, the NaN guard after it included)
+    as sdpa's; ONNX Runtime's captures pass the suite at every tier in both modes. Two left-padded
+    tokens mask queries 0 and 1 whole: uniform rows with a float32-lowest mask."""
+    onnx_file = _llama_attention_onnx(tmp_path / "attn.onnx", impl, dynamo, padding)
+    out = tmp_path / "suite"
+    r = export([str(onnx_file), "-o", str(out)])
+    assert r.returncode == 0, r.stdout + r.stderr
+    import yaml
+
+    doc = yaml.safe_load((out / "suite.yaml").read_text())
+    graph = [n for s in doc["stages"] for n in s["graph"]]
+    ops = [n["op"] for n in graph]
+    assert ops.count("vsdk.sdpa") == 1 and "vsdk.concat" not in ops and "vsdk.softmax" not in ops, ops
+    sdpa = next(n for n in graph if n["op"] == "vsdk.sdpa")
+    producers = {n["outputs"][0]: n for n in graph}
+    for kv in sdpa["inputs"][1:3]:  # the projections' own 2 heads, no repeat
+        assert producers[kv]["op"] == "vsdk.permute", producers[kv]
+    if impl == "sdpa" and not dynamo and padding == 0:
+        assert sdpa["attrs"].get("causal_offset") == 0 and len(sdpa["inputs"]) == 3, sdpa
+    else:
+        assert len(sdpa["inputs"]) == 4, sdpa
+    assert json.loads((out / "validation.json").read_text())["passed"]
+    run = subprocess.run([conformance, "run", str(out), "--tier", "fp32", "--quiet"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+
+
+def test_transformers_sdpa_attention_masking_rows_whole_is_refused_naming_the_guard(tmp_path: Path) -> None:
+    """torch.onnx's NaN guard zeroes the rows a boolean mask masks whole (two left-padded tokens);
+    sdpa makes them NaN: the guard is named, nothing is written."""
+    onnx_file = _llama_attention_onnx(tmp_path / "attn.onnx", "sdpa", False, 2)
+    out = tmp_path / "suite"
+    r = export([str(onnx_file), "-o", str(out)])
+    assert r.returncode == 2 and "NaN guard" in r.stderr and "IsNaN at /attn/IsNaN" in r.stderr, r.stderr
+    assert not out.exists()

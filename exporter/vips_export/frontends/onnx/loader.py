@@ -2,9 +2,10 @@
 
 Three passes: constants and shapes folded first (onnx's shape inference; every node whose inputs are
 all constant evaluated by onnx's own reference evaluator, never by a hand-written one), then the usual
-decompositions fused back (exact GELU from Erf, attention from MatMul/Softmax/MatMul, linear from
-MatMul + Add or Gemm, SiLU from Sigmoid and Mul), then each remaining node lowered to one catalog
-operator. What has no lowering is collected, every use, and reported at once.
+decompositions fused back (exact GELU from Erf, attention from MatMul/Softmax/MatMul with its masks,
+additive or boolean, and transformers' repeat_kv as grouped heads, linear from MatMul + Add or Gemm,
+SiLU from Sigmoid and Mul), then each remaining node lowered to catalog operators. What has no
+lowering is collected, every use, and reported at once, with why where a fusion was close.
 
 Module paths come from node names as torch.onnx writes them (`/blocks.0/attn/qkv/MatMul`).
 """
@@ -245,6 +246,7 @@ class _Fusion:
         self.nodes = nodes
         self.const = const
         self.specs = specs
+        self.refusals: Dict[str, str] = {}  # a node left unfused -> why, where it then has no lowering
 
     def _index(self) -> Tuple[Dict[str, ONode], Dict[str, List[ONode]]]:
         prod: Dict[str, ONode] = {}
@@ -368,38 +370,162 @@ class _Fusion:
                 return value, scale
             removed.append(n)
 
-    def _masked(self, prod, cons, logits: str, scale: float, removed: List[ONode]) -> Optional[Tuple[str, float, Optional[str]]]:
-        """`logits` as (the scores before the mask, their scale, the mask or None) where an Add of a
-        mask comes after the scale, as sdpa adds it; None where the scale comes after the mask (it
-        would scale the mask too: another function)."""
-        add = prod.get(logits)
-        if add is None or add.op != "Add" or len(cons.get(logits, [])) != 1:
+    def _masked(self, prod, cons, logits: str, scale: float, removed: List[ONode]) -> Optional[Tuple[str, float, Optional["_Mask"]]]:
+        """`logits` as (the scores before the mask, their scale, the mask or None) where the mask comes
+        after the scale, as sdpa adds it: an `Add` of an additive mask, or a `Where` that keeps the
+        scores where a boolean mask says and puts a fill value elsewhere (`torch.where(mask, s, fill)`,
+        `s.masked_fill(mask, fill)`). None where the scale comes after the mask (it would scale the mask
+        too: another function)."""
+        n = prod.get(logits)
+        if n is None or n.op not in ("Add", "Where") or len(cons.get(logits, [])) != 1:
             return logits, scale, None
         if scale != 1.0:
             return None
-        for scores, mask in (tuple(add.inputs), tuple(add.inputs[::-1])):
+        if n.op == "Add":
+            pairs = [(n.inputs[0], n.inputs[1], True), (n.inputs[1], n.inputs[0], True)]
+        else:  # Where(condition, a, b): the scores kept where the condition is True, or where False
+            pairs = [(n.inputs[1], n.inputs[2], True), (n.inputs[2], n.inputs[1], False)]
+        for scores, other, keep_when in pairs:
             taken: List[ONode] = []
             inner, inner_scale = self._strip_scale(prod, cons, scores, taken)
             mm = prod.get(inner)
-            if mm is not None and mm.op == "MatMul" and len(cons.get(inner, [])) == 1:
-                removed += [add, *taken]
-                return inner, inner_scale, mask
+            if mm is None or mm.op != "MatMul" or len(cons.get(inner, [])) != 1:
+                continue
+            if self.specs.get(logits) != self.specs.get(scores):
+                continue  # a mask that broadcasts the scores to a larger shape: not sdpa's
+            removed += [n, *taken]
+            if n.op == "Add":
+                return inner, inner_scale, _Mask(n, additive=other)
+            return inner, inner_scale, _Mask(n, condition=n.inputs[0], fill=other, keep_when=keep_when)
         return logits, scale, None
 
+    def _probabilities(self, cons, s: ONode, removed: List[ONode]) -> Tuple[Optional[ONode], Optional[ONode]]:
+        """The MatMul that multiplies softmax `s`'s probabilities by the values, past casts that change
+        nothing (transformers' `softmax(dtype=float32).to(float32)`) and the NaN guard torch.onnx writes
+        after the softmax of a boolean mask (`Where(IsNaN(p), 0, p)`): (the MatMul, the guard's Where)."""
+        value, guard = s.outputs[0], None
+        while True:
+            users = cons.get(value, [])
+            if len(users) == 1 and users[0].op == "Cast":
+                c = users[0]
+                a, b = self.specs.get(c.inputs[0]), self.specs.get(c.outputs[0])
+                if a is None or b is None or a.dtype != b.dtype or _CAST.get(int(c.attrs.get("to", 0))) != a.dtype:
+                    return None, None
+                removed.append(c)
+                value = c.outputs[0]
+                continue
+            if len(users) == 2 and guard is None:
+                isnan = next((u for u in users if u.op == "IsNaN"), None)
+                where = next((u for u in users if u.op == "Where"), None)
+                if isnan is None or where is None or where.inputs[0] != isnan.outputs[0] or where.inputs[2] != value:
+                    return None, None
+                zero = self.const.get(where.inputs[1])
+                if zero is None or zero.size != 1 or float(zero.reshape(())) != 0.0 or len(cons.get(isnan.outputs[0], [])) != 1:
+                    return None, None
+                if self.specs.get(where.outputs[0]) != self.specs.get(value):
+                    return None, None
+                removed += [isnan, where]
+                value, guard = where.outputs[0], where
+                continue
+            break
+        users = cons.get(value, [])
+        if len(users) != 1 or users[0].op != "MatMul" or users[0].inputs[0] != value:
+            return None, None
+        return users[0], guard
+
+    def _keys(self, prod, cons, kt: str, removed: List[ONode]) -> Optional[Tuple[str, Tuple[int, ...], float]]:
+        """The keys `k` behind `kt = kᵀ` (the last two axes swapped), the shape `k` has there and a
+        scale found between them: a `Transpose` of them, or torch.onnx's dynamo form, `Reshape` to
+        `[N, L, D]`, `Transpose` to `[N, D, L]`, `Reshape` back to `[..., D, L]` (the value before it
+        may then be of another shape, the `[B, H, g, L, D]` of a repeat_kv: its leading axes merge
+        into the heads)."""
+        t = prod.get(kt)
+        if t is None or len(cons.get(kt, [])) != 1:
+            return None
+        if t.op == "Transpose":
+            r = len(self.specs[t.inputs[0]].shape) if t.inputs[0] in self.specs else 0
+            perm = list(t.attrs.get("perm", range(r - 1, -1, -1)))
+            if r < 2 or perm != list(range(r - 2)) + [r - 1, r - 2]:
+                return None
+            removed.append(t)
+            k, scale = self._strip_scale(prod, cons, t.inputs[0], removed)
+            return (k, self.specs[k].shape, scale) if k in self.specs else None
+        if t.op != "Reshape":
+            return None
+        tr = prod.get(t.inputs[0])
+        if tr is None or tr.op != "Transpose" or len(cons.get(t.inputs[0], [])) != 1 or list(tr.attrs.get("perm", [])) != [0, 2, 1]:
+            return None
+        r1 = prod.get(tr.inputs[0])
+        if r1 is None or r1.op != "Reshape" or len(cons.get(tr.inputs[0], [])) != 1:
+            return None
+        shapes = [self.specs.get(v) for v in (r1.inputs[0], r1.outputs[0], t.outputs[0])]
+        if any(sh is None for sh in shapes):
+            return None
+        src, flat, out = (sh.shape for sh in shapes)
+        if len(flat) != 3 or len(src) < 2 or len(out) < 2 or flat[1:] != src[-2:] or out[-2:] != flat[:0:-1]:
+            return None
+        if int(np.prod(src[:-2], dtype=np.int64)) != flat[0] or int(np.prod(out[:-2], dtype=np.int64)) != flat[0]:
+            return None
+        removed += [t, tr, r1]
+        return r1.inputs[0], tuple(out[:-2]) + tuple(src[-2:]), 1.0
+
+    def _unrepeat(self, prod, cons, value: str, want: Tuple[int, ...]) -> Optional[Tuple[str, int, List[ONode]]]:
+        """transformers' `repeat_kv` in front of an attention: `x [..., H, L, D]` unsqueezed after its
+        heads, expanded to `[..., H, g, L, D]` and reshaped to `[..., H·g, L, D]` (the `want` shape),
+        so that head `h` of the result is head `h // g` of `x`, what sdpa's grouped heads read:
+        (x, g, the nodes passed over). None for anything else (a new axis elsewhere interleaves the
+        heads: the repeat then lowers as itself)."""
+        taken: List[ONode] = []
+        n = prod.get(value)
+        if len(cons.get(value, [])) != 1 or n is None:
+            return None
+        if self.specs.get(value) is not None and self.specs[value].shape == tuple(want):
+            if n.op != "Reshape":
+                return None
+            taken.append(n)
+            value = n.inputs[0]
+            n = prod.get(value)
+            if n is None or len(cons.get(value, [])) != 1:
+                return None
+        if n.op != "Expand":
+            return None
+        taken.append(n)
+        u = prod.get(n.inputs[0])
+        if u is None or u.op not in ("Unsqueeze", "Reshape") or len(cons.get(n.inputs[0], [])) != 1:
+            return None
+        taken.append(u)
+        x = u.inputs[0]
+        shapes = [self.specs.get(v) for v in (x, u.outputs[0], n.outputs[0])]
+        if any(sh is None for sh in shapes):
+            return None
+        src, one, rep = (tuple(sh.shape) for sh in shapes)
+        r = len(src)
+        if r < 3 or len(want) != r:
+            return None
+        a = r - 3  # the heads axis
+        g = rep[a + 1] if len(rep) == r + 1 else 0
+        if g < 1 or one != src[: a + 1] + (1,) + src[a + 1 :] or rep != src[: a + 1] + (g,) + src[a + 1 :]:
+            return None
+        if tuple(want) != src[:a] + (src[a] * g,) + src[a + 1 :]:
+            return None
+        return x, g, taken
+
     def _attention(self) -> bool:
-        """softmax(scale · q kᵀ [+ mask]) v -> vsdk.sdpa (the unfused form torch.onnx writes); a
-        constant causal mask (0 on and below the diagonal, −∞ above) as `causal_offset`, any
-        other additive mask as sdpa's fourth input."""
+        """softmax(scale · q kᵀ [+ mask]) v -> vsdk.sdpa (the unfused form torch.onnx writes): a
+        constant causal mask (0 on and below the diagonal, −∞ above; or boolean) as `causal_offset`,
+        any other as sdpa's fourth input; transformers' `repeat_kv` of the keys and values as grouped
+        heads."""
         prod, cons = self._index()
         for s in [n for n in self.nodes if n.op == "Softmax"]:
             rank = len(self.specs[s.inputs[0]].shape) if s.inputs[0] in self.specs else None
             axis = s.attrs.get("axis", -1)
             if rank is None or axis not in (-1, rank - 1):
                 continue
-            pv = self._only(cons, s.outputs[0])
-            if pv is None or pv.op != "MatMul" or pv.inputs[0] != s.outputs[0]:
+            removed: List[ONode] = [s]
+            pv, guard = self._probabilities(cons, s, removed)
+            if pv is None:
                 continue
-            removed: List[ONode] = [s, pv]
+            removed.append(pv)
             logits, scale = self._strip_scale(prod, cons, s.inputs[0], removed)
             masked = self._masked(prod, cons, logits, scale, removed)
             if masked is None:
@@ -411,34 +537,95 @@ class _Fusion:
             removed.append(qk)
             q, sq = self._strip_scale(prod, cons, qk.inputs[0], removed)
             kt, sk = self._strip_scale(prod, cons, qk.inputs[1], removed)
-            t = prod.get(kt)
-            if t is None or t.op != "Transpose" or len(cons.get(kt, [])) != 1:
+            keys = self._keys(prod, cons, kt, removed)
+            if keys is None:
                 continue
-            r = len(self.specs[t.inputs[0]].shape)
-            perm = list(t.attrs.get("perm", range(r - 1, -1, -1)))
-            if perm != list(range(r - 2)) + [r - 1, r - 2]:
-                continue
-            removed.append(t)
-            k, sk2 = self._strip_scale(prod, cons, t.inputs[0], removed)
+            k, k_shape, sk2 = keys
             v = pv.inputs[1]
-            shapes = [self.specs.get(n) for n in (q, k, v)]
-            if any(sh is None for sh in shapes):
+            if q not in self.specs or v not in self.specs:
                 continue
-            qs, ks, vs = (sh.shape for sh in shapes)
+            qs, ks, vs = self.specs[q].shape, tuple(k_shape), self.specs[v].shape
             if not (len(qs) == len(ks) == len(vs) >= 2 and qs[:-2] == ks[:-2] == vs[:-2] and ks[-2] == vs[-2]):
+                continue
+            # Grouped heads: both repeats undone, by the same factor; otherwise the repeats lower as
+            # themselves (copies), and the keys must be what the attention reads.
+            ku, vu = self._unrepeat(prod, cons, k, ks), self._unrepeat(prod, cons, v, vs)
+            if ku is not None and vu is not None and ku[1] == vu[1]:
+                k, v = ku[0], vu[0]
+                removed += ku[2] + vu[2]
+            elif self.specs.get(k) is None or self.specs[k].shape != ks:
+                self.refusals.setdefault(qk.name, f"the keys {k} reach this product reshaped to {list(ks)} by a pattern other than repeat_kv's: a product of two computed tensors has no catalog operator")
                 continue
             # The model multiplies in float32: its scale is the float32 product, written shortest.
             total = float(str(np.float32(np.float32(scale) * np.float32(sq) * np.float32(sk) * np.float32(sk2))))
             attrs: Dict[str, Any] = {"scale": total}
             ins = [q, k, v]
-            offset = _causal_offset(self.const[mask], qs[-2], ks[-2]) if mask in self.const else None
+            try:
+                offset, additive = self._mask_input(mask, qs[-2], ks[-2], guard)
+            except _NotFused as e:
+                self.refusals.setdefault(e.node, e.reason)
+                isnan = prod.get(guard.inputs[0]) if guard is not None and e.node == guard.name else None
+                if isnan is not None:
+                    self.refusals.setdefault(isnan.name, f"part of the NaN guard {guard.name}: {e.reason}")
+                continue
             if offset is not None:
                 attrs["causal_offset"] = offset
-            elif mask is not None:
-                ins.append(mask)
+            elif additive is not None:
+                ins.append(additive)
             self._replace(removed, ONode("vsdk.sdpa", s.name, ins, [pv.outputs[0]], attrs))
             return True
         return False
+
+    def _mask_input(self, mask: Optional["_Mask"], length: int, keys: int, guard: Optional[ONode]) -> Tuple[Optional[int], Optional[str]]:
+        """(causal_offset, the additive mask input) for sdpa; _NotFused naming the node where the mask
+        cannot be sdpa's exactly.
+
+        An additive mask is sdpa's own. A boolean one (`Where(keep, scores, fill)`) must be a constant:
+        causal, it is `causal_offset` (its rows each keep a key, so a finite fill far below the scores
+        masks as −∞ does); otherwise the mask input `0` where kept and `fill` elsewhere. That adds
+        `fill` to the scores instead of replacing them by it: the same softmax where a row keeps a key
+        and `fill` is a mask value (−∞, or a float's lowest or below, whose exp(fill − max) is 0), and
+        in a row that keeps none only for −∞ (NaN both) or a fill that swamps the scores (float32's
+        lowest: scores + fill round to fill, and the row is uniform as the Where's is). The NaN guard
+        torch.onnx writes after a boolean mask's softmax (`Where(IsNaN(p), 0, p)`) zeroes rows masked
+        whole; sdpa's are NaN: fused only where no row is."""
+        offset: Optional[int] = None
+        additive: Optional[str] = None
+        nan_rows = False  # a row whose logits are all −∞ (NaN after the softmax)
+        if mask is not None and mask.additive is not None:
+            m = self.const.get(mask.additive)
+            offset = _causal_offset(m, length, keys) if m is not None else None
+            if offset is None:
+                additive = mask.additive
+                nan_rows = m is None or bool(np.any(np.all(np.isneginf(np.atleast_1d(m)), axis=-1)))
+                if guard is not None and m is None:
+                    raise _NotFused(f"the NaN guard after the softmax zeroes the rows a computed mask ({mask.additive}) masks whole, sdpa makes them NaN: only a constant mask, which shows it masks none, fuses", guard.name)
+        elif mask is not None:
+            where = mask.node
+            cond = self.const.get(mask.condition)
+            fill = self.const.get(mask.fill)
+            if cond is None or cond.dtype != np.bool_:
+                raise _NotFused(f"a boolean attention mask computed by the model ({mask.condition}), not a constant: the catalog has no select operator to turn it into sdpa's additive mask", where.name)
+            if fill is None or fill.dtype.kind != "f" or fill.size == 0 or not np.all(fill == fill.reshape(-1)[0]):
+                raise _NotFused(f"the masked logits' fill {mask.fill} is not one constant number", where.name)
+            f = float(fill.reshape(-1)[0])
+            if not f <= _MASK_FILL:
+                raise _NotFused(f"fill {f:g} is not a mask value (−∞, or a float's lowest, {_MASK_FILL:g}, or below): exp(fill − max) need not vanish, and an additive mask of it is another function", where.name)
+            keep = cond if mask.keep_when else ~cond
+            whole = not bool(np.all(np.atleast_1d(keep).any(axis=-1)))  # a row that keeps no key
+            offset = _causal_keep(keep, length, keys)
+            if offset is None:
+                if whole and not (math.isinf(f) or f <= _SWAMPS):
+                    raise _NotFused(f"a row of the mask keeps no key: the Where makes it uniform (every logit {f:g}), an additive mask of {f:g} keeps the scores' differences (only −∞ or a fill of {_SWAMPS:.3g} or below is exact)", where.name)
+                name = f"{where.outputs[0]}.additive"
+                additive_mask = c_order(np.where(keep, np.float32(0), np.float32(f)).astype(np.float32))
+                self.const[name] = additive_mask
+                self.specs[name] = Spec(tuple(int(d) for d in additive_mask.shape), "float32")
+                additive = name
+                nan_rows = whole and math.isinf(f)
+        if guard is not None and nan_rows:
+            raise _NotFused("the NaN guard after the softmax (torch.onnx's, for a boolean mask) makes a row the mask masks whole 0, sdpa makes it NaN: not fused", guard.name)
+        return offset, additive
 
     def _linear(self) -> bool:
         """MatMul by a constant matrix (+ a constant bias), or Gemm -> vsdk.linear."""
@@ -495,6 +682,8 @@ def _why(n: ONode, const: Dict[str, np.ndarray]) -> str:
         return "a product of two computed tensors (its second operand is not a constant): batched matmul has no catalog operator yet"
     if n.op in ("Conv",):
         return "only 2-D convolution without auto_pad has a catalog operator"
+    if n.op in ("Where", "IsNaN"):
+        return "no catalog operator selects elements: a boolean attention mask lowers only inside an attention that fuses to sdpa, as a constant"
     return "no lowering to a catalog operator"
 
 
@@ -506,6 +695,7 @@ class _Lowering:
         self.initializers = initializers
         self.folded = folded
         self.nodes = fused.nodes
+        self.refusals = fused.refusals
         self.const = const
         self.specs = specs
         self.clean = clean_names
@@ -581,9 +771,11 @@ class _Lowering:
         for n in self.nodes:
             try:
                 if not self.lower(n):
-                    g.unsupported.append(Unsupported(n.op, n.name, module_of(n.name), reason=_why(n, self.const)))
+                    reason = self.refusals.get(n.name) or _why(n, self.const)
+                    g.unsupported.append(Unsupported(n.op, n.name, module_of(n.name), reason=reason))
             except ExportError as e:
-                g.unsupported.append(Unsupported(n.op, n.name, module_of(n.name), reason=str(e)))
+                reason = self.refusals.get(n.name) or str(e)
+                g.unsupported.append(Unsupported(n.op, n.name, module_of(n.name), reason=reason))
         g.outputs = [self.v(o) for o in g.outputs]
 
     def lower(self, n: ONode) -> bool:
@@ -664,10 +856,7 @@ class _Lowering:
             self.emit(n, "vsdk.reshape", self.ins(n)[:1], out, {"shape": list(self.specs[out].shape)})
             return True
         if op == "Expand":
-            if self.specs.get(n.inputs[0]) == self.specs[out]:
-                self.alias[out] = n.inputs[0]
-                return True
-            return False
+            return self.expand(n)
         if op == "Transpose":
             r = len(self.specs[n.inputs[0]].shape)
             self.emit(n, "vsdk.permute", self.ins(n), out, {"perm": list(a.get("perm", range(r - 1, -1, -1)))})
@@ -765,7 +954,36 @@ class _Lowering:
                 ins.append(self.inp(n.inputs[2], n, "bias"))
             self.emit(n, "vsdk.linear", ins, out)
             return True
-        self.emit(n, n.op, self.ins(n), out, n.attrs)
+        roles = ("q", "k", "v", "mask") if n.op == "vsdk.sdpa" else ()
+        self.emit(n, n.op, self.ins(n, roles), out, n.attrs)
+        return True
+
+    def expand(self, n: ONode) -> bool:
+        """Expand of size-1 axes -> copies concatenated along each (exact data movement; a few copies
+        at most, as a repeat of key/value heads that is not transformers' grouped one makes)."""
+        x, out = n.inputs[0], n.outputs[0]
+        if x not in self.specs:
+            raise ExportError(f"no static shape for `{x}`")
+        src, dst = self.specs[x].shape, self.specs[out]
+        name = self.inp(x, n, "const")
+        shape = [1] * (len(dst.shape) - len(src)) + list(src)
+        if len(shape) != len(src):
+            name_lead = self.fresh(out)
+            self.emit(n, "vsdk.reshape", [name], name_lead, {"shape": list(shape)}, Spec(tuple(shape), dst.dtype))
+            name = name_lead
+        axes = [a for a in range(len(shape)) if shape[a] != dst.shape[a]]
+        if not axes:
+            self.alias[out] = name
+            return True
+        for k, a in enumerate(axes):
+            times = dst.shape[a]
+            if shape[a] != 1 or times > 64:
+                raise ExportError(f"Expand of axis {a} from {shape[a]} to {times}: only size-1 axes, 64 copies at most, become copies")
+            shape[a] = times
+            last = k == len(axes) - 1
+            target = out if last else self.fresh(out)
+            self.emit(n, "vsdk.concat", [name] * times, target, {"axis": a}, None if last else Spec(tuple(shape), dst.dtype))
+            name = target
         return True
 
     def _ints(self, name: str) -> Optional[List[int]]:
@@ -827,6 +1045,43 @@ class _Lowering:
         return True
 
 
+class _NotFused(Exception):
+    """A pattern that looks fused but is not exactly the catalog operator: why, and the node to name."""
+
+    def __init__(self, reason: str, node: str):
+        super().__init__(reason)
+        self.reason, self.node = reason, node
+
+
+@dataclass
+class _Mask:
+    """An attention mask found after the scale: an additive one, or a boolean `condition` (True keeps
+    the score where `keep_when`, else masks it) with the value `fill` put where it masks."""
+
+    node: ONode
+    additive: Optional[str] = None
+    condition: Optional[str] = None
+    fill: Optional[str] = None
+    keep_when: bool = True
+
+
+# A fill at or below float16's lowest masks (exp(fill − max) is 0 for any score above fill + 745);
+# at or below 2^100 it swamps the scores too (scores + fill round to fill in float32 and float64 while
+# |scores| < 2^47), so a row masked whole is uniform in both forms.
+_MASK_FILL = -65504.0
+_SWAMPS = -(2.0**100)
+
+
+def _causal_keep(keep: np.ndarray, length: int, keys: int) -> Optional[int]:
+    """`P = keys − length` when boolean `keep` is the causal pattern of `length` queries after `P`
+    cached keys (key j kept for query i iff j ≤ i + P), the same for every leading index; None for
+    any other, one that broadcasts over queries or keys included."""
+    if keep.ndim < 2 or tuple(keep.shape[-2:]) != (length, keys) or keys < length:
+        return None
+    past = keys - length
+    return past if bool(np.all(keep == np.tril(np.ones((length, keys), dtype=bool), past))) else None
+
+
 def _causal_offset(mask: np.ndarray, length: int, keys: int) -> Optional[int]:
     """`P = keys − length` when `mask` is the causal mask of `length` queries after `P` cached keys,
     the same for every leading index: 0 where key j ≤ i + P, −∞ elsewhere (a large finite negative
@@ -834,6 +1089,6 @@ def _causal_offset(mask: np.ndarray, length: int, keys: int) -> Optional[int]:
     over queries or keys included."""
     if mask.ndim < 2 or tuple(mask.shape[-2:]) != (length, keys) or keys < length:
         return None
-    past = keys - length
-    keep = np.tril(np.ones((length, keys), dtype=bool), past)
-    return past if bool(np.all(np.where(keep, mask == 0, np.isneginf(mask)))) else None
+    if mask.dtype.kind != "f" or not bool(np.all((mask == 0) | np.isneginf(mask))):
+        return None
+    return _causal_keep(mask == 0, length, keys)
