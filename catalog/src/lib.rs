@@ -16,9 +16,9 @@ pub mod voxels;
 pub use attrs::{AttrValue, Attrs};
 pub use dtype::DType;
 pub use ops::{
-    Conv2d, Crop, Node, Op, Pad, PadMode, PilResize, Pool2d, PoolAxis, PoolKind, Reduce, Resize,
-    Rotary, Sdpa, Unary, Window, ALL_OPS, CATALOG_VERSION, MAX_SPARSE_COORD, SPARSE_OFFSETS,
-    SQRT_2_OVER_PI,
+    Bilinear, Conv2d, Crop, Nearest, Node, Op, Pad, PadMode, PilResize, Pool2d, PoolAxis, PoolKind,
+    Reduce, Resize, Rotary, Sdpa, Unary, Window, ALL_OPS, CATALOG_VERSION, MAX_SPARSE_COORD,
+    SPARSE_OFFSETS, SQRT_2_OVER_PI,
 };
 pub use shape::{broadcast_shapes, checked_numel, TensorSpec, MAX_TENSOR_BYTES};
 pub use taps::PilFilter;

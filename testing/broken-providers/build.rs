@@ -54,6 +54,16 @@ const MUTANTS: &[(&str, &str)] = &[
     ("rotary_layout_swapped", "c/mutant_rotary_layout_swapped.c"),
     ("crop_step_ignored", "c/mutant_crop_step_ignored.c"),
     ("pad_reflect_symmetric", "c/mutant_pad_reflect_symmetric.c"),
+    (
+        "bilinear_corners_flipped",
+        "c/mutant_bilinear_corners_flipped.c",
+    ),
+    (
+        "nearest_centres_flipped",
+        "c/mutant_nearest_centres_flipped.c",
+    ),
+    ("group_norm_unbiased", "c/mutant_group_norm_unbiased.c"),
+    ("matmul_batch_first", "c/mutant_matmul_batch_first.c"),
 ];
 
 /// Compiles `source` (plus `extra` flags) into `OUT_DIR/lib<stem>.so` and

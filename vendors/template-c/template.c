@@ -38,14 +38,15 @@
  *                           vsdk.mul, vsdk.div, vsdk.cast
  *     data movement         vsdk.crop, vsdk.pad, vsdk.concat, vsdk.reshape,
  *                           vsdk.permute
- *     linear, convolution   vsdk.linear, vsdk.conv2d
+ *     linear, convolution   vsdk.linear, vsdk.conv2d, vsdk.matmul
  *     normalisation         vsdk.softmax, vsdk.layer_norm, vsdk.rms_norm,
- *                           vsdk.batch_norm
+ *                           vsdk.batch_norm, vsdk.group_norm
  *     reductions            vsdk.max_pool2d, vsdk.avg_pool2d,
  *                           vsdk.adaptive_avg_pool2d, vsdk.mean, vsdk.sum
  *     attention             vsdk.sdpa, vsdk.rotary_embedding
  *     resizes               vsdk.resize_pil_bicubic, vsdk.resize_pil_lanczos,
- *                           vsdk.resize_bicubic
+ *                           vsdk.resize_bicubic, vsdk.resize_bilinear,
+ *                           vsdk.resize_nearest
  *     sparse voxel tensors  vsdk.sparse_conv3d, vsdk.sparse_downsample_coords,
  *                           vsdk.sparse_downsample_index, vsdk.segment_mean,
  *                           vsdk.gather_rows, vsdk.repeat_rows,
@@ -128,6 +129,7 @@ static const char* const KERNELS[] = {
     "vsdk.relu", "vsdk.clamp", "vsdk.sigmoid", "vsdk.tanh", "vsdk.exp", "vsdk.sqrt", "vsdk.rsqrt",
     "vsdk.hardswish", "vsdk.hardsigmoid", "vsdk.batch_norm", "vsdk.max_pool2d", "vsdk.avg_pool2d",
     "vsdk.adaptive_avg_pool2d", "vsdk.mean", "vsdk.sum", "vsdk.rotary_embedding", "vsdk.pad",
+    "vsdk.resize_bilinear", "vsdk.resize_nearest", "vsdk.group_norm", "vsdk.matmul",
 };
 #define NUM_KERNELS (sizeof KERNELS / sizeof KERNELS[0])
 
@@ -954,6 +956,86 @@ static vsdk_status_t* k_conv2d(const vsdk_kernel_call_t* c) {
   return NULL;
 }
 
+/* The length of output batch axis d (of r - 2) in an operand of rank `ndim` and shape
+ * `shape`, its batch axes aligned at the right: 1 where it has no such axis (NumPy's
+ * broadcasting). */
+static int64_t matmul_batch_dim(const int64_t* shape, int32_t ndim, int32_t r, int32_t d) {
+  int32_t td = d - (r - ndim);
+  return td < 0 ? 1 : shape[td];
+}
+
+/* Which of an operand's matrices (rank `ndim`, shape `shape`, compact) output batch
+ * index idx (r - 2 axes) reads: an axis of length 1 repeats (index 0 whatever idx[d]),
+ * a missing one counts as 1. Called as `(matmul_batch)(...)` so that a test's mutant
+ * can swap it (see pool_out_len), e.g. for one that follows a's batch only. */
+static size_t matmul_batch(const int64_t* shape, int32_t ndim, int32_t r, const int64_t* idx) {
+  size_t flat = 0;
+  int32_t d;
+  for (d = r - ndim; d < r - 2; d++) {
+    int64_t len = matmul_batch_dim(shape, ndim, r, d);
+    flat = flat * (size_t)len + (size_t)(len == 1 ? 0 : idx[d]);
+  }
+  return flat;
+}
+
+/* vsdk.matmul: out[..., m, n] = sum_k a[..., m, k] * b[..., k, n], a [..., M, K] and
+ * b [..., K, N] of rank >= 2 whose batch axes broadcast (NumPy's rule). Not linear's
+ * layout: b is [K, N]. */
+static vsdk_status_t* k_matmul(const vsdk_kernel_call_t* c) {
+  const vsdk_tensor_t *at = &c->inputs[0], *bt = &c->inputs[1];
+  int64_t shape[MAX_RANK], idx[MAX_RANK] = {0};
+  int32_t ra, rb, r, d;
+  size_t m, k, n, batches = 1, bi, i, j, kk;
+  float *a, *b, *y = (float*)out_data(c);
+  vsdk_status_t* st;
+  TRY(need_inputs(c, 2, 2));
+  TRY(need_f32(c));
+  ra = at->ndim;
+  rb = bt->ndim;
+  if (ra < 2 || rb < 2)
+    return INVALID("%s: a [..., M, K] and b [..., K, N] must have rank >= 2, got ranks %d and %d", c->kernel, ra, rb);
+  m = (size_t)at->shape[ra - 2];
+  k = (size_t)at->shape[ra - 1];
+  n = (size_t)bt->shape[rb - 1];
+  if (bt->shape[rb - 2] != at->shape[ra - 1])
+    return INVALID("%s: a has K = %lld but b has %lld rows (expected [..., K, N])", c->kernel,
+                   (long long)at->shape[ra - 1], (long long)bt->shape[rb - 2]);
+  r = ra > rb ? ra : rb;
+  for (d = 0; d < r - 2; d++) {
+    int64_t da = matmul_batch_dim(at->shape, ra, r, d), db = matmul_batch_dim(bt->shape, rb, r, d);
+    if (da != db && da != 1 && db != 1)
+      return INVALID("%s: batch axis %d: %lld and %lld do not broadcast", c->kernel, d, (long long)da, (long long)db);
+    shape[d] = da == 1 ? db : da;
+    batches *= (size_t)shape[d];
+  }
+  shape[r - 2] = (int64_t)m;
+  shape[r - 1] = (int64_t)n;
+  TRY(check_output(c, F32, r, shape));
+  TRY(load_f32(c, 0, &a));
+  if ((st = load_f32(c, 1, &b)) != NULL) {
+    free(a);
+    return st;
+  }
+  for (bi = 0; bi < batches; bi++) {
+    const float* am = a + (matmul_batch)(at->shape, ra, r, idx) * m * k;
+    const float* bm = b + (matmul_batch)(bt->shape, rb, r, idx) * k * n;
+    float* ym = y + bi * m * n;
+    for (i = 0; i < m; i++)
+      for (j = 0; j < n; j++) {
+        double acc = 0.0;
+        for (kk = 0; kk < k; kk++) acc += (double)am[i * k + kk] * bm[kk * n + j];
+        ym[i * n + j] = (float)acc;
+      }
+    for (d = r - 3; d >= 0; d--) {
+      if (++idx[d] < shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+  free(a);
+  free(b);
+  return NULL;
+}
+
 /* --- normalisation ------------------------------------------------------- */
 
 /* vsdk.softmax along `axis`: exp(x - max) / sum. */
@@ -1093,6 +1175,78 @@ static vsdk_status_t* k_batch_norm(const vsdk_kernel_call_t* c) {
   free(x);
   for (k = 0; k < 4; k++) free(p[k]);
   return st;
+}
+
+/* The mean and the biased variance (divided by the count, not count - 1) of one
+ * group: `channels` channels of `inner` elements each, contiguous from x. Two
+ * passes in double. Called as `(group_stats)(...)` so that a test's mutant can
+ * swap it (see pool_out_len). */
+static void group_stats(const float* x, size_t channels, size_t inner, double* mean, double* var) {
+  size_t count = channels * inner, i;
+  double s = 0.0, q = 0.0;
+  for (i = 0; i < count; i++) s += x[i];
+  s /= (double)count;
+  for (i = 0; i < count; i++) q += (x[i] - s) * (x[i] - s);
+  *mean = s;
+  *var = q / (double)count;
+}
+
+/* vsdk.group_norm: x [N, C, ...] in `groups` groups of C / groups channels; per sample
+ * and group, mean and biased variance over the group's channels and all spatial
+ * positions, then (x - mean) / sqrt(var + eps) * weight[c] + bias[c] with the channel's
+ * own weight and bias. */
+static vsdk_status_t* k_group_norm(const vsdk_kernel_call_t* c) {
+  const vsdk_tensor_t* xt = &c->inputs[0];
+  int64_t groups;
+  double eps;
+  size_t ch, cpg, inner = 1, batch, s, g, j, e;
+  float *x, *w = NULL, *b = NULL, *y = (float*)out_data(c);
+  vsdk_status_t* st;
+  int32_t d;
+  TRY(need_inputs(c, 3, 3));
+  TRY(need_f32(c));
+  if (find_attr(c, "groups") == NULL) return INVALID("%s: attribute `groups` is required", c->kernel);
+  TRY(attr_int(c, "groups", 1, &groups));
+  TRY(attr_float(c, "eps", 1e-5, &eps));
+  if (!(eps >= 0.0) || isinf(eps)) return INVALID("%s: eps must be finite and >= 0", c->kernel);
+  if (xt->ndim < 2) return INVALID("%s: input must be [N, C, ...] (rank >= 2)", c->kernel);
+  ch = (size_t)xt->shape[1];
+  if (groups < 1 || (uint64_t)ch % (uint64_t)groups != 0)
+    return INVALID("%s: groups = %lld does not divide the %llu channels into equal groups", c->kernel,
+                   (long long)groups, (unsigned long long)ch);
+  for (j = 1; j < 3; j++)
+    if (c->inputs[j].ndim != 1 || (size_t)c->inputs[j].shape[0] != ch)
+      return INVALID("%s: %s must have shape [%llu] (one per channel)", c->kernel, j == 1 ? "weight" : "bias",
+                     (unsigned long long)ch);
+  for (d = 2; d < xt->ndim; d++) inner *= (size_t)xt->shape[d];
+  TRY(check_output(c, F32, xt->ndim, xt->shape));
+  batch = (size_t)xt->shape[0];
+  cpg = ch / (size_t)groups;
+  if (numel(xt) == 0) return NULL;
+  TRY(load_f32(c, 0, &x));
+  if ((st = load_f32(c, 1, &w)) != NULL || (st = load_f32(c, 2, &b)) != NULL) {
+    free(x);
+    free(w);
+    return st;
+  }
+  for (s = 0; s < batch; s++)
+    for (g = 0; g < (size_t)groups; g++) {
+      size_t base = (s * ch + g * cpg) * inner;
+      double mean, var, rstd;
+      (group_stats)(x + base, cpg, inner, &mean, &var);
+      rstd = 1.0 / sqrt(var + eps);
+      for (j = 0; j < cpg; j++) {
+        size_t ci = g * cpg + j;
+        for (e = 0; e < inner; e++) {
+          size_t at = base + j * inner + e;
+          y[at] = (float)((x[at] - mean) * rstd * w[ci] + b[ci]);
+        }
+      }
+    }
+  free(x);
+  free(w);
+  free(b);
+  return NULL;
 }
 
 /* --- reductions ---------------------------------------------------------- */
@@ -1714,6 +1868,198 @@ static vsdk_status_t* k_resize_bicubic(const vsdk_kernel_call_t* c) {
       }
   }
   free(fx); free(nx); free(ix); free(wx); free(fy); free(ny); free(iy); free(wy); free(src); free(tmp);
+  return NULL;
+}
+
+/* The output size of vsdk.resize_bilinear or vsdk.resize_nearest on [N, C, H, W], from
+ * exactly one of `size` and `scale_factor` as vsdk.resize_bicubic: out = size, or
+ * floor(in * s) with `scale_factor` (`*factor` set, its values in sf). Checks the
+ * output's shape. */
+static vsdk_status_t* resize_out_size(const vsdk_kernel_call_t* c, int64_t out[2], double sf[2], int* factor) {
+  const vsdk_tensor_t* x = &c->inputs[0];
+  const vsdk_attr_t* sfa = find_attr(c, "scale_factor");
+  int64_t shape[4];
+  int has_size, a;
+  if (x->ndim != 4) return INVALID("%s: input must be [N, C, H, W]", c->kernel);
+  if (x->shape[2] < 1 || x->shape[3] < 1) return INVALID("%s: input has an empty spatial dimension", c->kernel);
+  TRY(attr_ints(c, "size", 2, out, &has_size));
+  if (has_size == (sfa != NULL)) return INVALID("%s: give exactly one of `size` and `scale_factor`", c->kernel);
+  if (!has_size && (sfa->kind != VSDK_ATTR_FLOATS || sfa->value.floats.len != 2))
+    return INVALID("%s: `scale_factor` is 2 floats", c->kernel);
+  *factor = !has_size;
+  for (a = 0; a < 2; a++) {
+    if (has_size) {
+      if (out[a] < 1) return INVALID("%s: `size` must be two sizes >= 1", c->kernel);
+      sf[a] = 0.0;
+    } else {
+      double s = sfa->value.floats.data[a], o;
+      if (!(s > 0.0) || isinf(s)) return INVALID("%s: `scale_factor` must be finite and > 0", c->kernel);
+      o = floor((double)x->shape[2 + a] * s); /* PyTorch: floor(in * s), coordinates use 1/s */
+      if (o < 1.0) return INVALID("%s: `scale_factor` gives an empty output", c->kernel);
+      if (o > (double)MAX_TENSOR_BYTES) return INVALID("%s: `scale_factor` gives an output beyond the tensor limit", c->kernel);
+      out[a] = (int64_t)o;
+      sf[a] = s;
+    }
+  }
+  shape[0] = x->shape[0]; shape[1] = x->shape[1]; shape[2] = out[0]; shape[3] = out[1];
+  return check_output(c, F32, 4, shape);
+}
+
+/* The source coordinate of output index i on an axis of `in` pixels resized to `out`
+ * (docs/operators.md, vsdk.resize_bilinear@1): an axis whose length does not change
+ * is copied (i itself, whatever the scale); align_corners maps the corner pixels'
+ * centres onto each other; otherwise half-pixel centres, clamped at 0. Called as
+ * `(bilinear_source)(...)` so that a test's mutant can swap it (see pool_out_len). */
+static double bilinear_source(int64_t i, int64_t in, int64_t out, double scale, int align_corners) {
+  double src;
+  if (out == in) return (double)i;
+  if (align_corners) return out > 1 ? (double)(in - 1) / (double)(out - 1) * (double)i : 0.0;
+  src = scale * ((double)i + 0.5) - 0.5;
+  return src < 0.0 ? 0.0 : src;
+}
+
+/* The two taps of every output index of one axis: sources idx[2i], idx[2i + 1] with
+ * weights w[2i] = 1 - lambda, w[2i + 1] = lambda (one tap of weight 1 where both are
+ * the same pixel). */
+static vsdk_status_t* bilinear_axis(const vsdk_kernel_call_t* c, int64_t in, int64_t out, double scale, int align_corners,
+                                    int64_t** idx, double** w) {
+  int64_t i;
+  *idx = (int64_t*)malloc((size_t)out * 2 * sizeof(int64_t));
+  *w = (double*)malloc((size_t)out * 2 * sizeof(double));
+  if (*idx == NULL || *w == NULL) {
+    free(*idx);
+    free(*w);
+    *idx = NULL;
+    *w = NULL;
+    return OOM("%s: scratch", c->kernel);
+  }
+  for (i = 0; i < out; i++) {
+    double src = (bilinear_source)(i, in, out, scale, align_corners), lambda;
+    int64_t i0 = (int64_t)floor(src), i1;
+    /* Kept inside the input whatever the rule says (a mutant's coordinate may
+     * leave it): lambda then extrapolates from the edge pixels. */
+    if (i0 > in - 1) i0 = in - 1;
+    if (i0 < 0) i0 = 0;
+    i1 = i0 + 1 < in ? i0 + 1 : in - 1;
+    lambda = src - (double)i0;
+    (*idx)[2 * i] = i0;
+    (*idx)[2 * i + 1] = i1;
+    (*w)[2 * i] = i1 == i0 ? 1.0 : 1.0 - lambda;
+    (*w)[2 * i + 1] = i1 == i0 ? 0.0 : lambda;
+  }
+  return NULL;
+}
+
+/* vsdk.resize_bilinear: PyTorch F.interpolate(mode="bilinear", antialias=False) on NCHW
+ * float32, `size` or `scale_factor`, align_corners 0 or 1. Coordinates and weights in
+ * double; a tap of weight 0 is not read (an infinity beside a copied pixel stays out). */
+static vsdk_status_t* k_resize_bilinear(const vsdk_kernel_call_t* c) {
+  int64_t out[2], N, C, H, W, OH, OW, ac, p, y, x, u, v;
+  int64_t *iy = NULL, *ix = NULL;
+  double sf[2], *wy = NULL, *wx = NULL;
+  int factor;
+  float *src, *dst = (float*)out_data(c);
+  vsdk_status_t* st;
+  TRY(need_inputs(c, 1, 1));
+  TRY(need_f32(c));
+  TRY(attr_int(c, "align_corners", 0, &ac));
+  if (ac != 0 && ac != 1) return INVALID("%s: attribute `align_corners` must be 0 or 1", c->kernel);
+  TRY(resize_out_size(c, out, sf, &factor));
+  N = c->inputs[0].shape[0]; C = c->inputs[0].shape[1]; H = c->inputs[0].shape[2]; W = c->inputs[0].shape[3];
+  OH = out[0];
+  OW = out[1];
+  if (N * C == 0) return NULL;
+  TRY(bilinear_axis(c, H, OH, factor ? 1.0 / sf[0] : (double)H / (double)OH, (int)ac, &iy, &wy));
+  if ((st = bilinear_axis(c, W, OW, factor ? 1.0 / sf[1] : (double)W / (double)OW, (int)ac, &ix, &wx)) != NULL) {
+    free(iy);
+    free(wy);
+    return st;
+  }
+  if ((st = load_f32(c, 0, &src)) != NULL) {
+    free(iy); free(wy); free(ix); free(wx);
+    return st;
+  }
+  for (p = 0; p < N * C; p++)
+    for (y = 0; y < OH; y++)
+      for (x = 0; x < OW; x++) {
+        double acc = 0.0;
+        for (u = 0; u < 2; u++) {
+          if (wy[2 * y + u] == 0.0) continue;
+          for (v = 0; v < 2; v++) {
+            if (wx[2 * x + v] == 0.0) continue;
+            acc += wy[2 * y + u] * wx[2 * x + v] * src[(p * H + iy[2 * y + u]) * W + ix[2 * x + v]];
+          }
+        }
+        dst[(p * OH + y) * OW + x] = (float)acc;
+      }
+  free(iy); free(wy); free(ix); free(wx); free(src);
+  return NULL;
+}
+
+/* The input index output index i reads on an axis of `in` pixels resized to `out`
+ * (docs/operators.md, vsdk.resize_nearest@1), in PyTorch's float32 arithmetic:
+ * `scale` is a float32; nearest (exact = 0) reads i on an unchanged axis and i / 2 on
+ * a doubled one, else floor(fl32(fl32(i) * scale)); nearest-exact (exact = 1) reads
+ * floor(fl32((i + 0.5) * scale)) with the product in double; both at most in - 1.
+ * Called as `(nearest_source)(...)` so that a test's mutant can swap it (see
+ * pool_out_len). */
+static int64_t nearest_source(int64_t i, int64_t in, int64_t out, float scale, int exact) {
+  float src;
+  int64_t j;
+  if (!exact && out == in) return i;
+  if (!exact && out == 2 * in) return i / 2;
+  if (exact) src = (float)(((double)i + 0.5) * (double)scale);
+  else src = (float)i * scale;
+  j = (int64_t)floorf(src);
+  return j < in - 1 ? j : in - 1;
+}
+
+/* vsdk.resize_nearest: PyTorch F.interpolate(mode="nearest" or "nearest-exact") on NCHW
+ * float32, `size` or `scale_factor`, exact 0 or 1. A copy of input elements. */
+static vsdk_status_t* k_resize_nearest(const vsdk_kernel_call_t* c) {
+  int64_t out[2], N, C, H, W, OH, OW, exact, p, y, x, j;
+  int64_t *iy, *ix;
+  double sf[2];
+  float sh, sw;
+  int factor;
+  float *src, *dst = (float*)out_data(c);
+  vsdk_status_t* st;
+  TRY(need_inputs(c, 1, 1));
+  TRY(need_f32(c));
+  TRY(attr_int(c, "exact", 0, &exact));
+  if (exact != 0 && exact != 1) return INVALID("%s: attribute `exact` must be 0 or 1", c->kernel);
+  TRY(resize_out_size(c, out, sf, &factor));
+  N = c->inputs[0].shape[0]; C = c->inputs[0].shape[1]; H = c->inputs[0].shape[2]; W = c->inputs[0].shape[3];
+  OH = out[0];
+  OW = out[1];
+  if (N * C == 0) return NULL;
+  /* PyTorch's scales: in / out divided in float32, or 1 / s in double then rounded. */
+  sh = factor ? (float)(1.0 / sf[0]) : (float)H / (float)OH;
+  sw = factor ? (float)(1.0 / sf[1]) : (float)W / (float)OW;
+  iy = (int64_t*)malloc((size_t)OH * sizeof(int64_t));
+  ix = (int64_t*)malloc((size_t)OW * sizeof(int64_t));
+  if (iy == NULL || ix == NULL) {
+    free(iy);
+    free(ix);
+    return OOM("%s: scratch", c->kernel);
+  }
+  for (j = 0; j < OH; j++) {
+    iy[j] = (nearest_source)(j, H, OH, sh, (int)exact);
+    iy[j] = iy[j] < 0 ? 0 : iy[j] > H - 1 ? H - 1 : iy[j]; /* inside the input whatever the rule says */
+  }
+  for (j = 0; j < OW; j++) {
+    ix[j] = (nearest_source)(j, W, OW, sw, (int)exact);
+    ix[j] = ix[j] < 0 ? 0 : ix[j] > W - 1 ? W - 1 : ix[j];
+  }
+  if ((st = load_f32(c, 0, &src)) != NULL) {
+    free(iy);
+    free(ix);
+    return st;
+  }
+  for (p = 0; p < N * C; p++)
+    for (y = 0; y < OH; y++)
+      for (x = 0; x < OW; x++) dst[(p * OH + y) * OW + x] = src[(p * H + iy[y]) * W + ix[x]];
+  free(iy); free(ix); free(src);
   return NULL;
 }
 
@@ -2423,10 +2769,12 @@ static vsdk_status_t* execute(vsdk_provider_t* p, const vsdk_kernel_call_t* c) {
   if (!strcmp(k, "vsdk.permute")) return k_permute(c);
   if (!strcmp(k, "vsdk.linear")) return k_linear(c);
   if (!strcmp(k, "vsdk.conv2d")) return k_conv2d(c);
+  if (!strcmp(k, "vsdk.matmul")) return k_matmul(c);
   if (!strcmp(k, "vsdk.softmax")) return k_softmax(c);
   if (!strcmp(k, "vsdk.layer_norm")) return k_layer_norm(c);
   if (!strcmp(k, "vsdk.rms_norm")) return k_rms_norm(c);
   if (!strcmp(k, "vsdk.batch_norm")) return k_batch_norm(c);
+  if (!strcmp(k, "vsdk.group_norm")) return k_group_norm(c);
   if (!strcmp(k, "vsdk.max_pool2d")) return k_pool2d(c, POOL_MAX);
   if (!strcmp(k, "vsdk.avg_pool2d")) return k_pool2d(c, POOL_AVG);
   if (!strcmp(k, "vsdk.adaptive_avg_pool2d")) return k_pool2d(c, POOL_ADAPTIVE);
@@ -2437,6 +2785,8 @@ static vsdk_status_t* execute(vsdk_provider_t* p, const vsdk_kernel_call_t* c) {
   if (!strcmp(k, "vsdk.resize_pil_bicubic")) return k_resize_pil(c, cubic_half, 2.0);
   if (!strcmp(k, "vsdk.resize_pil_lanczos")) return k_resize_pil(c, lanczos3, 3.0);
   if (!strcmp(k, "vsdk.resize_bicubic")) return k_resize_bicubic(c);
+  if (!strcmp(k, "vsdk.resize_bilinear")) return k_resize_bilinear(c);
+  if (!strcmp(k, "vsdk.resize_nearest")) return k_resize_nearest(c);
   if (!strcmp(k, "vsdk.sparse_conv3d")) return k_sparse_conv3d(c);
   if (!strcmp(k, "vsdk.sparse_downsample_coords")) return k_sparse_downsample(c, 0);
   if (!strcmp(k, "vsdk.sparse_downsample_index")) return k_sparse_downsample(c, 1);

@@ -45,6 +45,44 @@ pub(super) fn linear(
     Ok((Node::Linear, out(shape)))
 }
 
+/// `vsdk.matmul`: `a [..., M, K] @ b [..., K, N]`, batch axes broadcast.
+pub(super) fn matmul(
+    _op: Op,
+    c: &Check,
+    _attrs: &Attrs,
+    inputs: &[TensorSpec],
+    dtype: DType,
+) -> Inferred {
+    let (a, b) = (&inputs[0], &inputs[1]);
+    if a.shape.len() < 2 || b.shape.len() < 2 {
+        return c.fail(format!(
+            "inputs must have rank >= 2 ([..., M, K] and [..., K, N]), got {:?} and {:?}",
+            a.shape, b.shape
+        ));
+    }
+    let (ra, rb) = (a.shape.len(), b.shape.len());
+    let (m, k, k2, n) = (
+        a.shape[ra - 2],
+        a.shape[ra - 1],
+        b.shape[rb - 2],
+        b.shape[rb - 1],
+    );
+    if k != k2 {
+        return c.fail(format!(
+            "a {:?} has K = {k} but b {:?} has {k2} rows",
+            a.shape, b.shape
+        ));
+    }
+    let Some(mut shape) = crate::broadcast_shapes(&a.shape[..ra - 2], &b.shape[..rb - 2]) else {
+        return c.fail(format!(
+            "the batch axes of {:?} and {:?} do not broadcast",
+            a.shape, b.shape
+        ));
+    };
+    shape.extend([m, n]);
+    Ok((Node::Matmul, vec![TensorSpec { dtype, shape }]))
+}
+
 pub(super) fn conv2d(
     _op: Op,
     c: &Check,
@@ -144,5 +182,28 @@ mod tests {
         ];
         let (_, out) = Node::infer(Op::Conv2d, &attrs, &inputs).unwrap();
         assert_eq!(out[0].shape, vec![1, 384, 16, 16]);
+    }
+
+    #[test]
+    fn matmul_broadcasts_batch_axes() {
+        let mm =
+            |a: &[usize], b: &[usize]| Node::infer(Op::Matmul, &Attrs::new(), &[f32s(a), f32s(b)]);
+        assert_eq!(
+            mm(&[3, 1, 5, 7], &[4, 7, 6]).unwrap().1[0].shape,
+            vec![3, 4, 5, 6]
+        );
+        assert_eq!(mm(&[5, 7], &[7, 6]).unwrap().1[0].shape, vec![5, 6]);
+        assert!(mm(&[5, 7], &[6, 7])
+            .unwrap_err()
+            .to_string()
+            .contains("K = 7"));
+        assert!(mm(&[2, 5, 7], &[3, 7, 6])
+            .unwrap_err()
+            .to_string()
+            .contains("broadcast"));
+        assert!(mm(&[7], &[7, 6])
+            .unwrap_err()
+            .to_string()
+            .contains("rank >= 2"));
     }
 }

@@ -18,7 +18,7 @@ pub use elementwise::{Unary, SQRT_2_OVER_PI};
 pub use linear::Conv2d;
 pub use movement::{Crop, Pad, PadMode};
 pub use reduction::{Pool2d, PoolAxis, PoolKind, Reduce, Window};
-pub use resize::{PilResize, Resize};
+pub use resize::{Bilinear, Nearest, PilResize, Resize};
 pub use sparse::{MAX_SPARSE_COORD, SPARSE_OFFSETS};
 
 use crate::attrs::attr_err;
@@ -79,9 +79,13 @@ pub enum Op {
     Sum,
     Rotary,
     Pad,
+    ResizeBilinear,
+    ResizeNearest,
+    GroupNorm,
+    Matmul,
 }
 
-pub const ALL_OPS: [Op; 49] = [
+pub const ALL_OPS: [Op; 53] = [
     Op::ResizePilBicubic,
     Op::ResizePilLanczos,
     Op::ResizeBicubic,
@@ -131,6 +135,10 @@ pub const ALL_OPS: [Op; 49] = [
     Op::Sum,
     Op::Rotary,
     Op::Pad,
+    Op::ResizeBilinear,
+    Op::ResizeNearest,
+    Op::GroupNorm,
+    Op::Matmul,
 ];
 
 impl Op {
@@ -185,6 +193,10 @@ impl Op {
             Op::Sum => "vsdk.sum",
             Op::Rotary => "vsdk.rotary_embedding",
             Op::Pad => "vsdk.pad",
+            Op::ResizeBilinear => "vsdk.resize_bilinear",
+            Op::ResizeNearest => "vsdk.resize_nearest",
+            Op::GroupNorm => "vsdk.group_norm",
+            Op::Matmul => "vsdk.matmul",
         }
     }
 
@@ -272,6 +284,10 @@ impl Op {
             Op::Mean | Op::Sum => &["axes", "keepdims"],
             Op::Rotary => &["interleaved"],
             Op::Pad => &["pads", "mode", "value"],
+            Op::ResizeBilinear => &["size", "scale_factor", "align_corners"],
+            Op::ResizeNearest => &["size", "scale_factor", "exact"],
+            Op::GroupNorm => &["groups", "eps"],
+            Op::Matmul => &[],
             Op::SparseConv3d | Op::GatherRows | Op::SparseSubdivideCoords | Op::Interpolate => &[],
         }
     }
@@ -350,6 +366,16 @@ pub enum Node {
     /// Rotary position embedding by cos and sin tables.
     Rotary(Rotary),
     Pad(Pad),
+    ResizeBilinear(Bilinear),
+    ResizeNearest(Nearest),
+    /// Inputs x [N, C, ...], weight [C], bias [C]; statistics per sample
+    /// over each group of C / groups channels.
+    GroupNorm {
+        groups: usize,
+        eps: f64,
+    },
+    /// `a [..., M, K] @ b [..., K, N]`, batch axes broadcast.
+    Matmul,
 }
 
 /// A call's resolved node and its outputs.
@@ -482,8 +508,9 @@ impl Node {
         let (min, max) = match op {
             Op::Add | Op::Sub | Op::Mul | Op::Div => (2, 2),
             Op::Conv2d | Op::Linear => (2, 3),
+            Op::Matmul => (2, 2),
             Op::RmsNorm => (2, 2),
-            Op::LayerNorm | Op::Rotary => (3, 3),
+            Op::LayerNorm | Op::Rotary | Op::GroupNorm => (3, 3),
             Op::Sdpa => (3, 4),
             Op::BatchNorm => (5, 5),
             Op::SparseConv3d => (3, 4),
@@ -518,6 +545,10 @@ impl Node {
             Op::ResizeBicubic => resize::bicubic,
             Op::Crop => movement::crop,
             Op::Pad => movement::pad,
+            Op::ResizeBilinear => resize::bilinear,
+            Op::ResizeNearest => resize::nearest,
+            Op::GroupNorm => normalization::group_norm,
+            Op::Matmul => linear::matmul,
             Op::Concat => movement::concat,
             Op::Reshape => movement::reshape,
             Op::Permute => movement::permute,

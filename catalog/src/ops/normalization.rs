@@ -1,5 +1,5 @@
 //! Normalisation: layer norm, RMS norm and softmax over an axis; inference
-//! batch norm with running statistics per channel.
+//! batch norm with running statistics per channel; group norm.
 
 use super::{Check, Inferred};
 use crate::{Attrs, DType, Node, Op, TensorSpec};
@@ -116,6 +116,56 @@ pub(super) fn softmax(
     Ok((Node::Softmax { axis }, out(x.shape.clone())))
 }
 
+/// `vsdk.group_norm`: inputs x `[N, C, ...]`, weight `[C]`, bias `[C]`.
+pub(super) fn group_norm(
+    _op: Op,
+    c: &Check,
+    attrs: &Attrs,
+    inputs: &[TensorSpec],
+    dtype: DType,
+) -> Inferred {
+    let x = &inputs[0];
+    if x.shape.len() < 2 {
+        return c.fail(format!(
+            "input must be [N, C, ...] (rank >= 2), got {:?}",
+            x.shape
+        ));
+    }
+    let channels = x.shape[1];
+    let Some(groups) = attrs.int(c.kernel, "groups")? else {
+        return c.attr("groups", "is required");
+    };
+    if groups < 1 || channels as i64 % groups != 0 {
+        return c.attr(
+            "groups",
+            format!("{groups} does not divide the {channels} channels into equal groups"),
+        );
+    }
+    let eps = attrs.float(c.kernel, "eps")?.unwrap_or(1e-5);
+    if !(eps >= 0.0 && eps.is_finite()) {
+        return c.attr("eps", format!("expected a finite value >= 0, got {eps}"));
+    }
+    for (i, name) in [(1, "weight"), (2, "bias")] {
+        if inputs[i].shape != [channels] {
+            return c.fail(format!(
+                "{name} must have shape [{channels}] (the channels), got {:?}",
+                inputs[i].shape
+            ));
+        }
+    }
+    let node = Node::GroupNorm {
+        groups: groups as usize,
+        eps,
+    };
+    Ok((
+        node,
+        vec![TensorSpec {
+            dtype,
+            shape: x.shape.clone(),
+        }],
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,5 +229,36 @@ mod tests {
             );
         }
         assert!(Node::infer(Op::BatchNorm, &Attrs::new(), &five(&x, &c3)[..4]).is_err());
+    }
+
+    #[test]
+    fn group_norm_groups_divide_the_channels() {
+        let gn = |groups: i64, c: usize, wc: usize| {
+            let attrs = Attrs::new().with("groups", AttrValue::Int(groups));
+            let f = |s: &[usize]| TensorSpec::new(DType::F32, s);
+            Node::infer(
+                Op::GroupNorm,
+                &attrs,
+                &[f(&[2, c, 3, 3]), f(&[wc]), f(&[wc])],
+            )
+        };
+        let (node, out) = gn(4, 12, 12).unwrap();
+        assert_eq!(out[0].shape, vec![2, 12, 3, 3]);
+        assert_eq!(
+            node,
+            Node::GroupNorm {
+                groups: 4,
+                eps: 1e-5
+            }
+        );
+        assert!(gn(5, 12, 12)
+            .unwrap_err()
+            .to_string()
+            .contains("equal groups"));
+        assert!(gn(0, 12, 12).is_err());
+        assert!(
+            gn(4, 12, 4).unwrap_err().to_string().contains("[12]"),
+            "per channel, not per group"
+        );
     }
 }

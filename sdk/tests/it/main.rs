@@ -38,3 +38,4 @@ mod sparse_error_model;
 mod stepped_slices;
 mod template_c;
 mod unary_ops;
+mod unet_ops;

@@ -69,3 +69,11 @@ pub const MUTANT_CROP_STEP_IGNORED: &str = env!("VSDK_MUTANT_CROP_STEP_IGNORED")
 /// The C template whose `reflect` `vsdk.pad` repeats the edge element
 /// (NumPy's `symmetric`): every mirrored element one off.
 pub const MUTANT_PAD_REFLECT_SYMMETRIC: &str = env!("VSDK_MUTANT_PAD_REFLECT_SYMMETRIC");
+/// The C template whose `vsdk.resize_bilinear` uses the other `align_corners` convention.
+pub const MUTANT_BILINEAR_CORNERS_FLIPPED: &str = env!("VSDK_MUTANT_BILINEAR_CORNERS_FLIPPED");
+/// The C template whose `vsdk.resize_nearest` swaps `nearest` and `nearest-exact`.
+pub const MUTANT_NEAREST_CENTRES_FLIPPED: &str = env!("VSDK_MUTANT_NEAREST_CENTRES_FLIPPED");
+/// The C template whose `vsdk.group_norm` divides by count − 1 (the unbiased variance).
+pub const MUTANT_GROUP_NORM_UNBIASED: &str = env!("VSDK_MUTANT_GROUP_NORM_UNBIASED");
+/// The C template whose `vsdk.matmul` reads a broadcast operand's first matrix for every batch.
+pub const MUTANT_MATMUL_BATCH_FIRST: &str = env!("VSDK_MUTANT_MATMUL_BATCH_FIRST");

@@ -1,4 +1,4 @@
-/* linear.cu: linear layers and convolution.
+/* linear.cu: linear layers, batched matrix products and convolution.
  * Part of the one kernel program (common.cu says how it is put together). */
 
 struct VipsConv {
@@ -55,6 +55,48 @@ __device__ void vips_linear(const T* x, const T* w, const T* bias, T* out, int m
   }
 }
 
+/* ---- matmul: out[z, m, n] = Σ_k a[z, m, k] · b[z, k, n], z the flat index of the
+ * output's batch axes (batch.dims; batch.rank 0 for plain matrices). The operands are
+ * read in place through their element strides: batch.a and batch.b over the batch
+ * axes (0 on a broadcast axis, one of length 1 or missing), a_m, a_k and b_k, b_n
+ * over the matrices. 16 × 16 output tiles, a thread each, k in steps of 16 staged
+ * through shared memory, float32 accumulation. Grid (n tiles, m tiles, batches),
+ * each capped: the blocks stride over the rest. ---- */
+#define VIPS_MM_TILE 16
+
+template <class T>
+__device__ void vips_matmul(const T* a, const T* b, T* out, VipsStrides batch, vips_i64 batches,
+                            int m, int n, int k, vips_i64 a_m, vips_i64 a_k, vips_i64 b_k,
+                            vips_i64 b_n) {
+  __shared__ float as[VIPS_MM_TILE][VIPS_MM_TILE + 1];
+  __shared__ float bs[VIPS_MM_TILE][VIPS_MM_TILE + 1];
+  const int tx = threadIdx.x % VIPS_MM_TILE, ty = threadIdx.x / VIPS_MM_TILE;
+  const int m_tiles = (m + VIPS_MM_TILE - 1) / VIPS_MM_TILE;
+  const int n_tiles = (n + VIPS_MM_TILE - 1) / VIPS_MM_TILE;
+  for (vips_i64 z = blockIdx.z; z < batches; z += gridDim.z) {
+    vips_i64 oa, ob;
+    vips_offsets(batch, z, &oa, &ob);
+    const T* az = a + oa;
+    const T* bz = b + ob;
+    T* oz = out + z * m * n;
+    for (int ti = blockIdx.y; ti < m_tiles; ti += gridDim.y) {
+      for (int tj = blockIdx.x; tj < n_tiles; tj += gridDim.x) {
+        const int row = ti * VIPS_MM_TILE + ty, col = tj * VIPS_MM_TILE + tx;
+        float acc = 0.0f;
+        for (int k0 = 0; k0 < k; k0 += VIPS_MM_TILE) {
+          const int ka = k0 + tx, kb = k0 + ty;
+          as[ty][tx] = (row < m && ka < k) ? vips_load(az + row * a_m + ka * a_k) : 0.0f;
+          bs[ty][tx] = (kb < k && col < n) ? vips_load(bz + kb * b_k + col * b_n) : 0.0f;
+          __syncthreads();
+          for (int kk = 0; kk < VIPS_MM_TILE; ++kk) acc = fmaf(as[ty][kk], bs[kk][tx], acc);
+          __syncthreads();
+        }
+        if (row < m && col < n) vips_store(oz + static_cast<vips_i64>(row) * n + col, acc);
+      }
+    }
+  }
+}
+
 /* ---- conv2d (NCHW, weight [OC, C/groups, kH, kW]): one output per thread ---- */
 template <class T>
 __device__ void vips_conv2d(const T* x, const T* w, const T* bias, T* out, VipsConv p) {
@@ -87,13 +129,19 @@ __device__ void vips_conv2d(const T* x, const T* w, const T* bias, T* out, VipsC
   }
 }
 
-/* The exported kernels: vips_{linear,conv2d}_<dtype>, for each float type. */
+/* The exported kernels: vips_{linear,matmul,conv2d}_<dtype>, for each float type. */
 #define VIPS_LINEAR_KERNELS(sfx, T)                                                             \
   VIPS_KERNEL vips_linear_##sfx(                  \
       const T* x, const T* w, const T* bias, T* out, int m, int n, int k) {                    \
     vips_linear<T>(x, w, bias, out, m, n, k);                                                  \
   }                                                                                            \
   VIPS_REGISTER(vips_linear_##sfx)                                                             \
+  VIPS_KERNEL vips_matmul_##sfx(const T* a, const T* b, T* out, VipsStrides batch,             \
+                                vips_i64 batches, int m, int n, int k, vips_i64 a_m,           \
+                                vips_i64 a_k, vips_i64 b_k, vips_i64 b_n) {                    \
+    vips_matmul<T>(a, b, out, batch, batches, m, n, k, a_m, a_k, b_k, b_n);                    \
+  }                                                                                            \
+  VIPS_REGISTER(vips_matmul_##sfx)                                                             \
   VIPS_KERNEL                                     \
       vips_conv2d_##sfx(const T* x, const T* w, const T* bias, T* out, VipsConv p) {           \
     vips_conv2d<T>(x, w, bias, out, p);                                                        \

@@ -1,5 +1,5 @@
 /* normalization.cu: normalisation over an axis (layer norm, RMS norm,
- * softmax).
+ * softmax), batch norm, group norm.
  * Part of the one kernel program (common.cu says how it is put together). */
 
 /* ---- rows: layer norm, softmax, attention. A block per row, blocks striding
@@ -73,7 +73,8 @@ __device__ void vips_softmax(const T* x, T* out, vips_i64 rows, vips_i64 len, vi
   }
 }
 
-/* The exported kernels: vips_{layer_norm,rms_norm,softmax}_<dtype>, for each float type. */
+/* The exported kernels: vips_{layer_norm,rms_norm,batch_norm,group_norm,softmax}_<dtype>, for
+ * each float type. */
 /* vsdk.batch_norm (inference): one thread per element, channel axis 1 of [N, C, inner];
  * the statistics unfolded, (x - mean) / sqrt(var + eps) * w + b, in float32. */
 template <class T>
@@ -83,6 +84,34 @@ __device__ void vips_batch_norm(const T* x, const T* mean, const T* var, const T
     const vips_i64 c = (i / inner) % channels;
     const float s = sqrtf(vips_load(var + c) + eps);
     vips_store(out + i, (vips_load(x + i) - vips_load(mean + c)) / s * vips_load(w + c) + vips_load(b + c));
+  }
+}
+
+/* vsdk.group_norm: x [N, C, inner] in `groups` groups of `cpg` channels; row r =
+ * (n, g) is the cpg · inner contiguous elements of sample n's group g, a block per
+ * row as layer norm: the mean, then the biased variance (two passes, float32), then
+ * (x − mean) / sqrt(var + eps) · w[c] + b[c] with channel c = g · cpg + j / inner. */
+template <class T>
+__device__ void vips_group_norm(const T* x, const T* w, const T* b, T* out, vips_i64 rows,
+                                vips_i64 groups, vips_i64 cpg, vips_i64 inner, float eps) {
+  __shared__ float scratch[VIPS_BLOCK / 32];
+  const vips_i64 len = cpg * inner;
+  for (vips_i64 row = blockIdx.x; row < rows; row += gridDim.x) {
+    const vips_i64 base = row * len, c0 = (row % groups) * cpg;
+    float s = 0.0f;
+    for (vips_i64 j = threadIdx.x; j < len; j += blockDim.x) s += vips_load(x + base + j);
+    const float mean = vips_block_sum(s, scratch) / static_cast<float>(len);
+    float q = 0.0f;
+    for (vips_i64 j = threadIdx.x; j < len; j += blockDim.x) {
+      const float d = vips_load(x + base + j) - mean;
+      q = fmaf(d, d, q);
+    }
+    const float inv = 1.0f / sqrtf(vips_block_sum(q, scratch) / static_cast<float>(len) + eps);
+    for (vips_i64 j = threadIdx.x; j < len; j += blockDim.x) {
+      const vips_i64 c = c0 + j / inner;
+      const float v = (vips_load(x + base + j) - mean) * inv;
+      vips_store(out + base + j, fmaf(v, vips_load(w + c), vips_load(b + c)));
+    }
   }
 }
 
@@ -102,6 +131,11 @@ __device__ void vips_batch_norm(const T* x, const T* mean, const T* var, const T
     vips_batch_norm<T>(x, mean, var, w, b, out, n, channels, inner, eps);                     \
   }                                                                                            \
   VIPS_REGISTER(vips_batch_norm_##sfx)                                                         \
+  VIPS_KERNEL vips_group_norm_##sfx(const T* x, const T* w, const T* b, T* out, vips_i64 rows,  \
+                                    vips_i64 groups, vips_i64 cpg, vips_i64 inner, float eps) { \
+    vips_group_norm<T>(x, w, b, out, rows, groups, cpg, inner, eps);                          \
+  }                                                                                            \
+  VIPS_REGISTER(vips_group_norm_##sfx)                                                         \
   VIPS_KERNEL                                     \
       vips_softmax_##sfx(const T* x, T* out, vips_i64 rows, vips_i64 len, vips_i64 inner) {    \
     vips_softmax<T>(x, out, rows, len, inner);                                                       \

@@ -1,5 +1,5 @@
 /* resize.cu: separable resizes (PyTorch's bicubic, Pillow's 8-bit
- * filters).
+ * filters), PyTorch's bilinear and nearest.
  * Part of the one kernel program (common.cu says how it is put together). */
 
 /* ---- separable resizes: one axis at a time ----
@@ -106,3 +106,71 @@ VIPS_KERNEL
   }
 }
 VIPS_REGISTER(vips_unpremultiply_u8)
+
+/* ---- bilinear and nearest: a thread per output element of [planes, out_h, out_w]
+ * (planes = N · C, the input compact [planes, h, w]), from per-axis tables the host
+ * computes with the catalog's rules (vsdk_catalog::Bilinear::taps and
+ * Nearest::source, so every provider shares the index maths). ----
+ * Bilinear: output row y reads rows iy[2y] and iy[2y + 1] with weights 1 − ly[y] and
+ * ly[y], columns likewise (ix, lx); in float32. A weight of 0 leaves its tap unread
+ * (a copied axis, λ = 0 on the host where both taps are one pixel), so the value is
+ * that pixel exactly, an infinity beside it included. */
+__device__ __forceinline__ float vips_lerp(float p, float q, float l) {
+  return l == 0.0f ? p : (1.0f - l) * p + l * q;
+}
+
+template <class T>
+__device__ void vips_resize_bilinear(const T* x, T* out, const int* iy, const float* ly,
+                                     const int* ix, const float* lx, vips_i64 planes, int h,
+                                     int w, int oh, int ow) {
+  const vips_i64 total = planes * oh * ow;
+  for (vips_i64 t = vips_global_id(); t < total; t += vips_grid_stride()) {
+    const int ox = static_cast<int>(t % ow);
+    const int oy = static_cast<int>((t / ow) % oh);
+    const vips_i64 p = t / ow / oh;
+    const T* src = x + p * h * w;
+    const T* r0 = src + static_cast<vips_i64>(iy[2 * oy]) * w;
+    const int x0 = ix[2 * ox], x1 = ix[2 * ox + 1];
+    const float a = lx[ox], b = ly[oy];
+    float v = vips_lerp(vips_load(r0 + x0), a == 0.0f ? 0.0f : vips_load(r0 + x1), a);
+    if (b != 0.0f) {
+      const T* r1 = src + static_cast<vips_i64>(iy[2 * oy + 1]) * w;
+      v = vips_lerp(v, vips_lerp(vips_load(r1 + x0), a == 0.0f ? 0.0f : vips_load(r1 + x1), a), b);
+    }
+    vips_store(out + t, v);
+  }
+}
+
+/* Nearest: output (y, x) is input (iy[y], ix[x]), copied as it is stored (every
+ * output element is an input element, bit for bit). */
+template <class T>
+__device__ void vips_resize_nearest(const T* x, T* out, const int* iy, const int* ix,
+                                    vips_i64 planes, int h, int w, int oh, int ow) {
+  const vips_i64 total = planes * oh * ow;
+  for (vips_i64 t = vips_global_id(); t < total; t += vips_grid_stride()) {
+    const int ox = static_cast<int>(t % ow);
+    const int oy = static_cast<int>((t / ow) % oh);
+    const vips_i64 p = t / ow / oh;
+    out[t] = x[(p * h + iy[oy]) * w + ix[ox]];
+  }
+}
+
+/* The exported kernels: vips_{resize_bilinear,resize_nearest}_<dtype>, for each float type. */
+#define VIPS_RESIZE_TABLE_KERNELS(sfx, T)                                                      \
+  VIPS_KERNEL                                                                                  \
+      vips_resize_bilinear_##sfx(const T* x, T* out, const int* iy, const float* ly,          \
+                                 const int* ix, const float* lx, vips_i64 planes, int h,      \
+                                 int w, int oh, int ow) {                                     \
+    vips_resize_bilinear<T>(x, out, iy, ly, ix, lx, planes, h, w, oh, ow);                    \
+  }                                                                                            \
+  VIPS_REGISTER(vips_resize_bilinear_##sfx)                                                    \
+  VIPS_KERNEL                                                                                  \
+      vips_resize_nearest_##sfx(const T* x, T* out, const int* iy, const int* ix,             \
+                                vips_i64 planes, int h, int w, int oh, int ow) {              \
+    vips_resize_nearest<T>(x, out, iy, ix, planes, h, w, oh, ow);                             \
+  }                                                                                            \
+  VIPS_REGISTER(vips_resize_nearest_##sfx)
+
+VIPS_RESIZE_TABLE_KERNELS(f32, float)
+VIPS_RESIZE_TABLE_KERNELS(f16, vips_f16)
+VIPS_RESIZE_TABLE_KERNELS(bf16, vips_bf16)

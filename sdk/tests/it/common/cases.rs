@@ -336,7 +336,198 @@ pub fn float_cases(r: &mut ChaCha8Rng) -> Vec<Case> {
             vec![T::random(r, &[1, 1, 10, 21], -1.0, 1.0)],
             |x| resize_bicubic(&x[0], [17, 9], [1.0 / 1.7, 1.0 / 0.45], true),
         ),
+        case(
+            "resize_bilinear size, half-pixel",
+            "vsdk.resize_bilinear",
+            a().with("size", Ints(vec![31, 7])),
+            vec![T::random(r, &[2, 3, 9, 12], -2.0, 2.0)],
+            |x| bilinear(&x[0], [31, 7], [9.0 / 31.0, 12.0 / 7.0], false),
+        ),
+        case(
+            "resize_bilinear size, align_corners",
+            "vsdk.resize_bilinear",
+            a().with("size", Ints(vec![31, 7]))
+                .with("align_corners", Int(1)),
+            vec![T::random(r, &[2, 3, 9, 12], -2.0, 2.0)],
+            |x| bilinear(&x[0], [31, 7], [0.0, 0.0], true),
+        ),
+        case(
+            // 9 rows at 1.05 stay 9: copied, not resampled at 1/1.05.
+            "resize_bilinear scale_factor, a kept axis",
+            "vsdk.resize_bilinear",
+            a().with("scale_factor", Floats(vec![1.05, 2.0])),
+            vec![T::random(r, &[1, 2, 9, 12], -2.0, 2.0)],
+            |x| bilinear(&x[0], [9, 24], [1.0 / 1.05, 0.5], false),
+        ),
+        case(
+            "resize_nearest size",
+            "vsdk.resize_nearest",
+            a().with("size", Ints(vec![31, 7])),
+            vec![T::random(r, &[2, 3, 9, 12], -2.0, 2.0)],
+            |x| nearest(&x[0], [31, 7], None, false),
+        ),
+        case(
+            "resize_nearest scale_factor, exact",
+            "vsdk.resize_nearest",
+            a().with("scale_factor", Floats(vec![1.05, 0.7]))
+                .with("exact", Int(1)),
+            vec![T::random(r, &[1, 2, 9, 12], -2.0, 2.0)],
+            |x| nearest(&x[0], [9, 8], Some([1.05, 0.7]), true),
+        ),
+        case(
+            "resize_nearest scale_factor, a kept and a doubled axis",
+            "vsdk.resize_nearest",
+            a().with("scale_factor", Floats(vec![1.05, 2.0])),
+            vec![T::random(r, &[1, 2, 9, 12], -2.0, 2.0)],
+            |x| nearest(&x[0], [9, 24], Some([1.05, 2.0]), false),
+        ),
+        case(
+            "group_norm 3 groups",
+            "vsdk.group_norm",
+            a().with("groups", Int(3)).with("eps", Float(1e-3)),
+            vec![
+                T::random(r, &[2, 6, 4, 5], -3.0, 5.0),
+                T::random(r, &[6], 0.5, 1.5),
+                T::random(r, &[6], -0.5, 0.5),
+            ],
+            |x| group_norm(x, 3, 1e-3),
+        ),
+        case(
+            "matmul with broadcast batch axes",
+            "vsdk.matmul",
+            a(),
+            vec![
+                T::random(r, &[3, 1, 5, 7], -1.0, 1.0),
+                T::random(r, &[4, 7, 6], -1.0, 1.0),
+            ],
+            |x| matmul(&x[0], &x[1]),
+        ),
     ]
+}
+
+/// PyTorch's bilinear resize of `[N, C, H, W]` to `size`, written from its
+/// definition: per axis two taps at `src` (half-pixel clamped at 0, or
+/// corners aligned), an axis whose length is kept copied.
+fn bilinear(x: &T, size: [usize; 2], scale: [f64; 2], align: bool) -> T {
+    let (n, c, ih, iw) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3]);
+    let taps = |i: usize, len: usize, out: usize, scale: f64| -> (usize, usize, f64) {
+        if len == out {
+            return (i, i, 0.0);
+        }
+        let src = match align {
+            true if out > 1 => i as f64 * (len - 1) as f64 / (out - 1) as f64,
+            true => 0.0,
+            false => f64::max(0.0, (i as f64 + 0.5) * scale - 0.5),
+        };
+        let lo = (src.floor() as usize).min(len - 1);
+        (lo, (lo + 1).min(len - 1), src - lo as f64)
+    };
+    let shape = [n, c, size[0], size[1]];
+    let data = (0..shape.iter().product())
+        .map(|f| {
+            let i = unravel(f, &shape);
+            let (y0, y1, ly) = taps(i[2], ih, size[0], scale[0]);
+            let (x0, x1, lx) = taps(i[3], iw, size[1], scale[1]);
+            let p = |y: usize, xx: usize| x.at(&[i[0], i[1], y, xx]);
+            (1.0 - ly) * ((1.0 - lx) * p(y0, x0) + lx * p(y0, x1))
+                + ly * ((1.0 - lx) * p(y1, x0) + lx * p(y1, x1))
+        })
+        .collect();
+    T::new(&shape, data)
+}
+
+/// PyTorch's `nearest` / `nearest-exact`, index arithmetic in float32 as
+/// its kernels do (`factor`: the `scale_factor`, else `size` was given).
+fn nearest(x: &T, size: [usize; 2], factor: Option<[f64; 2]>, exact: bool) -> T {
+    let (n, c) = (x.shape[0], x.shape[1]);
+    let source = |i: usize, len: usize, out: usize, axis: usize| -> usize {
+        let scale: f32 = match factor {
+            Some(f) => (1.0 / f[axis]) as f32,
+            None => len as f32 / out as f32,
+        };
+        let src = if exact {
+            ((i as f64 + 0.5) * scale as f64) as f32
+        } else if out == len {
+            i as f32
+        } else if out == 2 * len {
+            (i / 2) as f32
+        } else {
+            i as f32 * scale
+        };
+        (src.floor() as usize).min(len - 1)
+    };
+    let shape = [n, c, size[0], size[1]];
+    let data = (0..shape.iter().product())
+        .map(|f| {
+            let i = unravel(f, &shape);
+            let y = source(i[2], x.shape[2], size[0], 0);
+            let xx = source(i[3], x.shape[3], size[1], 1);
+            x.at(&[i[0], i[1], y, xx])
+        })
+        .collect();
+    T::new(&shape, data)
+}
+
+/// Group norm from its definition: per sample and group, the mean and the
+/// biased variance over the group's channels and positions.
+fn group_norm(x: &[T], groups: usize, eps: f64) -> T {
+    let (shape, (w, b)) = (&x[0].shape, (&x[1].data, &x[2].data));
+    let (n, ch) = (shape[0], shape[1]);
+    let inner: usize = shape[2..].iter().product();
+    let per = ch / groups;
+    let mut out = vec![0.0; x[0].data.len()];
+    for s in 0..n {
+        for g in 0..groups {
+            let idx: Vec<usize> = (g * per..(g + 1) * per)
+                .flat_map(|c| (0..inner).map(move |p| (s * ch + c) * inner + p))
+                .collect();
+            let k = idx.len() as f64;
+            let mean = idx.iter().map(|&e| x[0].data[e]).sum::<f64>() / k;
+            let var = idx
+                .iter()
+                .map(|&e| (x[0].data[e] - mean).powi(2))
+                .sum::<f64>()
+                / k;
+            for &e in &idx {
+                let c = (e / inner) % ch;
+                out[e] = (x[0].data[e] - mean) / (var + eps).sqrt() * w[c] + b[c];
+            }
+        }
+    }
+    T::new(shape, out)
+}
+
+/// `a @ b` with NumPy's broadcasting of the batch axes.
+fn matmul(a: &T, b: &T) -> T {
+    let (ra, rb) = (a.shape.len(), b.shape.len());
+    let (m, k, nn) = (a.shape[ra - 2], a.shape[ra - 1], b.shape[rb - 1]);
+    let (rank, lead) = (ra.max(rb), ra.max(rb) - 2);
+    // Batch axis d of `s`, aligned from the right (1 where it has none).
+    let axis = |s: &[usize], d: usize| (d + s.len() - 2).checked_sub(lead).map_or(1, |j| s[j]);
+    let batch: Vec<usize> = (0..lead)
+        .map(|d| axis(&a.shape, d).max(axis(&b.shape, d)))
+        .collect();
+    let mut shape = batch.clone();
+    shape.extend([m, nn]);
+    let data = (0..shape.iter().product())
+        .map(|f| {
+            let i = unravel(f, &shape);
+            let pick = |s: &[usize], row: usize, col: usize| -> Vec<usize> {
+                let own = s.len() - 2;
+                let mut at: Vec<usize> = (0..own)
+                    .map(|j| if s[j] == 1 { 0 } else { i[j + lead - own] })
+                    .collect();
+                at.extend([row, col]);
+                at
+            };
+            (0..k)
+                .map(|kk| {
+                    a.at(&pick(&a.shape, i[rank - 2], kk)) * b.at(&pick(&b.shape, kk, i[rank - 1]))
+                })
+                .sum()
+        })
+        .collect();
+    T::new(&shape, data)
 }
 
 /// Data-movement cases: exact on every dtype.

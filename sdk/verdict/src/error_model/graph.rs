@@ -98,17 +98,21 @@ pub fn stage_reference(
         if ev.accumulates || node.inputs.iter().any(|n| summed.contains(n)) {
             summed.insert(node.output.clone());
         }
-        // A batch norm's per-channel scale is computed once per channel: its
-        // rounding is shared by the channel's elements, as a broadcast's is;
+        // A batch norm's per-channel scale is computed once per channel (a
+        // group norm's statistics once per group, and commonly folded into
+        // a scale per channel): its rounding is shared by the channel's
+        // elements, as a broadcast's is;
         // so is the 1/6 of the hard functions, rounded once (ONNX's float32
         // `alpha`, a kernel's `x·(1/6)`): half an ulp of the same sign for
         // every element of one sign.
-        let broadcast_error = matches!(node.op, Op::BatchNorm | Op::HardSigmoid | Op::HardSwish)
-            || matches!(node.op, Op::Add | Op::Sub | Op::Mul | Op::Div)
-                && node
-                    .inputs
-                    .iter()
-                    .any(|n| vars.contains_key(n) && specs[n].numel() < out_spec.numel());
+        let broadcast_error = matches!(
+            node.op,
+            Op::BatchNorm | Op::GroupNorm | Op::HardSigmoid | Op::HardSwish
+        ) || matches!(node.op, Op::Add | Op::Sub | Op::Mul | Op::Div)
+            && node
+                .inputs
+                .iter()
+                .any(|n| vars.contains_key(n) && specs[n].numel() < out_spec.numel());
         if broadcast_error || node.inputs.iter().any(|n| shared.contains(n)) {
             shared.insert(node.output.clone());
         }

@@ -209,6 +209,38 @@ unsafe impl<T> Send for SendPtr<*mut T> {}
 // SAFETY: as above.
 unsafe impl<T> Sync for SendPtr<*mut T> {}
 
+/// `vsdk.matmul`: `a [..., M, K] @ b [..., K, N]`, the batch axes
+/// broadcast; each batch's product is [`linear`] with `b`'s transpose as
+/// the weight (a view: no copy).
+pub fn matmul<T: Real>(a: &ArrayViewD<T>, b: &ArrayViewD<T>, mut out: ArrayViewMutD<T>) {
+    let batch = out.shape()[..out.ndim() - 2].to_vec();
+    let (a, b) = (batched(a, &batch), batched(b, &batch));
+    for f in 0..batch.iter().product() {
+        // The batch index of flat batch f, row-major.
+        let mut index = vec![0; batch.len()];
+        let mut rest = f;
+        for d in (0..batch.len()).rev() {
+            index[d] = rest % batch[d];
+            rest /= batch[d];
+        }
+        let (mut ab, mut bb, mut o) = (a.view(), b.view(), out.view_mut());
+        for &i in &index {
+            ab = ab.index_axis_move(Axis(0), i);
+            bb = bb.index_axis_move(Axis(0), i);
+            o = o.index_axis_move(Axis(0), i);
+        }
+        linear(&ab, &bb.reversed_axes(), None, o);
+    }
+}
+
+/// `t [..., R, C]` broadcast to `batch + [R, C]` (stride 0 where it repeats).
+fn batched<'a, T>(t: &'a ArrayViewD<'_, T>, batch: &[usize]) -> ArrayViewD<'a, T> {
+    let mut shape = batch.to_vec();
+    shape.extend_from_slice(&t.shape()[t.ndim() - 2..]);
+    t.broadcast(shape)
+        .expect("the catalog checked the batch axes broadcast")
+}
+
 /// NCHW convolution by im2col + GEMM per image and group.
 pub fn conv2d<T: Real>(
     x: &ArrayViewD<T>,

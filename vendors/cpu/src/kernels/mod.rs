@@ -260,6 +260,10 @@ fn float_node<T: Real>(
         Node::Sdpa(s) => attention::sdpa(ins, s, out),
         Node::Rotary(r) => attention::rotary(ins, r, out),
         Node::ResizeBicubic(r) => resize::bicubic(&ins[0], r, out),
+        Node::ResizeBilinear(b) => resize::bilinear(&ins[0], b, out),
+        Node::ResizeNearest(n) => resize::nearest(&ins[0], n, out),
+        Node::GroupNorm { groups, eps } => norm::group_norm(ins, *groups, *eps, out),
+        Node::Matmul => matmul::matmul(&ins[0], &ins[1], out),
         Node::Pool2d(p) => reduction::pool2d(&ins[0], p, out),
         Node::Reduce(r) => reduction::reduce(&ins[0], r, out),
         other => {

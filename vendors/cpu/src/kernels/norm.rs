@@ -107,6 +107,42 @@ pub fn batch_norm<T: Real>(ins: &[ArrayViewD<T>], eps: f64, mut out: ArrayViewMu
         });
 }
 
+/// Group norm: each sample's groups of `C / groups` channels (contiguous in
+/// the compact input) normalised by their own mean and biased variance (two
+/// passes in f64), then each channel's weight and bias.
+pub fn group_norm<T: Real>(
+    ins: &[ArrayViewD<T>],
+    groups: usize,
+    eps: f64,
+    mut out: ArrayViewMutD<T>,
+) {
+    let x = ins[0].as_standard_layout();
+    let xs = x.as_slice().expect("compact");
+    let shape = x.shape();
+    let (ch, inner) = (shape[1], shape[2..].iter().product::<usize>());
+    let len = ch / groups.max(1) * inner;
+    if len == 0 || xs.is_empty() {
+        return;
+    }
+    let per = |i: usize| -> Vec<f64> { ins[i].iter().map(|v| v.wide()).collect() };
+    let (w, b) = (per(1), per(2));
+    let out = out.as_slice_mut().expect("outputs are compact");
+    out.par_chunks_mut(len)
+        .zip(xs.par_chunks(len))
+        .enumerate()
+        .for_each(|(r, (o, group))| {
+            let n = len as f64;
+            let mean = group.iter().map(|v| v.wide()).sum::<f64>() / n;
+            let var = group.iter().map(|v| (v.wide() - mean).powi(2)).sum::<f64>() / n;
+            let s = (var + eps).sqrt();
+            let first = (r % groups) * (ch / groups);
+            for (e, (o, x)) in o.iter_mut().zip(group).enumerate() {
+                let c = first + e / inner;
+                *o = T::lit((x.wide() - mean) / s * w[c] + b[c]);
+            }
+        });
+}
+
 /// Softmax of one contiguous row, in place: max-subtracted, sum in f64, as
 /// the float64 reference computes it (and any row holding NaN or infinity).
 pub fn softmax_row_plain<T: Real>(row: &mut [T]) {

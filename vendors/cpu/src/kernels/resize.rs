@@ -10,7 +10,7 @@ use rayon::prelude::*;
 use vsdk_catalog::taps::{
     axis_taps, pil_coeffs, pil_premultiply, pil_unpremultiply, PIL_PRECISION_BITS as PRECISION_BITS,
 };
-use vsdk_catalog::{PilResize, Resize};
+use vsdk_catalog::{Bilinear, Nearest, PilResize, Resize};
 
 /// PyTorch-style bicubic resize of [N, C, H, W]: horizontal pass, then vertical.
 pub fn bicubic<T: Real>(x: &ArrayViewD<T>, r: &Resize, out: ArrayViewMutD<T>) {
@@ -57,6 +57,73 @@ const ROUND: i64 = 1 << (PRECISION_BITS - 1);
 /// divided by the resized alpha after them. An unchanged size is a copy.
 /// The sums are exact integers, so their order (rows in parallel, a row's
 /// columns in lanes) does not change a bit.
+/// `vsdk.resize_bilinear`: two taps per axis (`Bilinear::taps`), the
+/// horizontal pass then the vertical one, in f64.
+pub fn bilinear<T: Real>(x: &ArrayViewD<T>, b: &Bilinear, out: ArrayViewMutD<T>) {
+    let x = x
+        .view()
+        .into_dimensionality::<Ix4>()
+        .expect("rank 4 checked");
+    let mut out = out.into_dimensionality::<Ix4>().expect("rank 4 checked");
+    let (ih, iw) = (x.shape()[2], x.shape()[3]);
+    let rows: Vec<_> = (0..b.out_h)
+        .map(|i| b.taps(i, ih, b.out_h, b.scale_h))
+        .collect();
+    let cols: Vec<_> = (0..b.out_w)
+        .map(|j| b.taps(j, iw, b.out_w, b.scale_w))
+        .collect();
+    Zip::from(out.outer_iter_mut())
+        .and(x.outer_iter())
+        .par_for_each(|mut o, x| {
+            for (mut o, x) in o.outer_iter_mut().zip(x.outer_iter()) {
+                for (i, &(r0, r1, ly)) in rows.iter().enumerate() {
+                    for (j, &(c0, c1, lx)) in cols.iter().enumerate() {
+                        let at = |r: usize, c: usize| x[[r, c]].wide();
+                        let row = |r: usize| lerp(at(r, c0), at(r, c1), lx);
+                        o[[i, j]] = T::lit(lerp(row(r0), row(r1), ly));
+                    }
+                }
+            }
+        });
+}
+
+/// `(1 − λ)·a + λ·b`, where a tap of weight 0 is not read (an infinite
+/// neighbour gives no NaN; docs/operators.md).
+fn lerp(a: f64, b: f64, l: f64) -> f64 {
+    if l == 0.0 {
+        a
+    } else {
+        (1.0 - l) * a + l * b
+    }
+}
+
+/// `vsdk.resize_nearest`: each output pixel one input pixel (`Nearest::source`).
+pub fn nearest<T: Real>(x: &ArrayViewD<T>, n: &Nearest, out: ArrayViewMutD<T>) {
+    let x = x
+        .view()
+        .into_dimensionality::<Ix4>()
+        .expect("rank 4 checked");
+    let mut out = out.into_dimensionality::<Ix4>().expect("rank 4 checked");
+    let (ih, iw) = (x.shape()[2], x.shape()[3]);
+    let rows: Vec<usize> = (0..n.out_h)
+        .map(|i| n.source(i, ih, n.out_h, n.scale_h))
+        .collect();
+    let cols: Vec<usize> = (0..n.out_w)
+        .map(|j| n.source(j, iw, n.out_w, n.scale_w))
+        .collect();
+    Zip::from(out.outer_iter_mut())
+        .and(x.outer_iter())
+        .par_for_each(|mut o, x| {
+            for (mut o, x) in o.outer_iter_mut().zip(x.outer_iter()) {
+                for (i, &r) in rows.iter().enumerate() {
+                    for (j, &c) in cols.iter().enumerate() {
+                        o[[i, j]] = x[[r, c]];
+                    }
+                }
+            }
+        });
+}
+
 pub fn pil_u8(x: ArrayViewD<u8>, mut out: ArrayViewMutD<u8>, r: &PilResize) {
     let (h, w, c) = (x.shape()[0], x.shape()[1], x.shape()[2]);
     let (oh, ow) = (r.out_h, r.out_w);

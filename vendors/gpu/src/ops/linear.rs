@@ -1,7 +1,9 @@
 //! Linear layers and convolution: the backend's GEMM where it has one, else
-//! the tiled `vips_linear` kernel; `vips_conv2d`, one output per thread.
+//! the tiled `vips_linear` kernel; `vips_matmul`, batched with broadcast batch
+//! axes, reading its operands through their strides; `vips_conv2d`, one
+//! output per thread.
 
-use super::{grid_for, int, ptr, suffix, Arg, Call, MAX_GRID, TILE};
+use super::{grid_for, int, ptr, strides, suffix, Arg, Call, MAX_GRID, TILE};
 use crate::backend::{Backend, Gemm, GemmType};
 use vsdk_catalog::{Conv2d, DType};
 use vsdk_provider_kit::{ProviderError, TensorArg};
@@ -73,6 +75,64 @@ pub(super) fn linear<B: Backend>(
     let grid = [int(n.div_ceil(TILE), "N / 64")?, row_tiles as u32, 1];
     c.launch(
         &format!("vips_linear_{}", suffix(out.dtype)?),
+        grid,
+        0,
+        args,
+    )
+}
+
+/// `VIPS_MM_TILE`: the matmul kernel's output tile.
+const MM_TILE: usize = 16;
+
+/// `a [..., M, K] @ b [..., K, N]`, the batch axes broadcast: the operands
+/// read in place (any view) through their strides, 0 over a batch axis that
+/// an operand lacks or holds once, so a broadcast matrix repeats.
+pub(super) fn matmul<B: Backend>(
+    c: &mut Call<B>,
+    ins: &[TensorArg],
+    out: &TensorArg,
+) -> Result<(), ProviderError> {
+    let (a, b) = (&ins[0], &ins[1]);
+    let (ra, rb, r) = (a.shape.len(), b.shape.len(), out.shape.len());
+    let (m, k, n) = (a.shape[ra - 2], a.shape[ra - 1], b.shape[rb - 1]);
+    let batch_dims = &out.shape[..r - 2];
+    // An operand's element strides over the output's batch axes (aligned at
+    // the right).
+    let over = |t: &TensorArg| -> Vec<usize> {
+        let rt = t.shape.len();
+        (0..r - 2)
+            .map(|d| match (d + rt).checked_sub(r) {
+                Some(td) if t.shape[td] != 1 => t.strides[td],
+                _ => 0,
+            })
+            .collect()
+    };
+    let batch = strides(batch_dims, &over(a), &over(b))?;
+    let batches: usize = batch_dims.iter().product();
+    let stride = |t: &TensorArg, d: usize| int::<i64>(t.strides[d], "a matrix stride");
+    let args = vec![
+        Arg::Ptr(ptr(a)),
+        Arg::Ptr(ptr(b)),
+        Arg::Ptr(ptr(out)),
+        Arg::Strides(batch),
+        Arg::I64(int(batches, "the number of matrices")?),
+        Arg::I32(int(m, "M")?),
+        Arg::I32(int(n, "N")?),
+        Arg::I32(int(k, "K")?),
+        Arg::I64(stride(a, ra - 2)?),
+        Arg::I64(stride(a, ra - 1)?),
+        Arg::I64(stride(b, rb - 2)?),
+        Arg::I64(stride(b, rb - 1)?),
+    ];
+    // The kernel's blocks stride over tiles and matrices beyond the grid.
+    let cap = |v: usize| v.clamp(1, MAX_GRID as usize) as u32;
+    let grid = [
+        cap(n.div_ceil(MM_TILE)),
+        cap(m.div_ceil(MM_TILE)),
+        cap(batches),
+    ];
+    c.launch(
+        &format!("vips_matmul_{}", suffix(out.dtype)?),
         grid,
         0,
         args,

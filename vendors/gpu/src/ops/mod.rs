@@ -74,6 +74,7 @@ pub fn kernel_names() -> Vec<String> {
             "gelu",
             "unary",
             "linear",
+            "matmul",
             "conv2d",
             "layer_norm",
             "rms_norm",
@@ -81,10 +82,13 @@ pub fn kernel_names() -> Vec<String> {
             "sdpa",
             "rotary",
             "batch_norm",
+            "group_norm",
             "pool2d",
             "reduce",
             "taps_from",
             "taps_to",
+            "resize_bilinear",
+            "resize_nearest",
             "segment_mean",
         ] {
             names.push(format!("vips_{op}_{t}"));
@@ -345,10 +349,12 @@ fn dispatch<B: Backend>(
         Node::Gelu => elementwise::gelu(c, ins, out),
         Node::Unary(f) => elementwise::unary(c, *f, ins, out),
         Node::Linear => linear::linear(c, ins, out),
+        Node::Matmul => linear::matmul(c, ins, out),
         Node::Conv2d(conv) => linear::conv2d(c, ins, conv, out),
         Node::LayerNorm { axis, eps } => normalization::layer_norm(c, ins, axis, eps, out),
         Node::RmsNorm { eps } => normalization::rms_norm(c, ins, eps, out),
         Node::BatchNorm { eps } => normalization::batch_norm(c, ins, eps, out),
+        Node::GroupNorm { groups, eps } => normalization::group_norm(c, ins, groups, eps, out),
         Node::Softmax { axis } => normalization::softmax(c, ins, axis, out),
         Node::Pool2d(p) => reduction::pool2d(c, &ins[0], p, out),
         Node::Reduce(r) => reduction::reduce(c, &ins[0], r, out),
@@ -356,5 +362,7 @@ fn dispatch<B: Backend>(
         Node::Rotary(r) => attention::rotary(c, ins, r, out),
         Node::ResizeBicubic(r) => resize::bicubic(c, &ins[0], r, out),
         Node::ResizePil(r) => resize::pil(c, &ins[0], r, out),
+        Node::ResizeBilinear(r) => resize::bilinear(c, &ins[0], r, out),
+        Node::ResizeNearest(r) => resize::nearest(c, &ins[0], r, out),
     }
 }

@@ -1,5 +1,6 @@
-//! Normalisation over an axis (layer norm, RMS norm, softmax): a block per
-//! row, the blocks striding over the rows.
+//! Normalisation over an axis (layer norm, RMS norm, softmax) and group norm:
+//! a block per row, the blocks striding over the rows; batch norm, a thread
+//! per element.
 
 use super::{grid_for, int, ptr, row_grid, suffix, Arg, Call};
 use crate::backend::Backend;
@@ -99,5 +100,42 @@ pub(super) fn softmax<B: Backend>(
         Arg::I64(int(inner, "a row's stride")?),
     ];
     let kernel = format!("vips_softmax_{}", suffix(out.dtype)?);
+    c.launch(&kernel, row_grid(rows), 0, args)
+}
+
+/// Group norm on [N, C, ...]: a block per (sample, group) row of C / groups
+/// channels times the spatial size, contiguous once `x` is compact.
+pub(super) fn group_norm<B: Backend>(
+    c: &mut Call<B>,
+    ins: &[TensorArg],
+    groups: &usize,
+    eps: &f64,
+    out: &TensorArg,
+) -> Result<(), ProviderError> {
+    let x = c.compact(&ins[0])?;
+    let (w, b) = (c.compact(&ins[1])?, c.compact(&ins[2])?);
+    let shape = &ins[0].shape;
+    let per_group = shape[1] / groups;
+    let inner: usize = shape[2..].iter().product();
+    let rows = shape[0] * groups;
+    // eps may be 0 (the catalog allows it); a positive one below float32's
+    // normal range would flush to 0 and make a constant group 0/0.
+    let eps = if *eps > 0.0 {
+        (*eps as f32).max(f32::MIN_POSITIVE)
+    } else {
+        0.0
+    };
+    let args = vec![
+        Arg::Ptr(x),
+        Arg::Ptr(w),
+        Arg::Ptr(b),
+        Arg::Ptr(ptr(out)),
+        Arg::I64(int(rows, "the number of rows")?),
+        Arg::I64(int(*groups, "the number of groups")?),
+        Arg::I64(int(per_group, "a group's channels")?),
+        Arg::I64(int(inner, "a channel's plane")?),
+        Arg::F32(eps),
+    ];
+    let kernel = format!("vips_group_norm_{}", suffix(out.dtype)?);
     c.launch(&kernel, row_grid(rows), 0, args)
 }

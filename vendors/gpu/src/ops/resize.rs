@@ -1,9 +1,10 @@
 //! Separable resizes, one axis a pass: PyTorch's bicubic through a float32
-//! buffer, Pillow's 8-bit filters with its alpha premultiplication.
+//! buffer, Pillow's 8-bit filters with its alpha premultiplication; PyTorch's
+//! bilinear and nearest, a thread per output over per-axis tables.
 
 use super::{compact_strides, grid_for, int, ptr, suffix, Arg, Call};
 use crate::backend::{Backend, DevicePtr};
-use vsdk_catalog::{taps, PilResize, Resize};
+use vsdk_catalog::{taps, Bilinear, Nearest, PilResize, Resize};
 use vsdk_provider_kit::{ProviderError, TensorArg};
 
 fn ne_bytes<T: Copy, const N: usize>(v: &[T], to: impl Fn(T) -> [u8; N]) -> Vec<u8> {
@@ -207,4 +208,97 @@ pub(super) fn pil<B: Backend>(
         c.launch("vips_unpremultiply_u8", grid_for(oh * ow), 0, args)?;
     }
     Ok(())
+}
+
+/// One axis of a bilinear resize as `vips_resize_bilinear` reads it: the two
+/// source indices of each output position (i32 pairs) and the second one's
+/// weight λ (f32), from the catalog's `Bilinear::taps`. Where both taps are
+/// one pixel λ is 0, so that pixel is read alone, exactly.
+fn bilinear_axis(
+    r: &Bilinear,
+    len: usize,
+    out: usize,
+    scale: f64,
+) -> Result<(Vec<u8>, Vec<u8>), ProviderError> {
+    let mut index = Vec::with_capacity(8 * out);
+    let mut lambda = Vec::with_capacity(4 * out);
+    for i in 0..out {
+        let (i0, i1, l) = r.taps(i, len, out, scale);
+        index.extend(int::<i32>(i0, "a source index")?.to_ne_bytes());
+        index.extend(int::<i32>(i1, "a source index")?.to_ne_bytes());
+        let l = if i0 == i1 { 0.0 } else { l as f32 };
+        lambda.extend(l.to_ne_bytes());
+    }
+    Ok((index, lambda))
+}
+
+/// PyTorch's bilinear on [N, C, H, W] (`upsample_bilinear2d`): a thread per
+/// output element, two taps per axis from the catalog's rule.
+pub(super) fn bilinear<B: Backend>(
+    c: &mut Call<B>,
+    x: &TensorArg,
+    r: &Bilinear,
+    out: &TensorArg,
+) -> Result<(), ProviderError> {
+    let (planes, h, w) = (x.shape[0] * x.shape[1], x.shape[2], x.shape[3]);
+    let (iy, ly) = bilinear_axis(r, h, r.out_h, r.scale_h)?;
+    let (ix, lx) = bilinear_axis(r, w, r.out_w, r.scale_w)?;
+    let src = c.compact(x)?;
+    let (iy, ly) = (c.upload(&iy)?, c.upload(&ly)?);
+    let (ix, lx) = (c.upload(&ix)?, c.upload(&lx)?);
+    let size = |v: usize| int::<i32>(v, "a resize's side");
+    let args = vec![
+        Arg::Ptr(src),
+        Arg::Ptr(ptr(out)),
+        Arg::Ptr(iy),
+        Arg::Ptr(ly),
+        Arg::Ptr(ix),
+        Arg::Ptr(lx),
+        Arg::I64(int(planes, "a resize's planes")?),
+        Arg::I32(size(h)?),
+        Arg::I32(size(w)?),
+        Arg::I32(size(r.out_h)?),
+        Arg::I32(size(r.out_w)?),
+    ];
+    let kernel = format!("vips_resize_bilinear_{}", suffix(out.dtype)?);
+    c.launch(&kernel, grid_for(out.numel()), 0, args)
+}
+
+/// One axis of a nearest resize: the source index of each output position
+/// (i32), from the catalog's `Nearest::source` (PyTorch's float32 arithmetic).
+fn nearest_axis(r: &Nearest, len: usize, out: usize, scale: f32) -> Result<Vec<u8>, ProviderError> {
+    let mut index = Vec::with_capacity(4 * out);
+    for i in 0..out {
+        index.extend(int::<i32>(r.source(i, len, out, scale), "a source index")?.to_ne_bytes());
+    }
+    Ok(index)
+}
+
+/// PyTorch's `nearest` and `nearest-exact` on [N, C, H, W]: a copy of the
+/// input elements the catalog's rule picks, a thread per output element.
+pub(super) fn nearest<B: Backend>(
+    c: &mut Call<B>,
+    x: &TensorArg,
+    r: &Nearest,
+    out: &TensorArg,
+) -> Result<(), ProviderError> {
+    let (planes, h, w) = (x.shape[0] * x.shape[1], x.shape[2], x.shape[3]);
+    let iy = nearest_axis(r, h, r.out_h, r.scale_h)?;
+    let ix = nearest_axis(r, w, r.out_w, r.scale_w)?;
+    let src = c.compact(x)?;
+    let (iy, ix) = (c.upload(&iy)?, c.upload(&ix)?);
+    let size = |v: usize| int::<i32>(v, "a resize's side");
+    let args = vec![
+        Arg::Ptr(src),
+        Arg::Ptr(ptr(out)),
+        Arg::Ptr(iy),
+        Arg::Ptr(ix),
+        Arg::I64(int(planes, "a resize's planes")?),
+        Arg::I32(size(h)?),
+        Arg::I32(size(w)?),
+        Arg::I32(size(r.out_h)?),
+        Arg::I32(size(r.out_w)?),
+    ];
+    let kernel = format!("vips_resize_nearest_{}", suffix(out.dtype)?);
+    c.launch(&kernel, grid_for(out.numel()), 0, args)
 }

@@ -102,3 +102,56 @@ pub(super) fn conv2d(c: &mut Cases) {
         );
     }
 }
+
+/// Batched matmul: the three layouts of `a`, then batch axes that
+/// broadcast both ways (`[3, 1, M, K] @ [4, K, N]`), `b` given as a
+/// transposed view, and `K = 1`.
+pub(super) fn matmul(c: &mut Cases) {
+    let d = c.dtype;
+    let none = Attrs::new();
+    let (m, k, n) = (5, 37, 19);
+    let scale = 1.0 / (k as f64).sqrt();
+    for (variant, about, layout) in c.layouts(&[2, 3, m, k]) {
+        let a = c.normals(&[2, 3, m, k], 1.0);
+        let b = c.normals(&[2, 3, k, n], scale);
+        c.add(
+            variant,
+            about,
+            none.clone(),
+            vec![
+                input(&[2, 3, m, k], a, d, Some(layout)),
+                input(&[2, 3, k, n], b, d, None),
+            ],
+        );
+    }
+    let a = c.normals(&[3, 1, m, k], 1.0);
+    let b = c.normals(&[4, k, n], scale);
+    c.add(
+        "broadcast-batch",
+        "batch axes broadcast both ways: [3, 1, M, K] @ [4, K, N] is [3, 4, M, N]",
+        none.clone(),
+        vec![
+            input(&[3, 1, m, k], a, d, None),
+            input(&[4, k, n], b, d, None),
+        ],
+    );
+    let a = c.normals(&[2, m, k], 1.0);
+    let b = c.normals(&[2, k, n], scale);
+    c.add(
+        "transposed-b",
+        "b passed as a transposed view (its last axis not contiguous)",
+        none.clone(),
+        vec![
+            input(&[2, m, k], a, d, None),
+            input(&[2, k, n], b, d, Some(transposed(&[2, k, n]))),
+        ],
+    );
+    let a = c.normals(&[7, 1], 1.0);
+    let b = c.normals(&[1, 9], 1.0);
+    c.add(
+        "outer-product",
+        "K = 1: an outer product",
+        none,
+        vec![input(&[7, 1], a, d, None), input(&[1, 9], b, d, None)],
+    );
+}

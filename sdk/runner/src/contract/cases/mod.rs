@@ -176,6 +176,9 @@ pub(super) fn of(op: Op, dtype: DType, needed: &Needed, seed: u64) -> Vec<Case> 
         Op::Cast => cast(&mut c),
         Op::ResizePilBicubic | Op::ResizePilLanczos => resize_pil(&mut c),
         Op::ResizeBicubic => resize(&mut c),
+        Op::ResizeBilinear | Op::ResizeNearest => resize_2d(&mut c),
+        Op::GroupNorm => group_norm(&mut c),
+        Op::Matmul => matmul(&mut c),
         Op::Crop | Op::Concat | Op::Reshape | Op::Permute => movement(&mut c),
         Op::Pad => pad(&mut c),
         Op::SparseConv3d

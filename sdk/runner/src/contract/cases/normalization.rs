@@ -220,3 +220,74 @@ pub(super) fn batch_norm(c: &mut Cases) {
         with_stats(input(&[37, 6], x, d, None), s),
     );
 }
+
+/// Group norm on the three layouts with the component's groups and eps,
+/// then groups of one channel (instance norm) and of all (layer norm over
+/// `[C, ...]`), a group of constant values (variance 0: `eps` alone), and
+/// a large mean against the spread (cancellation).
+pub(super) fn group_norm(c: &mut Cases) {
+    let d = c.dtype;
+    let attrs = c.kept(&["groups", "eps"]);
+    let ch = c
+        .needed
+        .template_specs
+        .first()
+        .and_then(|s| s.shape.get(1).copied())
+        .unwrap_or(6);
+    let groups = match attrs.get("groups") {
+        Some(AttrValue::Int(g)) if *g >= 1 => *g as usize,
+        _ => 1,
+    };
+    let shape = [2, ch, 5, 3];
+    let params = |c: &mut Cases| {
+        let w = gains(c, &[ch]);
+        let b = c.normals(&[ch], 0.5);
+        [input(&[ch], w, d, None), input(&[ch], b, d, None)]
+    };
+    for (variant, about, layout) in c.layouts(&shape) {
+        let x = c.normals(&shape, 2.0);
+        let [w, b] = params(c);
+        c.add(
+            variant,
+            about,
+            attrs.clone(),
+            vec![input(&shape, x, d, Some(layout)), w, b],
+        );
+    }
+    let with_groups = |g: usize| {
+        let mut a = attrs.clone();
+        a.0.retain(|(n, _)| n != "groups");
+        a.with("groups", AttrValue::Int(g as i64))
+    };
+    for (variant, about, g) in [
+        ("instance", "groups = C: each channel alone", ch),
+        ("layer", "groups = 1: the whole sample", 1),
+    ] {
+        let x = c.normals(&shape, 2.0);
+        let [w, b] = params(c);
+        c.add(
+            variant,
+            about,
+            with_groups(g),
+            vec![input(&shape, x, d, None), w, b],
+        );
+    }
+    let per_group = ch / groups.max(1) * 15;
+    let x: Vec<f64> = (0..2 * ch * 15)
+        .map(|e| {
+            let group = e / per_group.max(1);
+            if group.is_multiple_of(2) {
+                1.5 // constant: variance 0
+            } else {
+                40.0 + 0.01 * (e % 7) as f64
+            }
+        })
+        .collect();
+    let [w, b] = params(c);
+    c.add(
+        "constant-groups",
+        "constant groups (variance 0: eps alone) beside groups with a large mean and a small spread",
+        attrs.clone(),
+        vec![input(&shape, x, d, None), w, b],
+    );
+}

@@ -1,4 +1,4 @@
-//! Resampling: Pillow's filters and the bicubic resize.
+//! Resampling: Pillow's filters, the bicubic, bilinear and nearest resizes.
 
 use super::*;
 
@@ -63,4 +63,53 @@ pub(super) fn resize(c: &mut Cases) {
         attrs = attrs.with("size", AttrValue::Ints(vec![23, 13]));
     }
     layout_cases(c, &attrs, &[vec![2, 3, 17, 19]], 1.0);
+}
+
+/// Bilinear and nearest: the component's own attributes on the three
+/// layouts, then each corner convention (bilinear's `align_corners`,
+/// nearest's `exact`) both ways at sizes where they part: an odd upsample,
+/// a downsample by a non-integer factor, an axis kept (a `scale_factor` of
+/// 1.05 that leaves it its length: copied) and one doubled. Only the
+/// component's own convention is required.
+pub(super) fn resize_2d(c: &mut Cases) {
+    let flag = if c.op == Op::ResizeBilinear {
+        "align_corners"
+    } else {
+        "exact"
+    };
+    let mut attrs = c.kept(&["scale_factor", flag]);
+    if attrs.get("scale_factor").is_none() {
+        attrs = attrs.with("size", AttrValue::Ints(vec![23, 13]));
+    }
+    layout_cases(c, &attrs, &[vec![2, 3, 17, 19]], 1.0);
+    // The component's convention (its first node's) is required.
+    let set = c.needed.template.attrs.get(flag) == Some(&AttrValue::Int(1));
+    for on in [false, true] {
+        for (variant, size) in [
+            ("size", AttrValue::Ints(vec![31, 7])),
+            ("scale_factor", AttrValue::Floats(vec![1.05, 2.0])),
+        ] {
+            let shape = [1, 2, 9, 12];
+            let v = c.normals(&shape, 1.0);
+            c.add(
+                &format!("{flag}={} {variant}", u8::from(on)),
+                &format!(
+                    "{flag} = {} with a {variant}: 9 x 12 to {}",
+                    u8::from(on),
+                    if variant == "size" {
+                        "31 x 7 (odd up, non-integer down)"
+                    } else {
+                        "9 x 24 (an axis kept at 1.05, one doubled)"
+                    }
+                ),
+                Attrs::new()
+                    .with(variant, size)
+                    .with(flag, AttrValue::Int(i64::from(on))),
+                vec![input(&shape, v, c.dtype, None)],
+            );
+            if let Some(case) = c.out.last_mut() {
+                case.required &= set == on;
+            }
+        }
+    }
 }

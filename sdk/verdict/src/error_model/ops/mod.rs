@@ -191,9 +191,12 @@ pub(super) struct Call<'a> {
     pub off_tier_inputs: bool,
 }
 
-/// The terms of each output of a `linear` or `conv2d`: one per weight of
-/// an output (`K`, or `C/g·kH·kW`), plus one with a bias.
+/// The terms of each output of a `linear`, `conv2d` or `matmul`: one per
+/// weight of an output (`K`, or `C/g·kH·kW`), plus one with a bias.
 fn terms(c: &Call) -> usize {
+    if *c.node == Node::Matmul {
+        return c.inputs[0].spec.shape.last().copied().unwrap_or(0);
+    }
     let w = &c.inputs[1].spec.shape;
     w[1..].iter().product::<usize>() + usize::from(c.inputs.len() == 3)
 }
@@ -232,7 +235,7 @@ pub(super) fn evaluate(r: &Reference, c: &Call) -> Result<Evaluated, Error> {
         (b, vec![0.0; n])
     };
     let (fixed, scaled) = match c.node {
-        Node::Linear | Node::Conv2d(_) => {
+        Node::Linear | Node::Conv2d(_) | Node::Matmul => {
             let mags: Vec<(&HostTensor, Mag)> = c.inputs.iter().map(|&t| (t, Mag::Abs)).collect();
             let bnd = r.exec_nonneg(c.op, c.attrs, &mags)?;
             let n = terms(c);
@@ -259,6 +262,14 @@ pub(super) fn evaluate(r: &Reference, c: &Call) -> Result<Evaluated, Error> {
             let bnd = plane_max(x, &value.spec.shape, 2.0)?;
             let n = taps(rz.scale_h) * taps(rz.scale_w);
             affine(|lambda| rounding(p, &v, growth(lambda, n) + 4.0 * ih.max(iw) as f64, &bnd))
+        }
+        Node::ResizeBilinear(_) => {
+            // Two taps per axis, non-negative weights summing to 1; float32
+            // coordinates move a sample by about u·in (the `4·in` term).
+            let x = &c.inputs[0];
+            let longest = x.spec.shape[2].max(x.spec.shape[3]) as f64;
+            let bnd = plane_max(x, &value.spec.shape, 1.0)?;
+            affine(|lambda| rounding(p, &v, growth(lambda, 4) + 4.0 * longest, &bnd))
         }
         Node::Add | Node::Sub => {
             let bnd = r
@@ -330,6 +341,10 @@ pub(super) fn evaluate(r: &Reference, c: &Call) -> Result<Evaluated, Error> {
         }
         Node::RmsNorm { eps } => affine(|lambda| rms_norm_local(c.inputs, *eps, p, lambda)),
         Node::BatchNorm { eps } => exact(batch_norm_local(c.inputs, *eps, &v, p)),
+        Node::GroupNorm { groups, eps } => {
+            let rows = GroupRows::of(c.inputs, *groups);
+            affine(|lambda| layer_norm_local(&rows.inputs(), 2, *eps, p, lambda))
+        }
         Node::Sdpa(s) => {
             let (fixed, scaled, _) = sdpa(c.inputs, s, None, p);
             (fixed, scaled)
@@ -347,7 +362,8 @@ pub(super) fn evaluate(r: &Reference, c: &Call) -> Result<Evaluated, Error> {
         | Node::Permute { .. }
         | Node::Concat { .. }
         | Node::GatherRows
-        | Node::RepeatRows { .. } => exact(moved_local(c, &v, p)),
+        | Node::RepeatRows { .. }
+        | Node::ResizeNearest(_) => exact(moved_local(c, &v, p)),
         Node::Pad(pad) => exact(padded_local(c, pad, &v, p, |v| p.u * v.abs() + p.tiny)),
         Node::Pool2d(_) if selects(c.node) => exact(moved_local(c, &v, p)),
         Node::Pool2d(_) | Node::Reduce(_) => reduction_local(r, c, &v, p)?,
@@ -379,7 +395,10 @@ pub(super) fn evaluate(r: &Reference, c: &Call) -> Result<Evaluated, Error> {
 /// (an 8-bit image divided by 255) a correctly rounded result has a mean error
 /// of 0.85 of its rms: their mean is not tested.
 fn accumulates(op: Op) -> bool {
-    matches!(op, Op::Linear | Op::Conv2d | Op::Sdpa | Op::SparseConv3d)
+    matches!(
+        op,
+        Op::Linear | Op::Conv2d | Op::Matmul | Op::Sdpa | Op::SparseConv3d
+    )
 }
 
 /// The terms of each output row of a `sparse_conv3d`: `Cin` per active
@@ -464,7 +483,7 @@ fn sigma(
         rounding_var(u, v) + if u > ua { rounding_var(ua, v) } else { 0.0 } + p.tiny * p.tiny / 3.0
     };
     let var: Vec<f64> = match c.node {
-        Node::Linear | Node::Conv2d(_) => {
+        Node::Linear | Node::Conv2d(_) | Node::Matmul => {
             let squares: Vec<(&HostTensor, Mag)> =
                 c.inputs.iter().map(|&t| (t, Mag::Square)).collect();
             let q = r.exec_nonneg(c.op, c.attrs, &squares)?;
@@ -519,6 +538,9 @@ fn sigma(
         Node::LayerNorm { axis, eps } => layer_norm_sigma(c.inputs, *axis, *eps, p),
         Node::RmsNorm { eps } => rms_norm_sigma(c.inputs, *eps, p),
         Node::BatchNorm { eps } => batch_norm_sigma(c.inputs, *eps, v, stored, p),
+        Node::GroupNorm { groups, eps } => {
+            layer_norm_sigma(&GroupRows::of(c.inputs, *groups).inputs(), 2, *eps, p)
+        }
         Node::Sdpa(s) => sdpa_sigma(c.inputs, s, p),
         Node::Rotary(r) => {
             let moved = moved_variance(c, v, p);
@@ -528,7 +550,7 @@ fn sigma(
         // Coordinates and taps computed in float32 make the resize's error
         // depend on the implementation's arithmetic more than on rounding:
         // the local bound at λ = 1 stands in for a standard deviation.
-        Node::ResizeBicubic(_) => fixed
+        Node::ResizeBicubic(_) | Node::ResizeBilinear(_) => fixed
             .iter()
             .zip(scaled)
             .map(|(f, s)| (f + s).powi(2) / 3.0)
@@ -538,7 +560,8 @@ fn sigma(
         | Node::Permute { .. }
         | Node::Concat { .. }
         | Node::GatherRows
-        | Node::RepeatRows { .. } => moved_variance(c, v, p),
+        | Node::RepeatRows { .. }
+        | Node::ResizeNearest(_) => moved_variance(c, v, p),
         Node::Pad(pad) => padded_local(c, pad, v, p, |v| {
             rounding_var(p.u, v) + p.tiny * p.tiny / 3.0
         }),
@@ -588,7 +611,7 @@ pub(super) fn propagate(
     };
     let sum = |a: HostTensor, b: HostTensor| r.binary(Op::Add, &a, &b);
     let v = match c.node {
-        Node::Linear | Node::Conv2d(_) => {
+        Node::Linear | Node::Conv2d(_) | Node::Matmul => {
             // V_x·w² + x²·V_w + V_b: both passes are the operator itself.
             let (x, w) = (c.inputs[0], c.inputs[1]);
             let nonneg = |a, b| -> Result<HostTensor, Error> {
@@ -645,7 +668,11 @@ pub(super) fn propagate(
         }
         Node::GatherRows => r.exec(c.op, c.attrs, &[&var(0), c.inputs[1]])?,
         Node::Pool2d(_) | Node::Reduce(_) => reduction_propagate(r, c, &var(0))?,
-        Node::RepeatRows { .. } => r.exec(c.op, c.attrs, &[&var(0)])?,
+        // Selections carry their element's variance; bilinear's weights are
+        // non-negative and sum to 1, so Σw²·V ≤ Σw·V: the resize of V.
+        Node::RepeatRows { .. } | Node::ResizeNearest(_) | Node::ResizeBilinear(_) => {
+            r.exec(c.op, c.attrs, &[&var(0)])?
+        }
         // Integer outputs carry no float error.
         Node::SparseDownsampleCoords { .. }
         | Node::SparseDownsampleIndex { .. }
@@ -771,6 +798,15 @@ pub(super) fn propagate(
         Node::BatchNorm { eps } => {
             let vars: Vec<HostTensor> = (0..5).map(var).collect();
             dense(out_shape, batch_norm_propagate(c.inputs, *eps, &vars))
+        }
+        Node::GroupNorm { groups, eps } => {
+            let rows = GroupRows::of(c.inputs, *groups);
+            let vars: Vec<HostTensor> = (0..3).map(var).collect();
+            let vars = GroupRows::of(&vars.iter().collect::<Vec<_>>(), *groups);
+            dense(
+                out_shape,
+                layer_norm_propagate(&rows.inputs(), 2, *eps, &vars.owned()),
+            )
         }
         Node::Rotary(r) => {
             let vars: Vec<HostTensor> = (0..3).map(var).collect();

@@ -111,6 +111,54 @@ pub(in crate::error_model) fn layer_norm_rows(
     })
 }
 
+/// Row `r`'s affine parameters: the normalised shape's own (`d` long, every
+/// row's), or one row per row of `x` (group norm's per-channel parameters
+/// spread over its rows by [`GroupRows`]).
+fn affine_row(t: &[f64], r: usize, d: usize) -> &[f64] {
+    if t.len() == d {
+        t
+    } else {
+        &t[r * d..(r + 1) * d]
+    }
+}
+
+/// A group norm as a layer norm over rows `[N, G, C/G·spatial]`, with its
+/// per-channel weight and bias spread to one value per element.
+pub(super) struct GroupRows {
+    x: HostTensor,
+    weight: HostTensor,
+    bias: HostTensor,
+}
+
+impl GroupRows {
+    pub fn of(inputs: &[&HostTensor], groups: usize) -> GroupRows {
+        let shape = &inputs[0].spec.shape;
+        let (n, c) = (shape[0], shape[1]);
+        let spatial: usize = shape[2..].iter().product();
+        let rows = [n, groups, c / groups.max(1) * spatial];
+        let spread = |t: &HostTensor| {
+            let per_channel = t.f64_values();
+            let v = (0..n * c * spatial)
+                .map(|e| per_channel[e / spatial.max(1) % c.max(1)])
+                .collect();
+            dense(&rows, v)
+        };
+        GroupRows {
+            x: dense(&rows, inputs[0].f64_values().to_vec()),
+            weight: spread(inputs[1]),
+            bias: spread(inputs[2]),
+        }
+    }
+
+    pub fn inputs(&self) -> [&HostTensor; 3] {
+        [&self.x, &self.weight, &self.bias]
+    }
+
+    pub fn owned(self) -> [HostTensor; 3] {
+        [self.x, self.weight, self.bias]
+    }
+}
+
 /// LayerNorm over axes `axis..`: the local bound. The statistics are centred
 /// sums (two-pass or Welford); docs/error-model.md has the derivation.
 pub(super) fn layer_norm_local(
@@ -125,7 +173,8 @@ pub(super) fn layer_norm_local(
     let d: usize = inputs[0].spec.shape[axis..].iter().product();
     let (g, u, dn) = (growth(lambda, d), p.u_acc, d.max(1) as f64);
     let mut local = Vec::with_capacity(x.len());
-    for Row { x: row, mu, var, s } in layer_norm_rows(&x, d, eps) {
+    for (r, Row { x: row, mu, var, s }) in layer_norm_rows(&x, d, eps).enumerate() {
+        let (gamma, beta) = (affine_row(&gamma, r, d), affine_row(&beta, r, d));
         let m_abs = row.iter().map(|v| v.abs()).sum::<f64>() / dn;
         let d_mu = g * u * m_abs;
         let dc = |v: f64| u * (v.abs() + mu.abs()) + d_mu;
@@ -160,7 +209,8 @@ pub(super) fn layer_norm_sigma(
     let (u, dn) = (p.u_acc, d.max(1) as f64);
     let k = u * u / 3.0;
     let mut out = Vec::with_capacity(x.len());
-    for Row { x: row, mu, var, s } in layer_norm_rows(&x, d, eps) {
+    for (r, Row { x: row, mu, var, s }) in layer_norm_rows(&x, d, eps).enumerate() {
+        let (gamma, beta) = (affine_row(&gamma, r, d), affine_row(&beta, r, d));
         let sum_sq: f64 = row.iter().map(|v| v * v).sum();
         let var_mu = k * (sum_var(d, mu * dn, sum_sq) / (dn * dn) + mu * mu);
         let c4: f64 = row.iter().map(|v| (v - mu).powi(4)).sum();
@@ -205,6 +255,11 @@ pub(super) fn layer_norm_propagate(
     let mut prop = Vec::with_capacity(x.len());
     for (r, Row { x: row, mu, s, .. }) in layer_norm_rows(&x, d, eps).enumerate() {
         let vx = &vx[r * d..(r + 1) * d];
+        let (gamma, vg, vb) = (
+            affine_row(&gamma, r, d),
+            affine_row(&vg, r, d),
+            affine_row(&vb, r, d),
+        );
         let mean_v = vx.iter().sum::<f64>() / dn;
         let xh2 = |v: f64| ((v - mu) / s).powi(2);
         let mean_xv = row.iter().zip(vx).map(|(&v, &e)| xh2(v) * e).sum::<f64>() / dn;
