@@ -22,14 +22,15 @@ def _validated_and_passed_by_the_cpu_provider(out: Path, conformance: str) -> No
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
 
 
-def _save_onnx(path: Path, name: str, nodes, inits, x: List[int], out: List[int]) -> Path:
-    """An opset-17 float32 model of `nodes`, input `x` and output `out` of these shapes, `inits` its initializers."""
+def _save_onnx(path: Path, name: str, nodes, inits, x: List[int], out: List[int], opset: int = 17) -> Path:
+    """A float32 model of `nodes` (opset 17 unless given), input `x` and output `out` of these
+    shapes, `inits` its initializers."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     f = lambda n, shape: helper.make_tensor_value_info(n, TensorProto.FLOAT, shape)
     g = helper.make_graph(nodes, name, [f("x", x)], [f("out", out)], [numpy_helper.from_array(v, k) for k, v in inits.items()])
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)]), str(path))
     return path
 
 
@@ -457,4 +458,62 @@ def test_grouped_heads_and_boolean_masks_export_as_sdpa_and_pass(repeat: str, ma
         assert att["attrs"].get("causal_offset") == 0 and len(att["inputs"]) == 3, att
     elif mask != "finfo_causal":
         assert "causal_offset" not in att["attrs"] and len(att["inputs"]) == 4, att
+    _validated_and_passed_by_the_cpu_provider(out, conformance)
+
+
+def _decoder(path: Path) -> Path:
+    """A decoder's operators in ONNX on fresh random weights: reflect, constant (-0.25), edge and wrap
+    pads with uneven sides; instance norm; a nearest 2x upsample (asymmetric, floor: PyTorch's
+    `nearest`) and nearest-exact (half-pixel, round_prefer_ceil); bilinear resizes with half-pixel
+    centres and with aligned corners; group norm with per-channel scale (opset 21); and a MatMul of
+    two activations (`c @ cᵀ` over the rows of each channel)."""
+    from onnx import helper
+
+    rng = np.random.default_rng()
+    i64 = lambda v: np.array(v, np.int64)
+    f32 = lambda v: np.array(v, np.float32)
+    inits = {
+        "conv.weight": (rng.normal(size=(8, 4, 3, 3)) * 0.3).astype(np.float32),
+        "in.scale": (1 + 0.2 * rng.normal(size=8)).astype(np.float32), "in.bias": (0.2 * rng.normal(size=8)).astype(np.float32),
+        "gn.scale": (1 + 0.2 * rng.normal(size=8)).astype(np.float32), "gn.bias": (0.2 * rng.normal(size=8)).astype(np.float32),
+        "p1": i64([0, 0, 1, 2, 0, 0, 2, 1]), "p2": i64([0, 0, 0, 2, 0, 0, 1, 0]), "v2": f32(-0.25),
+        "p3": i64([0, 0, 1, 0, 0, 0, 0, 1]), "p4": i64([0, 0, 2, 1, 0, 0, 1, 3]),
+        "up": f32([1, 1, 2, 2]), "s_half": i64([1, 8, 15, 17]), "s_corner": i64([1, 8, 9, 7]), "s_exact": i64([1, 8, 5, 4]),
+        "perm": i64([0, 1, 3, 2]),
+    }
+    n = helper.make_node
+    nodes = [
+        n("Pad", ["x", "p1"], ["a"], name="/pad1/Pad", mode="reflect"),  # [1, 4, 11, 11]
+        n("Conv", ["a", "conv.weight"], ["c"], name="/conv/Conv"),  # [1, 8, 9, 9]
+        n("InstanceNormalization", ["c", "in.scale", "in.bias"], ["i"], name="/norm1/InstanceNormalization", epsilon=1e-5),
+        n("Pad", ["i", "p2", "v2"], ["b"], name="/pad2/Pad"),  # [1, 8, 10, 11]
+        n("Resize", ["b", "", "up"], ["u"], name="/up/Resize", mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor"),  # [1, 8, 20, 22]
+        n("Pad", ["u", "p3"], ["e"], name="/pad3/Pad", mode="edge"),  # [1, 8, 21, 23]
+        n("Resize", ["e", "", "", "s_half"], ["h"], name="/half/Resize", mode="linear", coordinate_transformation_mode="pytorch_half_pixel"),  # [1, 8, 15, 17]
+        n("Pad", ["h", "p4"], ["w"], name="/pad4/Pad", mode="wrap"),  # [1, 8, 18, 21]
+        n("GroupNormalization", ["w", "gn.scale", "gn.bias"], ["g"], name="/norm2/GroupNormalization", num_groups=4, epsilon=1e-5),
+        n("Resize", ["g", "", "", "s_corner"], ["k"], name="/corner/Resize", mode="linear", coordinate_transformation_mode="align_corners"),
+        n("Transpose", ["k"], ["kt"], name="/attn/Transpose", perm=[0, 1, 3, 2]),
+        n("MatMul", ["k", "kt"], ["m"], name="/attn/MatMul"),  # [1, 8, 9, 9]
+        n("Resize", ["m", "", "", "s_exact"], ["out"], name="/exact/Resize", mode="nearest", coordinate_transformation_mode="half_pixel", nearest_mode="round_prefer_ceil"),
+    ]
+    return _save_onnx(path, "decoder", nodes, inits, [1, 4, 8, 8], [1, 8, 5, 4], opset=21)
+
+
+def test_pads_resizes_group_norms_and_matmuls_export_and_pass(tmp_path: Path, conformance: str) -> None:
+    out = tmp_path / "decoder"
+    r = vips_export([str(_decoder(tmp_path / "decoder.onnx")), "-o", str(out)])
+    assert r.returncode == 0, r.stderr + r.stdout
+    doc = yaml.safe_load((out / "suite.yaml").read_text())
+    nodes = [node for s in doc["stages"] for node in s["graph"]]
+    attrs = lambda op: [node.get("attrs", {}) for node in nodes if node["op"] == op]
+    assert [a["mode"] for a in attrs("vsdk.pad")] == ["reflect", "constant", "replicate", "circular"]
+    # ONNX's order (starts, then ends) is the catalog's.
+    assert attrs("vsdk.pad")[0]["pads"] == [0, 0, 1, 2, 0, 0, 2, 1]
+    assert attrs("vsdk.pad")[1]["value"] == -0.25
+    assert [a.get("align_corners", 0) for a in attrs("vsdk.resize_bilinear")] == [0, 1]
+    assert [a.get("exact", 0) for a in attrs("vsdk.resize_nearest")] == [0, 1]
+    assert attrs("vsdk.resize_nearest")[0]["scale_factor"] == [2.0, 2.0]
+    assert [a["groups"] for a in attrs("vsdk.group_norm")] == [8, 4]
+    assert len(attrs("vsdk.matmul")) == 1
     _validated_and_passed_by_the_cpu_provider(out, conformance)

@@ -84,3 +84,25 @@ def test_a_wrong_variant_of_the_model_fails_the_suite(edit, operator: str, tmp_p
     np.savez(tmp_path / "good.npz", **good)
     c = sdk(conformance, ["check", str(out), "--tensors", str(tmp_path / "good.npz"), "--mode", "chained"])
     assert c.returncode == 0, c.stdout[-3000:]
+
+
+@pytest.mark.parametrize(
+    "node, inits, says",
+    [
+        (helper.make_node("Pad", ["x", "p"], ["out"], name="/crop/Pad"), {"p": np.array([0, 0, -1, 0, 0, 0, 0, 0], np.int64)}, "negative pads"),
+        (helper.make_node("Resize", ["x", "", "s"], ["out"], name="/up/Resize", mode="cubic"), {"s": np.array([1, 1, 2, 2], np.float32)}, "mode `cubic`"),
+        # ONNX resamples an axis whose length a scale keeps; PyTorch's kernels (the catalog) copy it.
+        (helper.make_node("Resize", ["x", "", "s"], ["out"], name="/keep/Resize", mode="linear"), {"s": np.array([1, 1, 1.05, 2], np.float32)}, "keeps an axis"),
+        (helper.make_node("Resize", ["x", "", "s"], ["out"], name="/onnx/Resize", mode="nearest"), {"s": np.array([1, 1, 2, 2], np.float32)}, "nearest_mode `round_prefer_floor`"),
+    ],
+)
+def test_pads_and_resizes_the_catalog_lacks_are_refused_naming_the_node(node, inits, says: str, tmp_path: Path) -> None:
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 2, 8, 8])
+    out = helper.make_tensor_value_info("out", onnx.TensorProto.FLOAT, None)
+    init = [onnx.numpy_helper.from_array(v, k) for k, v in inits.items()]
+    g = helper.make_graph([node], "refused", [x], [out], init)
+    path = tmp_path / "refused.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    r = vips_export([str(path), "-o", str(tmp_path / "out")])
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert node.name in r.stderr and says in r.stderr, r.stderr

@@ -147,3 +147,33 @@ class _LlamaAttention(torch.nn.Module):
 
 def llama_attention(impl: str, padding: int = 0) -> Tuple[torch.nn.Module, Tuple[torch.Tensor]]:
     return _LlamaAttention(impl, padding).eval(), (torch.randn(1, 6, 32),)
+
+
+class _Decoder(torch.nn.Module):
+    """A UNet decoder's operators as PyTorch writes them: F.pad in four modes (pairs from the last axis
+    backwards), GroupNorm, nearest and nearest-exact upsamples, bilinear both ways round its corners
+    (with a scale_factor: mapped by 1/s), and attention over positions written with matmuls."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(4, 8, 3)
+        self.norm = torch.nn.GroupNorm(4, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        F = torch.nn.functional
+        y = self.conv(F.pad(x, (2, 1, 1, 0), mode="reflect"))
+        y = F.silu(self.norm(F.pad(y, (0, 1, 2, 0), value=-0.25)))
+        y = F.interpolate(F.pad(y, (1, 1, 1, 1), mode="replicate"), scale_factor=2, mode="nearest")
+        y = F.interpolate(F.pad(y, (1, 0, 0, 1), mode="circular"), scale_factor=(0.6, 0.7), mode="bilinear")
+        y = F.interpolate(y, size=(9, 7), mode="bilinear", align_corners=True)
+        t = y.flatten(2)  # [N, C, HW]
+        # Sharp weights: a near-uniform softmax makes every output of a channel the same sum, whose
+        # rounding errors then agree (the bias test counts them as independent; see the issue notes).
+        a = torch.softmax(t.transpose(1, 2) @ t * 2.0, dim=-1)  # [N, HW, HW]
+        y = (t @ a).reshape(y.shape)
+        return F.interpolate(y, size=(5, 4), mode="nearest-exact")
+
+
+def decoder() -> Tuple[torch.nn.Module, Tuple[torch.Tensor]]:
+    torch.manual_seed(0)
+    return _Decoder().eval(), (torch.randn(1, 4, 8, 8),)

@@ -225,3 +225,24 @@ def test_transformers_sdpa_attention_masking_rows_whole_is_refused_naming_the_gu
     r = export([str(onnx_file), "-o", str(out)])
     assert r.returncode == 2 and "NaN guard" in r.stderr and "IsNaN at /attn/IsNaN" in r.stderr, r.stderr
     assert not out.exists()
+
+
+def test_pads_resizes_group_norms_and_matmuls_lower_from_aten_and_pass(tmp_path: Path, conformance: str) -> None:
+    out = tmp_path / "decoder"
+    r = export(["--torch", "models:decoder", "-o", str(out)])
+    assert r.returncode == 0, r.stderr + r.stdout
+    import yaml
+
+    doc = yaml.safe_load((out / "suite.yaml").read_text())
+    nodes = [n for s in doc["stages"] for n in s["graph"]]
+    attrs = lambda op: [n.get("attrs", {}) for n in nodes if n["op"] == op]
+    # F.pad's (left, right, top, bottom) as every axis's start, then every end.
+    assert attrs("vsdk.pad")[0] == {"pads": [0, 0, 1, 2, 0, 0, 0, 1], "mode": "reflect"}, attrs("vsdk.pad")
+    assert [a["mode"] for a in attrs("vsdk.pad")] == ["reflect", "constant", "replicate", "circular"]
+    assert attrs("vsdk.resize_bilinear")[0]["scale_factor"] == [0.6, 0.7]
+    assert [a.get("align_corners", 0) for a in attrs("vsdk.resize_bilinear")] == [0, 1]
+    assert [a.get("exact", 0) for a in attrs("vsdk.resize_nearest")] == [0, 1]
+    assert len(attrs("vsdk.group_norm")) == 1 and len(attrs("vsdk.matmul")) == 2
+    assert json.loads((out / "validation.json").read_text())["passed"]
+    run = subprocess.run([conformance, "run", str(out), "--tier", "fp32", "--quiet"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]

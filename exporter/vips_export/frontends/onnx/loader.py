@@ -112,7 +112,22 @@ def _static_shapes(onnx, model, input_shapes: Dict[str, Sequence[int]]) -> Any:
         for d, v in zip(dims, want):
             d.ClearField("dim_param")
             d.dim_value = int(v)
-    return onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
+    infer = lambda m: onnx.shape_inference.infer_shapes(m, check_type=False, strict_mode=False, data_prop=True)
+    inferred = infer(model)
+    # onnx's inference leaves some function-defined normalisations untyped (GroupNormalization-21):
+    # their output has their input's type, and inference resumes from there.
+    for _ in range(len(g.node)):
+        gi = inferred.graph
+        typed = {v.name: v for v in [*gi.value_info, *gi.input, *gi.output] if v.type.tensor_type.HasField("shape")}
+        missing = [n for n in gi.node if n.op_type in _SAME_SHAPE and n.output and n.output[0] not in typed and n.input and n.input[0] in typed]
+        if not missing:
+            break
+        for n in missing:
+            vi = gi.value_info.add()
+            vi.CopyFrom(typed[n.input[0]])
+            vi.name = n.output[0]
+        inferred = infer(inferred)
+    return inferred
 
 
 def _value_specs(model) -> Dict[str, Spec]:
@@ -675,6 +690,8 @@ _UNARY = {
 }
 _SHAPE_ONLY = ("Reshape", "Flatten", "Squeeze", "Unsqueeze")
 _ALIASES = ("Identity", "Dropout")
+# Normalisations whose output has their input's shape and type.
+_SAME_SHAPE = ("GroupNormalization", "InstanceNormalization", "LayerNormalization", "RMSNormalization")
 
 
 def _why(n: ONode, const: Dict[str, np.ndarray]) -> str:
@@ -866,6 +883,18 @@ class _Lowering:
             return True
         if op == "Slice":
             return self.slice(n)
+        if op == "Pad":
+            return self.pad(n)
+        if op == "Resize":
+            return self.resize(n)
+        if op in ("GroupNormalization", "InstanceNormalization"):
+            return self.group_norm(n)
+        if op == "MatMul":
+            ranks = [len(self.specs[i].shape) for i in n.inputs]
+            if min(ranks) < 2:
+                raise ExportError(f"MatMul of a {min(ranks)}-d operand (NumPy's vector rule): the catalog's matmul takes matrices")
+            self.emit(n, "vsdk.matmul", self.ins(n), out)
+            return True
         if op == "Gather":
             return self.gather(n)
         if op == "Split":
@@ -1010,6 +1039,101 @@ class _Lowering:
         if any(k != 1 for k in strides):
             attrs["steps"] = strides
         self.emit(n, "vsdk.crop", self.ins(n)[:1], n.outputs[0], attrs)
+        return True
+
+    def pad(self, n: ONode) -> bool:
+        """Pad with constant pads (an input since opset 11, an attribute before; `axes` since 18)
+        -> `vsdk.pad`: ONNX's order (every start, then every end) is the catalog's; `edge` is
+        `replicate`, `wrap` is `circular`. A negative pad crops: no catalog pad does."""
+        a, x, out = n.attrs, n.inputs[0], n.outputs[0]
+        rank = len(self.specs[x].shape)
+        mode = a.get("mode", b"constant")
+        mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+        modes = {"constant": "constant", "reflect": "reflect", "edge": "replicate", "wrap": "circular"}
+        if mode not in modes:
+            raise ExportError(f"Pad mode `{mode}` has no catalog operator")
+        given = lambda k: len(n.inputs) > k and n.inputs[k]
+        pads = list(a["pads"]) if "pads" in a else (self._ints(self.v(n.inputs[1])) if given(1) else None)
+        if pads is None:
+            raise ExportError(f"Pad's pads `{n.inputs[1]}` are computed, not a constant")
+        axes = self._ints(self.v(n.inputs[3])) if given(3) else list(range(rank))
+        if axes is None:
+            raise ExportError(f"Pad's axes `{n.inputs[3]}` are computed, not a constant")
+        full = [0] * (2 * rank)
+        for k, ax in enumerate(axes):
+            full[ax % rank], full[rank + ax % rank] = int(pads[k]), int(pads[len(axes) + k])
+        if any(p < 0 for p in full):
+            raise ExportError(f"Pad with negative pads {full} (a crop): the catalog's pad only adds")
+        attrs: Dict[str, Any] = {"pads": full, "mode": modes[mode]}
+        if mode == "constant":
+            value = self.const.get(self.v(n.inputs[2])) if given(2) else np.array(a.get("value", 0.0))
+            if value is None or value.size != 1:
+                raise ExportError(f"Pad's constant_value `{n.inputs[2]}` is computed, not a constant")
+            if float(value.reshape(())) != 0.0:
+                attrs["value"] = float(value.reshape(()))
+        self.emit(n, "vsdk.pad", [self.inp(x, n, "const")], out, attrs)
+        return True
+
+    def resize(self, n: ONode) -> bool:
+        """Resize of the last two axes of `[N, C, H, W]` -> `vsdk.resize_bilinear` (mode linear:
+        `align_corners`, or PyTorch's half-pixel centres) or `vsdk.resize_nearest` (`asymmetric` +
+        `floor`: PyTorch's `nearest`; half-pixel + `round_prefer_ceil`: `nearest-exact`). Scales
+        become `scale_factor` (ONNX too maps with `1 / scale`), sizes `size`."""
+        a, x, out = n.attrs, n.inputs[0], n.outputs[0]
+        text = lambda k, d: (lambda v: v.decode() if isinstance(v, bytes) else str(v))(a.get(k, d))
+        mode, coords, rounding = text("mode", "nearest"), text("coordinate_transformation_mode", "half_pixel"), text("nearest_mode", "round_prefer_floor")
+        shape, dst = self.specs[x].shape, self.specs[out].shape
+        if len(shape) != 4 or tuple(dst[:2]) != tuple(shape[:2]):
+            raise ExportError(f"Resize of {list(shape)} to {list(dst)}: the catalog resizes the last two axes of [N, C, H, W]")
+        if int(a.get("antialias", 0)) or "axes" in a or text("keep_aspect_ratio_policy", "stretch") != "stretch":
+            raise ExportError("Resize with antialias, axes or a keep_aspect_ratio_policy has no catalog operator")
+        given = lambda k: len(n.inputs) > k and n.inputs[k]
+        scales = self.const.get(self.v(n.inputs[2])) if given(2) else None
+        attrs: Dict[str, Any]
+        if scales is not None and scales.size == 4:
+            s = [float(v) for v in scales.reshape(-1)]
+            if s[:2] != [1.0, 1.0]:
+                raise ExportError(f"Resize with scales {s}: the batch and channel axes must keep their size")
+            kept = [dst[2 + i] == shape[2 + i] and s[2 + i] != 1.0 for i in range(2)]
+            if any(kept):
+                raise ExportError(f"Resize by {s[2:]} keeps an axis's length but resamples it (ONNX); the catalog copies such an axis (PyTorch's CPU kernels): export with sizes")
+            attrs = {"scale_factor": s[2:]}
+        elif given(3) or (scales is not None and scales.size == 0):
+            attrs = {"size": [int(d) for d in dst[2:]]}
+        else:
+            raise ExportError("Resize's scales and sizes are computed, not constants")
+        if mode == "linear" and coords in ("align_corners", "pytorch_half_pixel", "half_pixel"):
+            if coords == "align_corners":
+                attrs = {"size": [int(d) for d in dst[2:]], "align_corners": 1}
+            self.emit(n, "vsdk.resize_bilinear", [self.inp(x, n, "const")], out, attrs)
+            return True
+        if mode == "nearest" and (coords, rounding) == ("asymmetric", "floor"):
+            self.emit(n, "vsdk.resize_nearest", [self.inp(x, n, "const")], out, attrs)
+            return True
+        if mode == "nearest" and coords in ("half_pixel", "pytorch_half_pixel") and rounding == "round_prefer_ceil":
+            self.emit(n, "vsdk.resize_nearest", [self.inp(x, n, "const")], out, dict(attrs, exact=1))
+            return True
+        raise ExportError(f"Resize mode `{mode}` with coordinate_transformation_mode `{coords}` and nearest_mode `{rounding}` has no catalog operator")
+
+    def group_norm(self, n: ONode) -> bool:
+        """GroupNormalization (scale and bias per channel since opset 21, per group before: spread
+        over the group's channels) and InstanceNormalization (a group per channel) -> `vsdk.group_norm`."""
+        a, x, out = n.attrs, n.inputs[0], n.outputs[0]
+        channels = int(self.specs[x].shape[1])
+        groups = channels if n.op == "InstanceNormalization" else int(a["num_groups"])
+        eps = float(str(np.float32(a.get("epsilon", 1e-5))))
+        ins = [self.inp(x, n, "const")]
+        for k, role in ((1, "weight"), (2, "bias")):
+            name = self.v(n.inputs[k])
+            size = int(np.prod(self.specs[name].shape)) if name in self.specs else int(self.const[name].size)
+            if size == channels:
+                ins.append(self.inp(name, n, role))
+            elif size == groups and name in self.const:
+                per_channel = np.repeat(self.const[name].reshape(-1), channels // groups).astype(np.float32)
+                ins.append(self.use_const(name, n, role, per_channel))
+            else:
+                raise ExportError(f"{n.op}'s {role} `{name}` has {size} values for {channels} channels in {groups} groups")
+        self.emit(n, "vsdk.group_norm", ins, out, {"groups": groups, "eps": eps})
         return True
 
     def gather(self, n: ONode) -> bool:

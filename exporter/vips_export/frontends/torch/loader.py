@@ -54,6 +54,24 @@ _REDUCTIONS = ("mean", "sum")
 # ATen's clamps: the positions of (min, max) among the arguments, and their defaults.
 _CLAMPS = {"clamp": (1, 2, None, None), "hardtanh": (1, 2, -1.0, 1.0), "clamp_min": (1, None, None, None), "clamp_max": (None, 1, None, None)}
 _RESHAPES = {"view", "reshape", "_unsafe_view", "flatten", "unsqueeze", "squeeze", "unflatten"}
+# ATen's pads: the mode of each (aten.pad names its own).
+_PADS = {
+    "pad": None,
+    "constant_pad_nd": "constant",
+    "reflection_pad1d": "reflect",
+    "reflection_pad2d": "reflect",
+    "reflection_pad3d": "reflect",
+    "replication_pad1d": "replicate",
+    "replication_pad2d": "replicate",
+    "replication_pad3d": "replicate",
+    "_pad_circular": "circular",
+}
+# ATen's 2-D upsamples: the catalog operator, and whether align_corners is its third argument.
+_UPSAMPLES = {
+    "upsample_bilinear2d": ("vsdk.resize_bilinear", True),
+    "upsample_nearest2d": ("vsdk.resize_nearest", False),
+    "_upsample_nearest_exact2d": ("vsdk.resize_nearest", False),
+}
 
 
 def load_factory(spec: str, input_shapes: Dict[str, List[int]]) -> Tuple[Graph, TorchRunner, str]:
@@ -329,6 +347,76 @@ class _Lowering:
         self.emit(node, "vsdk.mean" if t == "mean" else "vsdk.sum", [self.arg(args[0], node)], {"axes": axes, "keepdims": int(keep)})
         return True
 
+    def pad(self, node, t: str, args: Sequence[Any]) -> bool:
+        """`F.pad` (aten.pad, constant_pad_nd, reflection_/replication_pad, _pad_circular) ->
+        `vsdk.pad`. PyTorch lists (start, end) pairs from the last axis backwards; the catalog
+        lists every axis's start, then every end (ONNX's order)."""
+        rank = len(args[0].meta["val"].shape)
+        pairs = [int(v) for v in args[1]]
+        mode = _PADS[t] or (args[2] if len(args) > 2 else node.kwargs.get("mode", "constant"))
+        value = args[2] if t == "constant_pad_nd" and len(args) > 2 else (args[3] if t == "pad" and len(args) > 3 else node.kwargs.get("value"))
+        if mode not in ("constant", "reflect", "replicate", "circular"):
+            raise ExportError(f"{node.name}: aten.{t} mode `{mode}` has no catalog operator")
+        pads = [0] * (2 * rank)
+        for i in range(len(pairs) // 2):
+            axis = rank - 1 - i
+            pads[axis], pads[rank + axis] = pairs[2 * i], pairs[2 * i + 1]
+        if any(p < 0 for p in pads):
+            raise ExportError(f"{node.name}: aten.{t} with negative pads {pairs} (a crop): the catalog's pad only adds")
+        attrs: Dict[str, Any] = {"pads": pads, "mode": mode}
+        if mode == "constant" and value is not None and float(value) != 0.0:
+            attrs["value"] = float(value)
+        self.emit(node, "vsdk.pad", [self.arg(args[0], node)], attrs)
+        return True
+
+    def upsample(self, node, t: str, args: Sequence[Any]) -> bool:
+        """`F.interpolate` in bilinear (no antialias), nearest or nearest-exact over `[N, C, H, W]`
+        -> the catalog's resizes: `scale_factor` where PyTorch was given one (its kernels map with
+        `1 / s`, not `in / out`), else `size`."""
+        op, aligned = _UPSAMPLES[t]
+        if len(args[0].meta["val"].shape) != 4:
+            raise ExportError(f"{node.name}: aten.{t} of a {len(args[0].meta['val'].shape)}-d input (the catalog resizes [N, C, H, W])")
+        rest = list(args[1:])
+        align = bool(rest.pop(1)) if aligned and len(rest) > 1 else bool(node.kwargs.get("align_corners", False))
+        scales = rest[1] if len(rest) > 1 else node.kwargs.get("scale_factors")
+        if isinstance(scales, (int, float)) or (scales is None and len(rest) > 2):
+            # The .default overload: (output_size, [align_corners,] scales_h, scales_w).
+            hw = [rest[1], rest[2]] if len(rest) > 2 else [None, None]
+            scales = None if None in hw else hw
+        attrs: Dict[str, Any] = {"size": list(self.spec(node).shape[2:])} if scales is None else {"scale_factor": [float(v) for v in scales]}
+        if op == "vsdk.resize_bilinear":
+            attrs["align_corners"] = int(align)
+            if align:
+                attrs = {"size": list(self.spec(node).shape[2:]), "align_corners": 1}
+        elif t == "_upsample_nearest_exact2d":
+            attrs["exact"] = 1
+        self.emit(node, op, [self.arg(args[0], node)], attrs)
+        return True
+
+    def group_norm(self, node, t: str, args: Sequence[Any]) -> bool:
+        """`group_norm(x, groups, weight, bias, eps)` and `native_group_norm(x, weight, bias, N, C,
+        HxW, groups, eps)` (its mean and rstd outputs have no catalog operator) -> `vsdk.group_norm`;
+        a missing affine is ones and zeros."""
+        x = args[0]
+        channels = int(x.meta["val"].shape[1])
+        if t == "group_norm":
+            groups = int(args[1])
+            w, b = (args[2] if len(args) > 2 else None), (args[3] if len(args) > 3 else None)
+            eps = float(args[4]) if len(args) > 4 else float(node.kwargs.get("eps", 1e-5))
+        else:
+            w, b, groups, eps = args[1], args[2], int(args[6]), float(args[7])
+        wn = self.arg(w, node) if w is not None else self.const(f"{node.name}.ones", self.torch.ones(channels))
+        bn = self.arg(b, node) if b is not None else self.const(f"{node.name}.zeros", self.torch.zeros(channels))
+        attrs = {"groups": groups, "eps": eps}
+        if t == "group_norm":
+            self.emit(node, "vsdk.group_norm", [self.arg(x, node), wn, bn], attrs)
+            return True
+        val = node.meta["val"][0]
+        out = f"{node.name}.0"
+        self.emit(node, "vsdk.group_norm", [self.arg(x, node), wn, bn], attrs, output=out, spec=Spec(tuple(int(d) for d in val.shape), _DTYPES[str(val.dtype)]))
+        self.lists[node.name] = [out]  # the group statistics are training's
+        return True
+
     def clamp(self, node, t: str, args: Sequence[Any]) -> bool:
         """`clamp`, `clamp_min`, `clamp_max`, `hardtanh` (ReLU6) with number bounds -> `vsdk.clamp`;
         tensor bounds have no catalog operator."""
@@ -491,6 +579,18 @@ class _Lowering:
             return self.pool(node, t, args)
         if t in _REDUCTIONS:
             return self.reduce(node, t, args)
+        if t in _PADS:
+            return self.pad(node, t, args)
+        if t in _UPSAMPLES:
+            return self.upsample(node, t, args)
+        if t in ("group_norm", "native_group_norm"):
+            return self.group_norm(node, t, args)
+        if t in ("matmul", "bmm"):
+            ranks = [len(a.meta["val"].shape) for a in args[:2]]
+            if min(ranks) < 2:
+                raise ExportError(f"{node.name}: aten.{t} of a {min(ranks)}-d operand (NumPy's vector rule): the catalog's matmul takes matrices")
+            self.emit(node, "vsdk.matmul", [self.arg(args[0], node), self.arg(args[1], node)])
+            return True
         if t == "gelu":
             approx = node.kwargs.get("approximate", args[1] if len(args) > 1 else "none")
             self.emit(node, "vsdk.gelu_tanh" if approx == "tanh" else "vsdk.gelu", [self.arg(args[0], node)])
