@@ -517,3 +517,52 @@ def test_pads_resizes_group_norms_and_matmuls_export_and_pass(tmp_path: Path, co
     assert [a["groups"] for a in attrs("vsdk.group_norm")] == [8, 4]
     assert len(attrs("vsdk.matmul")) == 1
     _validated_and_passed_by_the_cpu_provider(out, conformance)
+
+
+def _rmsnorm_rotate_half(path: Path) -> Path:
+    """Llama's RMSNorm and rotate_half as ONNX writes them, unfused: `x · Reciprocal(Sqrt(ReduceMean(
+    Pow(x, 2)) + eps)) · w`, then `x·cos + cat(−x₂, x₁)·sin` with `Neg`, and `Pow(·, −0.5)`."""
+    from onnx import helper
+
+    rng = np.random.default_rng()
+    f32 = lambda v: np.array(v, np.float32)
+    pos = np.arange(6)[:, None] * (10000.0 ** (-np.arange(4) / 4))[None, :]
+    ang = np.concatenate([pos, pos], axis=1)
+    inits = {
+        "two": f32(2.0), "eps": f32(1e-6), "half": f32(-0.5),
+        "w": (1 + 0.1 * rng.normal(size=8)).astype(np.float32),
+        "cos": np.cos(ang).astype(np.float32), "sin": np.sin(ang).astype(np.float32),
+        "s0": np.array([0], np.int64), "s4": np.array([4], np.int64), "s8": np.array([8], np.int64), "ax": np.array([-1], np.int64),
+    }
+    n = helper.make_node
+    nodes = [
+        n("Pow", ["x", "two"], ["sq"], name="/norm/Pow"),
+        n("ReduceMean", ["sq"], ["ms"], name="/norm/ReduceMean", axes=[-1], keepdims=1),
+        n("Add", ["ms", "eps"], ["mse"], name="/norm/Add"),
+        n("Sqrt", ["mse"], ["rt"], name="/norm/Sqrt"),
+        n("Reciprocal", ["rt"], ["inv"], name="/norm/Reciprocal"),
+        n("Mul", ["x", "inv"], ["xn"], name="/norm/Mul"),
+        n("Mul", ["xn", "w"], ["y"], name="/norm/Mul_1"),
+        n("Slice", ["y", "s0", "s4", "ax"], ["y1"], name="/rope/Slice"),
+        n("Slice", ["y", "s4", "s8", "ax"], ["y2"], name="/rope/Slice_1"),
+        n("Neg", ["y2"], ["ny2"], name="/rope/Neg"),
+        n("Concat", ["ny2", "y1"], ["rot"], name="/rope/Concat", axis=-1),
+        n("Mul", ["y", "cos"], ["yc"], name="/rope/Mul"),
+        n("Mul", ["rot", "sin"], ["rs"], name="/rope/Mul_1"),
+        n("Add", ["yc", "rs"], ["r"], name="/rope/Add"),
+        n("Mul", ["r", "r"], ["r2"], name="/tail/Mul"),
+        n("Add", ["r2", "eps"], ["r2e"], name="/tail/Add"),
+        n("Pow", ["r2e", "half"], ["out"], name="/tail/Pow"),
+    ]
+    return _save_onnx(path, "rmsnorm_rope", nodes, inits, [2, 6, 8], [2, 6, 8])
+
+
+def test_rmsnorm_and_rotate_half_unfused_export_and_pass(tmp_path: Path, conformance: str) -> None:
+    out = tmp_path / "rmsnorm"
+    r = vips_export([str(_rmsnorm_rotate_half(tmp_path / "rmsnorm.onnx")), "-o", str(out)])
+    assert r.returncode == 0, r.stderr + r.stdout
+    doc = yaml.safe_load((out / "suite.yaml").read_text())
+    ops = [node["op"] for s in doc["stages"] for node in s["graph"]]
+    for op in ("vsdk.sqrt", "vsdk.div", "vsdk.rsqrt", "vsdk.mean"):
+        assert op in ops, ops
+    _validated_and_passed_by_the_cpu_provider(out, conformance)

@@ -820,6 +820,8 @@ class _Lowering:
             return True
         if op == "Clip":
             return self.clip(n)
+        if op in ("Pow", "Reciprocal", "Neg"):
+            return self.power(n)
         if op == "BatchNormalization":
             if int(a.get("training_mode", 0)) != 0 or len([o for o in n.outputs if o]) > 1:
                 raise ExportError("BatchNormalization in training mode (the batch's own statistics) has no catalog operator")
@@ -922,6 +924,33 @@ class _Lowering:
             raise ExportError(f"Clip with min {lo:g} above max {hi:g}: not the catalog's clamp")
         attrs = {k: v for k, v in (("min", lo), ("max", hi)) if v is not None}
         self.emit(n, "vsdk.clamp", [self.inp(n.inputs[0], n, "const")], out, attrs)
+        return True
+
+    def power(self, n: ONode) -> bool:
+        """`Pow` by a constant 2, 1, 0.5 or −0.5 (RMSNorm's `x.pow(2)` and `rsqrt` as exporters write
+        them), `Reciprocal` and `Neg` (rotate_half's) -> catalog operators, exactly: `x·x`, `x`,
+        `sqrt`, `rsqrt`, `1 / x`, `x·(−1)`."""
+        x, out = self.inp(n.inputs[0], n, "const"), n.outputs[0]
+        dtype = np.float32 if self.specs[out].dtype == "float32" else np.dtype(self.specs[out].dtype)
+        number = lambda role, v: self.use_const(f"{n.name}.{role}", n, role, np.array(v, dtype))
+        if n.op == "Reciprocal":
+            self.emit(n, "vsdk.div", [number("one", 1.0), x], out)
+            return True
+        if n.op == "Neg":
+            self.emit(n, "vsdk.mul", [x, number("minus_one", -1.0)], out)
+            return True
+        e = self.const.get(self.v(n.inputs[1]))
+        if e is None or e.size != 1:
+            raise ExportError(f"Pow's exponent `{n.inputs[1]}` is computed, not a constant")
+        e = float(e.reshape(()))
+        if e == 1.0:
+            self.alias[out] = n.inputs[0]
+        elif e == 2.0:
+            self.emit(n, "vsdk.mul", [x, x], out)
+        elif e in (0.5, -0.5):
+            self.emit(n, "vsdk.sqrt" if e > 0 else "vsdk.rsqrt", [x], out)
+        else:
+            raise ExportError(f"Pow with exponent {e:g}: only 2, 1, 0.5 and -0.5 have catalog operators")
         return True
 
     def pool(self, n: ONode) -> bool:
