@@ -181,7 +181,8 @@ typedef struct vsdk_kernel_call {
 /* ------------------------------------------------------------------------- */
 
 /* Filled by `get_info`. The host sets struct_size; the provider writes only
- * fields that fit. Strings are OWNED BY the provider instance. */
+ * fields that fit (a field whose last byte lies within struct_size bytes of
+ * the struct's start). Strings are OWNED BY the provider instance. */
 typedef struct vsdk_provider_info {
   size_t struct_size;
   const char* name;        /* short id, e.g. "cpu"; [a-z0-9_-]+ */
@@ -276,8 +277,9 @@ typedef struct vsdk_provider_api {
    * vsdk.cast the source dtype (the target is an attribute and cannot be
    * named here; a provider that runs only some targets answers 1 and returns
    * VSDK_STATUS_UNSUPPORTED from `execute` for the others), for
-   * vsdk.resize_pil_bicubic and vsdk.resize_pil_lanczos uint8. `kernel` is
-   * BORROWED. */
+   * vsdk.resize_pil_bicubic and vsdk.resize_pil_lanczos uint8. A kernel the
+   * provider does not know, or knows at another version, is answered with
+   * *out_supported = 0 and no status: not an error. `kernel` is BORROWED. */
   vsdk_status_t* (*kernel_supports)(vsdk_provider_t* provider, uint32_t device_index,
                                     const char* kernel, uint32_t version,
                                     vsdk_dtype_t dtype, int32_t* out_supported);

@@ -7,6 +7,7 @@
 mod common;
 
 mod certify;
+mod clean_room;
 mod cli;
 mod contract;
 mod dinov2;

@@ -6,7 +6,7 @@
 //! stepped cases; a port that reads a contiguous window fails exactly the
 //! stepped stages and a stepped contract case.
 
-use crate::common::suites::{self, assert_passes, device, failing_stages, fresh_seed, run};
+use crate::common::suites::{self, device, failing_stages, fresh_seed, run};
 use vips_sdk::compare::Tier;
 use vips_sdk::runner::Mode;
 use vips_sdk::suite::Suite;
@@ -65,29 +65,7 @@ stages:
 #[test]
 fn every_provider_passes_in_both_modes() {
     let cpu = device("cpu");
-    let s = suite(fresh_seed(), &cpu);
-    let tiers = [Tier::Fp32, Tier::Fp16, Tier::Bf16];
-    // The C template is float32 only.
-    for (name, dev, tiers) in [
-        ("cpu", device("cpu"), &tiers[..]),
-        (
-            "template",
-            device(vsdk_template_c::LIBRARY_PATH),
-            &tiers[..1],
-        ),
-        ("simt", device("simt"), &tiers[..]),
-    ] {
-        assert_passes(
-            &run(&s, &dev, &cpu, Mode::Isolated, tiers, true),
-            &format!("{name} isolated"),
-            &OPS,
-        );
-        assert_passes(
-            &run(&s, &dev, &cpu, Mode::Chained, &[Tier::Fp32], false),
-            &format!("{name} chained"),
-            &OPS,
-        );
-    }
+    suites::assert_every_provider_passes(&suite(fresh_seed(), &cpu), &OPS);
 }
 
 /// A crop that ignores its steps reads a contiguous window of the right

@@ -101,6 +101,34 @@ pub fn assert_passes(r: &RunReport, what: &str, ops: &[&str]) {
     assert!(r.passed, "{what}");
 }
 
+/// The CPU provider and SIMT at every tier, the C template (float32 only) at
+/// fp32, isolated with the contract and chained at fp32: each passes, with
+/// contract cases of each of `ops`.
+pub fn assert_every_provider_passes(s: &Suite, ops: &[&str]) {
+    let cpu = device("cpu");
+    let tiers = [Tier::Fp32, Tier::Fp16, Tier::Bf16];
+    for (name, dev, tiers) in [
+        ("cpu", device("cpu"), &tiers[..]),
+        (
+            "template",
+            device(vsdk_template_c::LIBRARY_PATH),
+            &tiers[..1],
+        ),
+        ("simt", device("simt"), &tiers[..]),
+    ] {
+        assert_passes(
+            &run(s, &dev, &cpu, Mode::Isolated, tiers, true),
+            &format!("{name} isolated"),
+            ops,
+        );
+        assert_passes(
+            &run(s, &dev, &cpu, Mode::Chained, &[Tier::Fp32], false),
+            &format!("{name} chained"),
+            ops,
+        );
+    }
+}
+
 /// The kernel-contract cases of the first tier that did not pass.
 pub fn failing_cases(r: &RunReport) -> Vec<&str> {
     r.tiers[0]
