@@ -3,7 +3,7 @@
 
 The SDK's resize kernels are specified to match these libraries exactly
 (Pillow: bit for bit on uint8; PyTorch: within float32 rounding). This script
-writes sdk/tests/data/{pillow_bicubic,torch_bicubic}.json; the tests in
+writes sdk/tests/data/{pillow_bicubic,torch_bicubic,torch_resize}.json; the tests in
 sdk/tests/it/known_values.rs compare both providers against them.
 
     pip install numpy pillow torch && python3 tools/make_reference_data.py
@@ -76,12 +76,39 @@ def torch_cases(rng):
     return cases
 
 
+def torch_resize_cases(rng):
+    """Bilinear (both corner conventions) and nearest (`nearest`, `nearest-exact`) on float64 inputs,
+    with sizes and scale factors where PyTorch's own index arithmetic matters: a kept axis at 1.05
+    (copied), a doubled one, a non-integer downsample, odd upsamples, 2 -> 41."""
+    cases = []
+    specs = [
+        ((1, 2, 9, 12), {"size": (31, 7)}), ((1, 2, 9, 12), {"scale_factor": (1.05, 2.0)}),
+        ((2, 1, 7, 5), {"scale_factor": (0.6, 1.7)}), ((1, 1, 2, 3), {"size": (41, 1)}),
+        ((1, 1, 13, 10), {"scale_factor": (16.1 / 37, 2.5)}), ((1, 1, 37, 8), {"size": (16, 20)}),
+    ]
+    for shape, kw in specs:
+        for mode, flag in (("bilinear", False), ("bilinear", True), ("nearest", None), ("nearest-exact", None)):
+            x = torch.from_numpy(rng.normal(0, 1, shape))
+            extra = {} if flag is None else {"align_corners": flag}
+            y = F.interpolate(x, mode=mode, **kw, **extra)
+            case = {"mode": mode, "input_shape": list(shape), "input": x.numpy().ravel().tolist(),
+                    "output_shape": list(y.shape), "output": y.numpy().ravel().tolist()}
+            if flag is not None:
+                case["align_corners"] = int(flag)
+            case.update({k: list(v) for k, v in kw.items()})
+            cases.append(case)
+    return cases
+
+
 def main():
     rng = np.random.default_rng(20261121)
     OUT.mkdir(parents=True, exist_ok=True)
     meta = {"pillow": Image.__version__, "torch": torch.__version__}
     (OUT / "pillow_bicubic.json").write_text(json.dumps({"versions": meta, "cases": pillow_cases(rng)}) + "\n")
     (OUT / "torch_bicubic.json").write_text(json.dumps({"versions": meta, "cases": torch_cases(rng)}) + "\n")
+    # Its own generator: added later, the files before it stay as they were.
+    resize = torch_resize_cases(np.random.default_rng(20261130))
+    (OUT / "torch_resize.json").write_text(json.dumps({"versions": meta, "cases": resize}) + "\n")
 
 
 if __name__ == "__main__":

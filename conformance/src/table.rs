@@ -554,6 +554,7 @@ pub fn print(r: &RunReport, document: Option<&Document>, wide: bool, timings: bo
         p.say(0, if wide { LEGEND_WIDE } else { LEGEND_NARROW });
         if timings {
             p.say(0, LEGEND_TIMINGS);
+            families(&p, r);
         }
     }
     if let Some(stop) = &r.stopped_early {
@@ -565,6 +566,41 @@ pub fn print(r: &RunReport, document: Option<&Document>, wide: bool, timings: bo
         p.say(0, &format!("releasing the provider failed: {teardown}"));
     }
     println!("\nverdict: {}", if r.passed { "PASS" } else { "FAIL" });
+}
+
+/// With `--timings`: the verdict's float64 seconds by operator family,
+/// every tier's stages and differential round summed, the largest first.
+fn families(p: &Printer, r: &RunReport) {
+    let stages = r
+        .tiers
+        .iter()
+        .flat_map(|t| t.stages.iter().chain(&t.differential));
+    let mut sum: Vec<_> = runner::Timings::by_family(stages).into_iter().collect();
+    if sum.is_empty() {
+        return;
+    }
+    sum.sort_by(|a, b| (b.1.reference + b.1.judgement).total_cmp(&(a.1.reference + a.1.judgement)));
+    let total: f64 = sum.iter().map(|(_, t)| t.reference + t.judgement).sum();
+    let parts: Vec<String> = sum
+        .iter()
+        .map(|(family, t)| {
+            format!(
+                "{family} {} (reference {}, node checks {})",
+                ms(t.reference + t.judgement),
+                ms(t.reference),
+                ms(t.judgement)
+            )
+        })
+        .collect();
+    println!();
+    p.say(
+        0,
+        &format!(
+            "the verdict's float64 work by operator family ({} in all, stages from the reference cache not counted): {}.",
+            ms(total),
+            parts.join("; ")
+        ),
+    );
 }
 
 #[cfg(test)]

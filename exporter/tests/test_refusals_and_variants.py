@@ -94,6 +94,10 @@ def test_a_wrong_variant_of_the_model_fails_the_suite(edit, operator: str, tmp_p
         # ONNX resamples an axis whose length a scale keeps; PyTorch's kernels (the catalog) copy it.
         (helper.make_node("Resize", ["x", "", "s"], ["out"], name="/keep/Resize", mode="linear"), {"s": np.array([1, 1, 1.05, 2], np.float32)}, "keeps an axis"),
         (helper.make_node("Resize", ["x", "", "s"], ["out"], name="/onnx/Resize", mode="nearest"), {"s": np.array([1, 1, 2, 2], np.float32)}, "nearest_mode `round_prefer_floor`"),
+        # ONNX Runtime's float32 `(i + ½)/(41/8) − ½` and PyTorch's `(i + ½)·(8/41)` part at output 20.
+        (helper.make_node("Resize", ["x", "", "", "z"], ["out"], name="/exact/Resize", mode="nearest", coordinate_transformation_mode="half_pixel", nearest_mode="round_prefer_ceil"), {"z": np.array([1, 2, 8, 41], np.int64)}, "not the same function"),
+        (helper.make_node("Resize", ["x", "", "", "z"], ["out"], name="/one/Resize", mode="linear", coordinate_transformation_mode="pytorch_half_pixel"), {"z": np.array([1, 2, 1, 4], np.int64)}, "length of 1"),
+        (helper.make_node("Pad", ["x", "p", "", "a"], ["out"], name="/short/Pad"), {"p": np.array([1, 1, 1], np.int64), "a": np.array([2, 3], np.int64)}, "no static shape"),
     ],
 )
 def test_pads_and_resizes_the_catalog_lacks_are_refused_naming_the_node(node, inits, says: str, tmp_path: Path) -> None:

@@ -725,6 +725,8 @@ static vsdk_status_t* k_pad(const vsdk_kernel_call_t* c) {
   size_t es = elem_size(t), i, n = 1;
   char fill[8], *src, *dst = (char*)out_data(c);
   TRY(need_inputs(c, 1, 1));
+  if (!is_f32(t->dtype) && !is_i32(t->dtype) && !is_u8(t->dtype))
+    return UNSUPPORTED("%s: this template pads float32, int32 and uint8", c->kernel);
   TRY(attr_ints(c, "pads", 2 * (uint64_t)t->ndim, pads, &found));
   TRY(attr_float(c, "value", 0.0, &value));
   if (!found) return INVALID("%s: `pads` (2 x rank ints) is required", c->kernel);
@@ -733,9 +735,20 @@ static vsdk_status_t* k_pad(const vsdk_kernel_call_t* c) {
     for (mode = 0; mode < 4 && strcmp(m->value.s, MODES[mode]) != 0; mode++) {}
     if (mode == 4) return INVALID("%s: unknown mode `%s`", c->kernel, m->value.s);
   }
+  if (mode != PAD_CONSTANT && find_attr(c, "value") != NULL)
+    return INVALID("%s: only `constant` padding has a value", c->kernel);
+  /* The value must be one of the dtype's (exact in an integer dtype): no
+   * out-of-range conversion below. */
+  if (value != value) return INVALID("%s: NaN is not a pad value", c->kernel);
+  if (!is_f32(t->dtype) && (value != floor(value) || value < (is_u8(t->dtype) ? 0.0 : -2147483648.0) ||
+                            value > (is_u8(t->dtype) ? 255.0 : 2147483647.0)))
+    return INVALID("%s: %g is not a value of the input's integer dtype", c->kernel, value);
   for (d = 0; d < t->ndim; d++) {
     int64_t b = pads[d], e = pads[t->ndim + d], len = t->shape[d];
-    int64_t most = mode == PAD_REFLECT ? len - 1 : mode == PAD_CIRCULAR ? len : mode == PAD_REPLICATE && len == 0 ? 0 : INT64_MAX;
+    int64_t most = mode == PAD_REFLECT ? (len > 0 ? len - 1 : 0)
+                   : mode == PAD_CIRCULAR ? len
+                   : mode == PAD_REPLICATE && len == 0 ? 0
+                                                       : INT64_MAX;
     if (b < 0 || e < 0 || b > most || e > most) return INVALID("%s: pads of axis %d do not fit its mode", c->kernel, d);
     if (b > INT64_MAX / 4 || e > INT64_MAX / 4 - b) return INVALID("%s: pads of axis %d overflow", c->kernel, d);
     shape[d] = len + b + e;
@@ -1011,6 +1024,9 @@ static vsdk_status_t* k_matmul(const vsdk_kernel_call_t* c) {
   shape[r - 2] = (int64_t)m;
   shape[r - 1] = (int64_t)n;
   TRY(check_output(c, F32, r, shape));
+  /* An empty output has nothing to compute; its batch axes may be huge (the
+   * size bound counts bytes, and an empty tensor has none). */
+  if (numel(&c->outputs[0]) == 0) return NULL;
   TRY(load_f32(c, 0, &a));
   if ((st = load_f32(c, 1, &b)) != NULL) {
     free(a);

@@ -219,6 +219,39 @@ impl Op {
             })
     }
 
+    /// Its family: the file each layer keeps it in (ARCHITECTURE.md, "Adding
+    /// an operator"), and how `--timings` groups the verdict's time.
+    pub fn family(self) -> &'static str {
+        match self {
+            Op::Crop | Op::Pad | Op::Concat | Op::Reshape | Op::Permute => "movement",
+            Op::Cast | Op::Add | Op::Sub | Op::Mul | Op::Div | Op::Gelu | Op::GeluTanh => {
+                "elementwise"
+            }
+            Op::Silu | Op::Sin | Op::Cos | Op::Relu | Op::Clamp | Op::Sigmoid | Op::Tanh => {
+                "elementwise"
+            }
+            Op::Exp | Op::Sqrt | Op::Rsqrt | Op::HardSwish | Op::HardSigmoid => "elementwise",
+            Op::LayerNorm | Op::RmsNorm | Op::Softmax | Op::BatchNorm | Op::GroupNorm => {
+                "normalization"
+            }
+            Op::MaxPool2d | Op::AvgPool2d | Op::AdaptiveAvgPool2d | Op::Mean | Op::Sum => {
+                "reduction"
+            }
+            Op::Linear | Op::Conv2d | Op::Matmul => "linear",
+            Op::Sdpa | Op::Rotary => "attention",
+            Op::ResizePilBicubic | Op::ResizePilLanczos | Op::ResizeBicubic => "resize",
+            Op::ResizeBilinear | Op::ResizeNearest => "resize",
+            Op::SparseConv3d
+            | Op::SparseDownsampleCoords
+            | Op::SparseDownsampleIndex
+            | Op::SegmentMean
+            | Op::GatherRows
+            | Op::RepeatRows
+            | Op::SparseSubdivideCoords => "sparse",
+            Op::Rasterize | Op::Interpolate => "raster",
+        }
+    }
+
     /// Only moves elements (no value is computed): exact at every tier.
     pub fn moves_data(self) -> bool {
         matches!(

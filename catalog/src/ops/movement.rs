@@ -201,6 +201,15 @@ pub(super) fn pad(
     if value.is_nan() {
         return c.attr("value", "NaN is not a pad value");
     }
+    if mode != PadMode::Constant && attrs.get("value").is_some() {
+        return c.attr(
+            "value",
+            format!(
+                "only `constant` padding has a value (mode is `{}`)",
+                mode.name()
+            ),
+        );
+    }
     if !dtype.is_float() {
         let (lo, hi) = match dtype {
             DType::U8 => (0.0, 255.0),
@@ -213,14 +222,6 @@ pub(super) fn pad(
                 format!("{value} is not a {dtype} value (a constant is exact in an integer dtype)"),
             );
         }
-    } else if mode != PadMode::Constant && attrs.get("value").is_some() {
-        return c.attr(
-            "value",
-            format!(
-                "only `constant` padding has a value (mode is `{}`)",
-                mode.name()
-            ),
-        );
     }
     let (begin, end): (Vec<usize>, Vec<usize>) = (
         pads[..rank].iter().map(|&p| p as usize).collect(),
@@ -530,6 +531,21 @@ mod tests {
         assert!(int_value(DType::U8, 255.0).is_ok());
         assert!(int_value(DType::U8, 256.0).is_err());
         assert!(int_value(DType::I32, 0.5).is_err());
+        let reflect_with_value = Attrs::new()
+            .with("pads", AttrValue::Ints(vec![1, 1]))
+            .with("mode", AttrValue::Str("reflect".into()))
+            .with("value", AttrValue::Float(5.0));
+        for dtype in [DType::I32, DType::F32] {
+            let e = Node::infer(
+                Op::Pad,
+                &reflect_with_value,
+                &[TensorSpec::new(dtype, &[3])],
+            );
+            assert!(
+                e.unwrap_err().to_string().contains("only `constant`"),
+                "{dtype}"
+            );
+        }
         assert!(int_value(DType::F32, f64::NAN).is_err());
         let (Node::Pad(p), _) = int_value(DType::BF16, 1.0 / 3.0).unwrap() else {
             panic!("a pad")

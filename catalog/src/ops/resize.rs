@@ -96,53 +96,11 @@ pub(super) fn bicubic(
     dtype: DType,
 ) -> Inferred {
     let x = &inputs[0];
-    let out = |shape: Vec<usize>| vec![TensorSpec { dtype, shape }];
-    c.rank("input [N, C, H, W]", x, 4)?;
-    let (in_h, in_w) = (x.shape[2], x.shape[3]);
-    if in_h == 0 || in_w == 0 {
-        return c.fail(format!(
-            "input {:?} has an empty spatial dimension",
-            x.shape
-        ));
-    }
-    let size = positive_size(c, attrs)?;
-    let factor = attrs.floats(c.kernel, "scale_factor")?;
-    let r = match (size, factor) {
-        (Some([oh, ow]), None) => Resize {
-            out_h: oh,
-            out_w: ow,
-            scale_h: in_h as f64 / oh as f64,
-            scale_w: in_w as f64 / ow as f64,
-            antialias: false,
-        },
-        (None, Some(&[sh, sw])) if sh > 0.0 && sw > 0.0 && sh.is_finite() && sw.is_finite() => {
-            let (oh, ow) = ((in_h as f64 * sh).floor(), (in_w as f64 * sw).floor());
-            if oh < 1.0 || ow < 1.0 {
-                return c.attr(
-                    "scale_factor",
-                    format!("gives an empty output ({oh} x {ow})"),
-                );
-            }
-            Resize {
-                out_h: oh as usize,
-                out_w: ow as usize,
-                scale_h: 1.0 / sh,
-                scale_w: 1.0 / sw,
-                antialias: false,
-            }
-        }
-        (None, Some(v)) => {
-            return c.attr(
-                "scale_factor",
-                format!("expected [s_h, s_w], finite and > 0, got {v:?}"),
-            )
-        }
-        (Some(_), Some(_)) => return c.attr("size", "give `size` or `scale_factor`, not both"),
-        (None, None) => return c.attr("size", "one of `size` or `scale_factor` is required"),
-    };
+    let r = resize_size(c, attrs, x)?;
     let antialias = c.flag(attrs, "antialias", false)?;
     let shape = vec![x.shape[0], x.shape[1], r.out_h, r.out_w];
-    Ok((Node::ResizeBicubic(Resize { antialias, ..r }), out(shape)))
+    let node = Node::ResizeBicubic(Resize { antialias, ..r });
+    Ok((node, vec![TensorSpec { dtype, shape }]))
 }
 
 /// A `vsdk.resize_bilinear` call: PyTorch's `upsample_bilinear2d`.
@@ -295,24 +253,23 @@ pub(super) fn nearest(
     let x = &inputs[0];
     let r = resize_size(c, attrs, x)?;
     let exact = c.flag(attrs, "exact", false)?;
-    // PyTorch's scales: float32, `in / out` divided in float32 (both
-    // sizes exact there up to 2^24), `1 / s` in float64 then narrowed.
-    let scale = |len: usize, out: usize, factor: f64| {
-        if attrs.get("scale_factor").is_some() {
-            (1.0 / factor) as f32
+    // PyTorch's scales: float32, `in / out` divided in float32 (both sizes
+    // exact there up to 2^24), `1 / s` in float64 then narrowed (`r`'s
+    // scales are `1 / s` where a scale factor was given).
+    let factor = attrs.get("scale_factor").is_some();
+    let scale = |len: usize, out: usize, wide: f64| {
+        if factor {
+            wide as f32
         } else {
             len as f32 / out as f32
         }
     };
-    let factors = attrs
-        .floats(c.kernel, "scale_factor")?
-        .unwrap_or(&[1.0, 1.0]);
     let shape = vec![x.shape[0], x.shape[1], r.out_h, r.out_w];
     let node = Node::ResizeNearest(Nearest {
         out_h: r.out_h,
         out_w: r.out_w,
-        scale_h: scale(x.shape[2], r.out_h, factors[0]),
-        scale_w: scale(x.shape[3], r.out_w, factors[1]),
+        scale_h: scale(x.shape[2], r.out_h, r.scale_h),
+        scale_w: scale(x.shape[3], r.out_w, r.scale_w),
         exact,
     });
     Ok((node, vec![TensorSpec { dtype, shape }]))

@@ -922,3 +922,42 @@ fn chained_check_feeds_a_capture_wider_than_the_tier_as_captured() {
         "{ln}"
     );
 }
+
+/// `--timings` names where the verdict's float64 work goes, by operator
+/// family, under the table; the JSON holds it per stage. The demo's stages
+/// are linear + GELU, layer norm, linear + softmax (no reference cache: a
+/// fresh results directory).
+#[test]
+fn timings_show_the_verdicts_work_by_operator_family() {
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("r.json");
+    let (code, out, err) = cli(&[
+        "run",
+        "demo-mlp",
+        "--timings",
+        "--tier",
+        "fp32",
+        "--output",
+        results.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let flat = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    let line = flat
+        .split("the verdict's float64 work by operator family")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no family line: {out}"));
+    for family in ["linear", "elementwise", "normalization"] {
+        assert!(line.contains(&format!("{family} ")), "{family}: {line}");
+    }
+    assert!(!line.contains("attention"), "{line}");
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&results).unwrap()).unwrap();
+    let stages = r["tiers"][0]["stages"].as_array().unwrap();
+    let norm = stages
+        .iter()
+        .find(|s| s["timings"]["families"]["normalization"].is_object())
+        .unwrap_or_else(|| panic!("no stage with a normalization family: {stages:?}"));
+    let t = &norm["timings"]["families"]["normalization"];
+    let total = t["reference"].as_f64().unwrap() + t["judgement"].as_f64().unwrap();
+    assert!(total > 0.0, "{t}");
+}

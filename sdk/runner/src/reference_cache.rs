@@ -334,6 +334,7 @@ fn decode(bytes: &[u8], key: &[u8; 32]) -> Option<(StageReference, f64)> {
         values,
         coverage: entry.coverage,
         summed: entry.summed.into_iter().collect::<HashSet<_>>(),
+        node_seconds: Vec::new(),
     };
     Some((r, entry.seconds))
 }

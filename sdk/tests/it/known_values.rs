@@ -165,3 +165,63 @@ fn antialiased_resize_copies_an_axis_whose_length_does_not_change() {
         }
     }
 }
+
+/// Bilinear (both corner conventions) and nearest (`nearest`,
+/// `nearest-exact`) against PyTorch's `F.interpolate` on float64 inputs
+/// (tools/make_reference_data.py): the CPU provider at float64, where
+/// nearest must be exact (every output an input element, chosen by PyTorch's
+/// float32 index arithmetic) and bilinear within float64 rounding; the C
+/// template and the GPU source under SIMT at float32, within float32
+/// rounding.
+#[test]
+fn bilinear_and_nearest_match_torch_interpolate() {
+    let all = cases("torch_resize.json");
+    for (dev, dtype, tol) in [
+        (cpu(), DType::F64, 1e-12),
+        (template_c(), DType::F32, 1e-5),
+        (simt(), DType::F32, 1e-5),
+    ] {
+        for (i, c) in all.iter().enumerate() {
+            let mode = c["mode"].as_str().unwrap();
+            let x = T::new(&usizes(&c["input_shape"]), floats(&c["input"]));
+            let (op, mut attrs) = match mode {
+                "bilinear" => (
+                    "vsdk.resize_bilinear",
+                    Attrs::new().with(
+                        "align_corners",
+                        AttrValue::Int(c["align_corners"].as_i64().unwrap()),
+                    ),
+                ),
+                "nearest" => ("vsdk.resize_nearest", Attrs::new()),
+                _ => (
+                    "vsdk.resize_nearest",
+                    Attrs::new().with("exact", AttrValue::Int(1)),
+                ),
+            };
+            attrs = match c.get("size") {
+                Some(s) => attrs.with(
+                    "size",
+                    AttrValue::Ints(usizes(s).into_iter().map(|v| v as i64).collect()),
+                ),
+                None => attrs.with(
+                    "scale_factor",
+                    AttrValue::Floats(floats(&c["scale_factor"])),
+                ),
+            };
+            let input = x.rounded(dtype);
+            let out = run(&dev, op, &attrs, &[input.host(dtype)]);
+            let what = format!("{}: {mode} case {i}", dev.provider_info().name);
+            assert_eq!(out.spec.shape, usizes(&c["output_shape"]), "{what}");
+            let want = floats(&c["output"]);
+            if mode == "bilinear" {
+                assert_close(&what, &out.to_f64_vec(), &want, tol, tol);
+            } else {
+                // PyTorch's nearest of the (rounded) input: the same elements.
+                let rounded: Vec<f64> = T::new(&usizes(&c["output_shape"]), want)
+                    .rounded(dtype)
+                    .data;
+                assert_eq!(out.to_f64_vec(), rounded, "{what}");
+            }
+        }
+    }
+}

@@ -569,7 +569,7 @@ class _Fusion:
                 k, v = ku[0], vu[0]
                 removed += ku[2] + vu[2]
             elif self.specs.get(k) is None or self.specs[k].shape != ks:
-                self.refusals.setdefault(qk.name, f"the keys {k} reach this product reshaped to {list(ks)} by a pattern other than repeat_kv's: a product of two computed tensors has no catalog operator")
+                self.refusals.setdefault(qk.name, f"the keys {k} reach this product reshaped to {list(ks)} by a pattern other than repeat_kv's: not fused as sdpa")
                 continue
             # The model multiplies in float32: its scale is the float32 product, written shortest.
             total = float(str(np.float32(np.float32(scale) * np.float32(sq) * np.float32(sk) * np.float32(sk2))))
@@ -696,7 +696,7 @@ _SAME_SHAPE = ("GroupNormalization", "InstanceNormalization", "LayerNormalizatio
 
 def _why(n: ONode, const: Dict[str, np.ndarray]) -> str:
     if n.op in ("MatMul", "Gemm") and len(n.inputs) > 1 and n.inputs[1] not in const:
-        return "a product of two computed tensors (its second operand is not a constant): batched matmul has no catalog operator yet"
+        return "a Gemm of two computed tensors (its second operand is not a constant): only MatMul's product of two tensors is a catalog operator (vsdk.matmul)"
     if n.op in ("Conv",):
         return "only 2-D convolution without auto_pad has a catalog operator"
     if n.op in ("Where", "IsNaN"):
@@ -1088,6 +1088,8 @@ class _Lowering:
         axes = self._ints(self.v(n.inputs[3])) if given(3) else list(range(rank))
         if axes is None:
             raise ExportError(f"Pad's axes `{n.inputs[3]}` are computed, not a constant")
+        if len(pads) != 2 * len(axes) or any(not -rank <= ax < rank for ax in axes):
+            raise ExportError(f"Pad with {len(pads)} pads for axes {axes} of a rank-{rank} input (2 per axis, starts then ends)")
         full = [0] * (2 * rank)
         for k, ax in enumerate(axes):
             full[ax % rank], full[rank + ax % rank] = int(pads[k]), int(pads[len(axes) + k])
@@ -1131,6 +1133,10 @@ class _Lowering:
             attrs = {"size": [int(d) for d in dst[2:]]}
         else:
             raise ExportError("Resize's scales and sizes are computed, not constants")
+        if coords == "pytorch_half_pixel" and 1 in (int(dst[2]), int(dst[3])):
+            raise ExportError("Resize with pytorch_half_pixel to a length of 1 samples coordinate 0 (ONNX); PyTorch's kernels, and the catalog, sample the centre")
+        if mode == "nearest":
+            self._same_nearest(n, shape, dst, scales, coords, rounding)
         if mode == "linear" and coords in ("align_corners", "pytorch_half_pixel", "half_pixel"):
             if coords == "align_corners":
                 attrs = {"size": [int(d) for d in dst[2:]], "align_corners": 1}
@@ -1143,6 +1149,32 @@ class _Lowering:
             self.emit(n, "vsdk.resize_nearest", [self.inp(x, n, "const")], out, dict(attrs, exact=1))
             return True
         raise ExportError(f"Resize mode `{mode}` with coordinate_transformation_mode `{coords}` and nearest_mode `{rounding}` has no catalog operator")
+
+    def _same_nearest(self, n: ONode, shape, dst, scales, coords: str, rounding: str) -> None:
+        """ONNX Runtime's nearest indices (float32: `i / scale` or half-pixel centres, `scale = out /
+        in`) against the catalog's (PyTorch's float32 arithmetic, docs/operators.md): they part on some
+        sizes; where they do on this call, it is refused rather than lowered to another function."""
+        exact = coords != "asymmetric"
+        for axis in (2, 3):
+            size, out = int(shape[axis]), int(dst[axis])
+            given = None if scales is None or scales.size != 4 else float(scales.reshape(-1)[axis])
+            ort_scale = np.float32(given) if given is not None else np.float32(out) / np.float32(size)
+            ours = np.float32(1.0 / given) if given is not None else np.float32(size) / np.float32(out)
+            for i in range(out):
+                if exact:
+                    x = (np.float32(i) + np.float32(0.5)) / ort_scale - np.float32(0.5)
+                    theirs = int(np.ceil(x)) if x == np.floor(x) + np.float32(0.5) else int(np.floor(x + np.float32(0.5)))
+                    src = np.float32((i + 0.5) * np.float64(ours))
+                else:
+                    theirs = int(np.floor(np.float32(i) / ort_scale))
+                    src = np.float32(np.float32(i) * ours)
+                mine = i if not exact and out == size else i // 2 if not exact and out == 2 * size else int(np.floor(src))
+                if min(max(theirs, 0), size - 1) != min(mine, size - 1):
+                    raise ExportError(
+                        f"Resize nearest ({coords}, {rounding}) of axis {axis} from {size} to {out}: ONNX's float32 index "
+                        f"arithmetic reads pixel {min(max(theirs, 0), size - 1)} for output {i}, PyTorch's (the catalog's) "
+                        f"pixel {min(mine, size - 1)}: not the same function"
+                    )
 
     def group_norm(self, n: ONode) -> bool:
         """GroupNormalization (scale and bias per channel since opset 21, per group before: spread

@@ -553,7 +553,8 @@ class _Lowering:
                 # Part of a multi-output operator already listed as unsupported.
                 return any(u.where == args[0].name or u.source == _source(args[0]) for u in self.g.unsupported)
             if int(args[1]) >= len(parts):
-                what = "max pooling's indices" if "pool" in _short(args[0].target) else "a batch norm's saved statistics are training's"
+                source = _short(args[0].target)
+                what = "max pooling's indices" if "pool" in source else ("a group norm's statistics are training's" if "group_norm" in source else "a batch norm's saved statistics are training's")
                 raise ExportError(f"{node.name}: output {args[1]} of {args[0].name} ({what}) has no catalog operator")
             self.alias[node.name] = parts[args[1]]
             self.g.framework_names[parts[args[1]]] = node.name

@@ -23,8 +23,8 @@ pub use contract::{CONCURRENCY, THREADS as CONCURRENCY_THREADS};
 pub use identity::{sha256_file, Host, Identity, Reference};
 pub use invariants::InvariantResult;
 pub use report::{
-    Drift, EndToEndResult, OutputResult, Round, RunReport, Settings, StageResult, Status,
-    TierReport, Timings, Tolerance,
+    Drift, EndToEndResult, FamilyTime, OutputResult, Round, RunReport, Settings, StageResult,
+    Status, TierReport, Timings, Tolerance,
 };
 pub use results::Baseline;
 
@@ -32,7 +32,7 @@ use crate::suite::{Suite, SuiteError};
 use chain::Chain;
 use serde::{Deserialize, Serialize};
 use stage::StageContext;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 use timeouts::TimedOut;
 pub use timeouts::{

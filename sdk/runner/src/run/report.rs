@@ -231,7 +231,7 @@ pub struct StageResult {
 }
 
 /// Where a stage's time went, in seconds (`--timings`; docs/runner.md).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Timings {
     /// Inside the provider's `execute` calls, both guarded runs (as the
     /// worker measured them, in isolated mode).
@@ -245,6 +245,41 @@ pub struct Timings {
     /// Running the program less the kernels: inputs placed, guards and
     /// poison written and checked, the worker's pipes.
     pub io: f64,
+    /// The float64 work by operator family (`Op::family`): each node's part
+    /// of the stage's reference, and its node check.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub families: BTreeMap<String, FamilyTime>,
+}
+
+impl Timings {
+    /// The entry of `op`'s family.
+    pub fn family(&mut self, op: vsdk_catalog::Op) -> &mut FamilyTime {
+        self.families.entry(op.family().to_string()).or_default()
+    }
+
+    /// Every stage's families of `stages` summed.
+    pub fn by_family<'a>(
+        stages: impl IntoIterator<Item = &'a StageResult>,
+    ) -> BTreeMap<String, FamilyTime> {
+        let mut sum: BTreeMap<String, FamilyTime> = BTreeMap::new();
+        for s in stages {
+            for (family, t) in &s.timings.families {
+                let e = sum.entry(family.clone()).or_default();
+                e.reference += t.reference;
+                e.judgement += t.judgement;
+            }
+        }
+        sum
+    }
+}
+
+/// One operator family's float64 seconds in a stage's verdict.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct FamilyTime {
+    /// Its nodes' part of the stage's reference (value, bound, σ, propagation).
+    pub reference: f64,
+    /// Its node checks (each node's reference from the provider's inputs, judged).
+    pub judgement: f64,
 }
 
 /// The least tolerance that would pass a stage (docs/error-model.md,

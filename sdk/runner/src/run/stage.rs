@@ -428,6 +428,9 @@ impl StageContext<'_> {
         };
         match nodes {
             Some(Ok(checks)) => {
+                for c in &checks {
+                    result.timings.family(stage.graph[c.node].op).judgement += c.seconds;
+                }
                 let mut failed = checks.iter().find(|c| !c.judgement.passed).cloned();
                 if execution == Execution::Decomposed {
                     passed &= failed.is_none();
@@ -572,6 +575,9 @@ impl StageContext<'_> {
         )
         .map_err(|e| format!("the reference could not run: {e}"))?;
         let cost = started.elapsed();
+        for (node, seconds) in self.stage.graph.iter().zip(&r.node_seconds) {
+            result.timings.family(node.op).reference += seconds;
+        }
         if let (Some(c), Some(key)) = (cache, &key) {
             c.cache.put(key, &r, cost.as_secs_f64());
         }

@@ -31,6 +31,10 @@ pub struct StageReference {
     /// `linear`, `conv2d` or `sdpa`) and no error shared along a broadcast:
     /// their mean is tested too.
     pub summed: HashSet<String>,
+    /// The seconds each node of the graph took (value, bound, σ and their
+    /// propagation), in graph order; empty for a reference read back from
+    /// the cache (`--timings` sums them by operator family).
+    pub node_seconds: Vec<f64>,
 }
 
 /// Computes the stage's reference and per-element bound from `inputs`, the
@@ -69,7 +73,9 @@ pub fn stage_reference(
     // are dropped after it (a block's weights and intermediates in float64
     // are several times the float32 tensors), except the stage's outputs.
     let last_read = stage.last_reads();
+    let mut node_seconds = Vec::with_capacity(stage.graph.len());
     for (i, node) in stage.graph.iter().enumerate() {
+        let started = std::time::Instant::now();
         let in_specs: Vec<TensorSpec> = node.inputs.iter().map(|n| specs[n].clone()).collect();
         let tier_attrs = node.attrs_at(tier.float_dtype());
         let (resolved, out_spec) = ops::output_spec(node.op, &tier_attrs, &in_specs)?;
@@ -156,6 +162,7 @@ pub fn stage_reference(
                 svars.remove(n);
             }
         }
+        node_seconds.push(started.elapsed().as_secs_f64());
     }
     summed.retain(|n| !shared.contains(n));
     let mut out = StageReference {
@@ -164,6 +171,7 @@ pub fn stage_reference(
         sigmas: HashMap::new(),
         coverage,
         summed,
+        node_seconds,
     };
     for name in &stage.outputs {
         let v = values
@@ -223,6 +231,11 @@ pub struct NodeCheck {
     /// A failing operator: where in its output the error lives.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_map: Option<ErrorMap>,
+    /// The check's seconds: the node's float64 reference from the
+    /// provider's own inputs, its bound and σ, the judgement (summed into
+    /// the stage's `timings.families`, not written with the check).
+    #[serde(skip)]
+    pub seconds: f64,
 }
 
 /// What [`check_nodes`] does with a node output missing from `values`.
@@ -255,6 +268,7 @@ pub fn check_nodes(
     let mut checks = Vec::with_capacity(stage.graph.len());
     let mut filled: HashMap<String, HostTensor> = HashMap::new();
     for (i, node) in stage.graph.iter().enumerate() {
+        let started = std::time::Instant::now();
         let got = |n: &String| {
             values
                 .get(n)
@@ -329,6 +343,7 @@ pub fn check_nodes(
             output: node.output.clone(),
             judgement,
             error_map,
+            seconds: started.elapsed().as_secs_f64(),
         });
     }
     Ok(checks)

@@ -129,6 +129,25 @@ unsafe fn view_mut<'a, T>(t: &TensorArg) -> ArrayViewMutD<'a, T> {
 /// inputs and outputs never overlap (ABI rule).
 pub fn run(node: &Node, inputs: &[TensorArg], outputs: &[TensorArg]) -> Result<(), ProviderError> {
     let out = &outputs[0];
+    // An empty output has nothing to compute, and its other extents may be
+    // huge (the catalog bounds bytes, not extents): no per-axis table or
+    // batch loop is built for it. Sparse and raster nodes check their
+    // coordinates and triangles even then (as the GPU providers do).
+    let checks_indices = matches!(
+        node,
+        Node::SparseConv3d
+            | Node::SparseDownsampleCoords { .. }
+            | Node::SparseDownsampleIndex { .. }
+            | Node::SegmentMean { .. }
+            | Node::GatherRows
+            | Node::RepeatRows { .. }
+            | Node::SparseSubdivideCoords
+            | Node::Rasterize { .. }
+            | Node::Interpolate
+    );
+    if out.numel() == 0 && !checks_indices {
+        return Ok(());
+    }
     // SAFETY (every view below): the caller's checks give the `view` contract;
     // the output is compact and distinct from every input.
     unsafe {

@@ -49,16 +49,8 @@ fn clip8(acc: i64) -> u8 {
 /// Pillow's rounding offset, where every accumulation starts.
 const ROUND: i64 = 1 << (PRECISION_BITS - 1);
 
-/// Pillow `Image.resize(size, filter)` on [H, W, C] uint8 (`r.filter`:
-/// BICUBIC or LANCZOS): one 1-D pass per axis, each rounded and clipped to
-/// uint8; the horizontal pass first (every Pillow before 13), or the vertical
-/// one (`vertical_first`). With `alpha` (Pillow's LA and RGBA), the colour
-/// channels are premultiplied by the last channel before the passes and
-/// divided by the resized alpha after them. An unchanged size is a copy.
-/// The sums are exact integers, so their order (rows in parallel, a row's
-/// columns in lanes) does not change a bit.
-/// `vsdk.resize_bilinear`: two taps per axis (`Bilinear::taps`), the
-/// horizontal pass then the vertical one, in f64.
+/// `vsdk.resize_bilinear`: each output from its two taps per axis
+/// (`Bilinear::taps`), in f64: the rows' blends, then the blend of those.
 pub fn bilinear<T: Real>(x: &ArrayViewD<T>, b: &Bilinear, out: ArrayViewMutD<T>) {
     let x = x
         .view()
@@ -124,6 +116,14 @@ pub fn nearest<T: Real>(x: &ArrayViewD<T>, n: &Nearest, out: ArrayViewMutD<T>) {
         });
 }
 
+/// Pillow `Image.resize(size, filter)` on [H, W, C] uint8 (`r.filter`:
+/// BICUBIC or LANCZOS): one 1-D pass per axis, each rounded and clipped to
+/// uint8; the horizontal pass first (every Pillow before 13), or the vertical
+/// one (`vertical_first`). With `alpha` (Pillow's LA and RGBA), the colour
+/// channels are premultiplied by the last channel before the passes and
+/// divided by the resized alpha after them. An unchanged size is a copy.
+/// The sums are exact integers, so their order (rows in parallel, a row's
+/// columns in lanes) does not change a bit.
 pub fn pil_u8(x: ArrayViewD<u8>, mut out: ArrayViewMutD<u8>, r: &PilResize) {
     let (h, w, c) = (x.shape()[0], x.shape()[1], x.shape()[2]);
     let (oh, ow) = (r.out_h, r.out_w);

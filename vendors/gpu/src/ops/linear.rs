@@ -107,6 +107,8 @@ pub(super) fn matmul<B: Backend>(
             })
             .collect()
     };
+    // The kernel counts tiles in `int` (`m + VIPS_MM_TILE − 1`): room for a tile more.
+    int::<i32>(m.max(n) + MM_TILE, "M or N (with a tile to spare)")?;
     let batch = strides(batch_dims, &over(a), &over(b))?;
     let batches: usize = batch_dims.iter().product();
     let stride = |t: &TensorArg, d: usize| int::<i64>(t.strides[d], "a matrix stride");

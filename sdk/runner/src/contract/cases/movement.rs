@@ -62,11 +62,13 @@ pub(super) fn movement(c: &mut Cases) {
 }
 
 /// `vsdk.pad` in each mode on the three layouts: pads that differ on every
-/// side (one axis not padded at all, one padded on one side only), as far
-/// as reflect allows (`n − 1`) so that its last mirrored element is the far
-/// edge's neighbour; the constant not 0 (a port that pads with zeros shows)
-/// and exact in every dtype. A mode other than the default is required
-/// only where the component uses it.
+/// side (each axis padded on one side more than the other, two on one side
+/// only), as far as reflect allows (`n − 1`) so that its last mirrored
+/// element is the far edge's neighbour; the constant not 0 (a port that
+/// pads with zeros shows), −1/3 in a float dtype (rounded once, to nearest:
+/// a port that narrows it twice or truncates shows), 7 in an integer one.
+/// A mode other than the default is required only where the component
+/// uses it.
 pub(super) fn pad(c: &mut Cases) {
     let d = c.dtype;
     let shape = [4usize, 6, 5];
@@ -76,7 +78,7 @@ pub(super) fn pad(c: &mut Cases) {
     } else {
         vec![0.0, 1.0, 127.0, 255.0, 2147483647.0]
     };
-    let value = if d.is_float() { -1.5 } else { 7.0 };
+    let value = if d.is_float() { -1.0 / 3.0 } else { 7.0 };
     let used = |mode: &str| {
         mode == "constant"
             || c.needed

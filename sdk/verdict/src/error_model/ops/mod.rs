@@ -265,10 +265,13 @@ pub(super) fn evaluate(r: &Reference, c: &Call) -> Result<Evaluated, Error> {
         }
         Node::ResizeBilinear(_) => {
             // Two taps per axis, non-negative weights summing to 1; float32
-            // coordinates move a sample by about u·in (the `4·in` term).
+            // coordinates (PyTorch's, or ONNX Runtime's division by out/in)
+            // move a sample by about u·in on each axis, and the value by up
+            // to |x[i1] − x[i0]| ≤ 2·max|x| per unit: the `4·in` term on
+            // twice the plane's largest magnitude.
             let x = &c.inputs[0];
             let longest = x.spec.shape[2].max(x.spec.shape[3]) as f64;
-            let bnd = plane_max(x, &value.spec.shape, 1.0)?;
+            let bnd = plane_max(x, &value.spec.shape, 2.0)?;
             affine(|lambda| rounding(p, &v, growth(lambda, 4) + 4.0 * longest, &bnd))
         }
         Node::Add | Node::Sub => {
