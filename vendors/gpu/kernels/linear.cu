@@ -63,6 +63,9 @@ __device__ void vips_linear(const T* x, const T* w, const T* bias, T* out, int m
  * through shared memory, float32 accumulation. Grid (n tiles, m tiles, batches),
  * each capped: the blocks stride over the rest. ---- */
 #define VIPS_MM_TILE 16
+/* A thread per output of the tile: the block is exactly one tile (and
+ * vips_linear's 16 x 16 threads of 4 x 4 outputs rely on the same size). */
+static_assert(VIPS_BLOCK == VIPS_MM_TILE * VIPS_MM_TILE, "a matmul block is one 16 x 16 tile");
 
 template <class T>
 __device__ void vips_matmul(const T* a, const T* b, T* out, VipsStrides batch, vips_i64 batches,
