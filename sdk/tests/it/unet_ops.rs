@@ -147,3 +147,33 @@ fn each_port_mistake_fails_exactly_its_stages() {
         );
     }
 }
+
+/// The component resizes both ways round the corners and both to corners
+/// and centres (`exact` given on one node, left to its default on another):
+/// the kernel contract requires the cases of every convention it uses.
+#[test]
+fn the_contract_requires_every_convention_the_component_uses() {
+    let cpu = device("cpu");
+    let s = suite(fresh_seed(), &cpu);
+    let stages: Vec<_> = s.document.stages.iter().collect();
+    let needed = vips_sdk::contract::needed(&s, &stages, Tier::Fp32);
+    let claimed: Vec<_> = needed
+        .iter()
+        .map(|n| (n.op, vips_sdk::DType::F32))
+        .collect();
+    let cases = vips_sdk::contract::cases(&needed, &claimed, fresh_seed());
+    for (kernel, flag) in [
+        ("vsdk.resize_bilinear@1", "align_corners"),
+        ("vsdk.resize_nearest@1", "exact"),
+    ] {
+        for on in [0, 1] {
+            let variant = format!("{flag}={on} ");
+            let of: Vec<_> = cases
+                .iter()
+                .filter(|c| c.name.starts_with(kernel) && c.name.contains(&variant))
+                .collect();
+            assert_eq!(of.len(), 2, "{kernel} {variant}");
+            assert!(of.iter().all(|c| c.required), "{kernel} {variant}");
+        }
+    }
+}

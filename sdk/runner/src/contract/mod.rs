@@ -62,10 +62,24 @@ pub struct Needed {
     /// The attributes any of its nodes sets (a case for an optional
     /// feature, such as a crop's steps, is required only where it is used).
     pub attr_names: Vec<String>,
-    /// The string values any of its nodes gives an attribute, as
-    /// `(name, value)` (a case for a mode, such as pad's `reflect`, is
-    /// required only where that mode is used).
-    pub strings: Vec<(String, String)>,
+    /// The int and string values its nodes give an attribute, each
+    /// `(name, value)` once (a case for a mode, such as pad's `reflect` or a
+    /// resize's `align_corners = 1`, is required only where it is used).
+    pub values: Vec<(String, vsdk_catalog::AttrValue)>,
+    /// The attributes of `attr_names` that some node leaves to its default
+    /// (then the default's cases are required too).
+    pub defaulted: Vec<String>,
+}
+
+impl Needed {
+    /// Whether some node gives `name` the value `value`, or leaves it to
+    /// its default when `value` is that default.
+    pub fn uses(&self, name: &str, value: &vsdk_catalog::AttrValue, default: bool) -> bool {
+        self.values.iter().any(|(n, v)| n == name && v == value)
+            || default
+                && (!self.attr_names.iter().any(|a| a == name)
+                    || self.defaulted.iter().any(|a| a == name))
+    }
 }
 
 /// The kernels `stages` use at `tier`, in document order (a stage with its
@@ -99,7 +113,8 @@ pub fn needed(suite: &Suite, stages: &[&Stage], tier: Tier) -> Vec<Needed> {
                     dtypes: Vec::new(),
                     cast_targets: Vec::new(),
                     attr_names: Vec::new(),
-                    strings: Vec::new(),
+                    values: Vec::new(),
+                    defaulted: Vec::new(),
                 });
                 out.last_mut().expect("just pushed")
             }
@@ -108,11 +123,13 @@ pub fn needed(suite: &Suite, stages: &[&Stage], tier: Tier) -> Vec<Needed> {
             if !n.attr_names.contains(name) {
                 n.attr_names.push(name.clone());
             }
-            if let vsdk_catalog::AttrValue::Str(v) = value {
-                let pair = (name.clone(), v.clone());
-                if !n.strings.contains(&pair) {
-                    n.strings.push(pair);
-                }
+            let kept = matches!(
+                value,
+                vsdk_catalog::AttrValue::Str(_) | vsdk_catalog::AttrValue::Int(_)
+            );
+            let pair = (name.clone(), value.clone());
+            if kept && !n.values.contains(&pair) {
+                n.values.push(pair);
             }
         }
         if !n.dtypes.contains(&dtype) {
@@ -120,6 +137,16 @@ pub fn needed(suite: &Suite, stages: &[&Stage], tier: Tier) -> Vec<Needed> {
         }
         if let Some(t) = target.filter(|t| !n.cast_targets.contains(t)) {
             n.cast_targets.push(t);
+        }
+    }
+    // Once every node's attribute names are known: the ones a node leaves out.
+    for node in stages.iter().flat_map(|s| &s.graph) {
+        if let Some(n) = out.iter_mut().find(|n| n.op == node.op) {
+            for name in &n.attr_names {
+                if node.attrs.get(name).is_none() && !n.defaulted.contains(name) {
+                    n.defaulted.push(name.clone());
+                }
+            }
         }
     }
     out

@@ -69,8 +69,8 @@ pub(super) fn resize(c: &mut Cases) {
 /// layouts, then each corner convention (bilinear's `align_corners`,
 /// nearest's `exact`) both ways at sizes where they part: an odd upsample,
 /// a downsample by a non-integer factor, an axis kept (a `scale_factor` of
-/// 1.05 that leaves it its length: copied) and one doubled. Only the
-/// component's own convention is required.
+/// 1.05 that leaves it its length: copied) and one doubled. A convention
+/// is required where one of the component's nodes uses it.
 pub(super) fn resize_2d(c: &mut Cases) {
     let flag = if c.op == Op::ResizeBilinear {
         "align_corners"
@@ -82,8 +82,6 @@ pub(super) fn resize_2d(c: &mut Cases) {
         attrs = attrs.with("size", AttrValue::Ints(vec![23, 13]));
     }
     layout_cases(c, &attrs, &[vec![2, 3, 17, 19]], 1.0);
-    // The component's convention (its first node's) is required.
-    let set = c.needed.template.attrs.get(flag) == Some(&AttrValue::Int(1));
     for on in [false, true] {
         for (variant, size) in [
             ("size", AttrValue::Ints(vec![31, 7])),
@@ -107,8 +105,9 @@ pub(super) fn resize_2d(c: &mut Cases) {
                     .with(flag, AttrValue::Int(i64::from(on))),
                 vec![input(&shape, v, c.dtype, None)],
             );
+            let used = c.needed.uses(flag, &AttrValue::Int(i64::from(on)), !on);
             if let Some(case) = c.out.last_mut() {
-                case.required &= set == on;
+                case.required &= used;
             }
         }
     }
