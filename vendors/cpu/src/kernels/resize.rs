@@ -5,7 +5,7 @@
 //! stretched by the scale, renormalised; an axis of unchanged length copied).
 
 use super::Real;
-use ndarray::{Array4, ArrayViewD, ArrayViewMutD, Ix4, Zip};
+use ndarray::{Array4, ArrayView2, ArrayViewD, ArrayViewMutD, Ix4, Zip};
 use rayon::prelude::*;
 use vsdk_catalog::taps::{
     axis_taps, pil_coeffs, pil_premultiply, pil_unpremultiply, PIL_PRECISION_BITS as PRECISION_BITS,
@@ -52,11 +52,6 @@ const ROUND: i64 = 1 << (PRECISION_BITS - 1);
 /// `vsdk.resize_bilinear`: each output from its two taps per axis
 /// (`Bilinear::taps`), in f64: the rows' blends, then the blend of those.
 pub fn bilinear<T: Real>(x: &ArrayViewD<T>, b: &Bilinear, out: ArrayViewMutD<T>) {
-    let x = x
-        .view()
-        .into_dimensionality::<Ix4>()
-        .expect("rank 4 checked");
-    let mut out = out.into_dimensionality::<Ix4>().expect("rank 4 checked");
     let (ih, iw) = (x.shape()[2], x.shape()[3]);
     let rows: Vec<_> = (0..b.out_h)
         .map(|i| b.taps(i, ih, b.out_h, b.scale_h))
@@ -64,19 +59,10 @@ pub fn bilinear<T: Real>(x: &ArrayViewD<T>, b: &Bilinear, out: ArrayViewMutD<T>)
     let cols: Vec<_> = (0..b.out_w)
         .map(|j| b.taps(j, iw, b.out_w, b.scale_w))
         .collect();
-    Zip::from(out.outer_iter_mut())
-        .and(x.outer_iter())
-        .par_for_each(|mut o, x| {
-            for (mut o, x) in o.outer_iter_mut().zip(x.outer_iter()) {
-                for (i, &(r0, r1, ly)) in rows.iter().enumerate() {
-                    for (j, &(c0, c1, lx)) in cols.iter().enumerate() {
-                        let at = |r: usize, c: usize| x[[r, c]].wide();
-                        let row = |r: usize| lerp(at(r, c0), at(r, c1), lx);
-                        o[[i, j]] = T::lit(lerp(row(r0), row(r1), ly));
-                    }
-                }
-            }
-        });
+    per_pixel(x, out, &rows, &cols, |x, &(r0, r1, ly), &(c0, c1, lx)| {
+        let row = |r: usize| lerp(x[[r, c0]].wide(), x[[r, c1]].wide(), lx);
+        T::lit(lerp(row(r0), row(r1), ly))
+    });
 }
 
 /// `(1 − λ)·a + λ·b`, where a tap of weight 0 is not read (an infinite
@@ -91,11 +77,6 @@ fn lerp(a: f64, b: f64, l: f64) -> f64 {
 
 /// `vsdk.resize_nearest`: each output pixel one input pixel (`Nearest::source`).
 pub fn nearest<T: Real>(x: &ArrayViewD<T>, n: &Nearest, out: ArrayViewMutD<T>) {
-    let x = x
-        .view()
-        .into_dimensionality::<Ix4>()
-        .expect("rank 4 checked");
-    let mut out = out.into_dimensionality::<Ix4>().expect("rank 4 checked");
     let (ih, iw) = (x.shape()[2], x.shape()[3]);
     let rows: Vec<usize> = (0..n.out_h)
         .map(|i| n.source(i, ih, n.out_h, n.scale_h))
@@ -103,13 +84,30 @@ pub fn nearest<T: Real>(x: &ArrayViewD<T>, n: &Nearest, out: ArrayViewMutD<T>) {
     let cols: Vec<usize> = (0..n.out_w)
         .map(|j| n.source(j, iw, n.out_w, n.scale_w))
         .collect();
+    per_pixel(x, out, &rows, &cols, |x, &r, &c| x[[r, c]]);
+}
+
+/// Output pixel `(i, j)` of every `[H, W]` plane of `[N, C, H, W]` as
+/// `pixel(input plane, rows[i], cols[j])`, the images in parallel.
+fn per_pixel<T: Real, R: Sync, C: Sync>(
+    x: &ArrayViewD<T>,
+    out: ArrayViewMutD<T>,
+    rows: &[R],
+    cols: &[C],
+    pixel: impl Fn(&ArrayView2<T>, &R, &C) -> T + Sync,
+) {
+    let x = x
+        .view()
+        .into_dimensionality::<Ix4>()
+        .expect("rank 4 checked");
+    let mut out = out.into_dimensionality::<Ix4>().expect("rank 4 checked");
     Zip::from(out.outer_iter_mut())
         .and(x.outer_iter())
         .par_for_each(|mut o, x| {
             for (mut o, x) in o.outer_iter_mut().zip(x.outer_iter()) {
-                for (i, &r) in rows.iter().enumerate() {
-                    for (j, &c) in cols.iter().enumerate() {
-                        o[[i, j]] = x[[r, c]];
+                for (i, r) in rows.iter().enumerate() {
+                    for (j, c) in cols.iter().enumerate() {
+                        o[[i, j]] = pixel(&x, r, c);
                     }
                 }
             }

@@ -367,7 +367,9 @@ pub(super) fn evaluate(r: &Reference, c: &Call) -> Result<Evaluated, Error> {
         | Node::GatherRows
         | Node::RepeatRows { .. }
         | Node::ResizeNearest(_) => exact(moved_local(c, &v, p)),
-        Node::Pad(pad) => exact(padded_local(c, pad, &v, p, |v| p.u * v.abs() + p.tiny)),
+        Node::Pad(pad) => exact(padded_local(c, pad, &value.spec.shape, &v, p, |v| {
+            p.u * v.abs() + p.tiny
+        })),
         Node::Pool2d(_) if selects(c.node) => exact(moved_local(c, &v, p)),
         Node::Pool2d(_) | Node::Reduce(_) => reduction_local(r, c, &v, p)?,
         Node::ResizePil(_) => exact(vec![c.params.lsb as f64; v.len()]),
@@ -565,7 +567,7 @@ fn sigma(
         | Node::GatherRows
         | Node::RepeatRows { .. }
         | Node::ResizeNearest(_) => moved_variance(c, v, p),
-        Node::Pad(pad) => padded_local(c, pad, v, p, |v| {
+        Node::Pad(pad) => padded_local(c, pad, &value.spec.shape, v, p, |v| {
             rounding_var(p.u, v) + p.tiny * p.tiny / 3.0
         }),
         Node::Pool2d(_) if selects(c.node) => moved_variance(c, v, p),
@@ -863,28 +865,34 @@ fn moved_local(c: &Call, v: &[f64], p: Precision) -> Vec<f64> {
         .collect()
 }
 
-/// A pad's local bound (or variance: `rounded`): moved elements as
-/// [`moved_local`], the constant exact where the tier holds it and one
-/// rounding (`rounded` of the value) where it does not.
+/// A pad's local bound (or variance: `rounded`) over its output of
+/// `shape`: moved elements as [`moved_local`], the constant exact where the
+/// tier holds it and one rounding (`rounded` of the value) where it does not.
 fn padded_local(
     c: &Call,
     pad: &Pad,
+    shape: &[usize],
     v: &[f64],
     p: Precision,
     rounded: impl Fn(f64) -> f64,
 ) -> Vec<f64> {
-    let moved = moved_local(c, v, p);
-    let (n, shape) = (
-        &c.inputs[0].spec.shape,
-        padded_shape(pad, &c.inputs[0].spec.shape),
-    );
+    // A moved element rounds only where its input was off the tier.
+    let moved = |v: f64| {
+        if !c.off_tier_inputs || p.holds(v) {
+            0.0
+        } else {
+            rounded(v)
+        }
+    };
+    if pad.mode != PadMode::Constant || p.holds(pad.value) {
+        return v.iter().map(|&v| moved(v)).collect();
+    }
+    let n = &c.inputs[0].spec.shape;
     let mut index = vec![0usize; shape.len()];
     let mut out = Vec::with_capacity(v.len());
-    for (i, &v) in v.iter().enumerate() {
+    for &v in v {
         let filled = (0..shape.len()).any(|d| pad.source(d, index[d], n[d]).is_none());
-        // A moved element rounds only where its input was off the tier.
-        let rounds = if filled { !p.holds(v) } else { moved[i] != 0.0 };
-        out.push(if rounds { rounded(v) } else { 0.0 });
+        out.push(if filled { rounded(v) } else { moved(v) });
         for d in (0..shape.len()).rev() {
             index[d] += 1;
             if index[d] < shape[d] {
@@ -894,12 +902,6 @@ fn padded_local(
         }
     }
     out
-}
-
-fn padded_shape(pad: &Pad, n: &[usize]) -> Vec<usize> {
-    (0..n.len())
-        .map(|d| n[d] + pad.begin[d] + pad.end[d])
-        .collect()
 }
 
 /// [`moved_local`]'s rounding as a variance.
